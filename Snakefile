@@ -1,0 +1,23 @@
+# causalpos: reproduce "Behind RoPE: How Does Causal Mask Encode Positional Information?"
+# Run:  snakemake --cores 8 all_figures      (config: config.yaml, checked before any job)
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/theory.smk"
+include: "rules/simulate.smk"
+include: "rules/figures.smk"
+
+
+rule all:
+    input:
+        THEORY_TABLE,
+        all_simulations(),
+        all_figure_files(),
+
+
+rule all_figures:
+    input:
+        all_figure_files(),

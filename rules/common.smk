@@ -1,0 +1,60 @@
+import re
+
+from causalpos.config import (
+    THEORY_FIGURES,
+    figure_options,
+    figure_variants,
+    validate_config,
+    variant_params,
+)
+from causalpos.simulate import Variant
+from causalpos.stages import code_digest
+
+
+# Snakemake's own validate (inside) against the JSON schema, plus cross-key
+# checks; a bad config stops here, before any job, naming the key.
+validate_config(config)
+
+VARIANTS = list(config["simulation"]["variants"])
+FIGURES = list(config["figures"])
+FIGURE_EXTENSIONS = [f".{fmt}" for fmt in config["plot"]["formats"]]
+THEORY_TABLE = "results/theory/layer2_scores.parquet"
+
+
+wildcard_constraints:
+    variant="|".join(map(re.escape, VARIANTS)),
+    figure="|".join(map(re.escape, FIGURES)) or "(?!)",
+
+
+def simulation_table(variant):
+    return f"results/simulation/{variant}.parquet"
+
+
+def all_simulations():
+    return [simulation_table(v) for v in VARIANTS]
+
+
+def figure_files(figure):
+    return [f"results/figures/{figure}{ext}" for ext in FIGURE_EXTENSIONS]
+
+
+def all_figure_files():
+    return [path for figure in FIGURES for path in figure_files(figure)]
+
+
+def figure_inputs(wildcards):
+    return {
+        "simulation": [
+            simulation_table(v) for v in figure_variants(config, wildcards.figure)
+        ],
+        "theory": [THEORY_TABLE] if wildcards.figure in THEORY_FIGURES else [],
+    }
+
+
+def variant_settings(wildcards):
+    """All parameters of the variant (defaults filled in): a change reruns only it."""
+    return Variant(**variant_params(config, wildcards.variant)).params()
+
+
+def plot_settings(wildcards):
+    return figure_options(config, wildcards.figure)

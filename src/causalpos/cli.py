@@ -1,0 +1,93 @@
+"""`causalpos <stage>`: run one workflow stage by hand, exactly as its Snakemake rule does."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from causalpos.config import THEORY_FIGURES, ConfigError, figure_options, figure_variants, load_config, variant_params
+
+THEORY_TABLE = "results/theory/layer2_scores.parquet"
+
+
+def simulation_table(results: str, variant: str) -> str:
+    return f"{results}/simulation/{variant}.parquet"
+
+
+def cmd_theory(args, config):
+    from causalpos.stages import run_theory
+
+    run_theory(config["theory"]["seq_len"], config["theory"]["alphas"],
+               args.output or f"{args.results}/theory/layer2_scores.parquet")
+
+
+def cmd_simulate(args, config):
+    from causalpos.stages import run_simulation
+
+    run_simulation(args.variant, variant_params(config, args.variant),
+                   args.output or simulation_table(args.results, args.variant),
+                   device=args.device or config["device"],
+                   threads=args.threads or config["simulation"]["threads"],
+                   chunk_size=config["simulation"]["chunk_size"])
+
+
+def cmd_plot(args, config):
+    from causalpos.stages import run_figure
+
+    if args.figure not in config["figures"]:
+        raise ConfigError(f"figure {args.figure!r} is not in the config; configured: {sorted(config['figures'])}")
+    options = figure_options(config, args.figure)
+    outputs = [f"{args.results}/figures/{args.figure}.{fmt}" for fmt in options["formats"]]
+    sims = [simulation_table(args.results, v) for v in figure_variants(config, args.figure)]
+    theory = f"{args.results}/theory/layer2_scores.parquet" if args.figure in THEORY_FIGURES else None
+    run_figure(args.figure, sims, theory, options, outputs)
+
+
+def cmd_list(args, config):
+    for name in config["simulation"]["variants"]:
+        print("variant", name, variant_params(config, name))
+    for name in config["figures"]:
+        print("figure", name, figure_variants(config, name))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="causalpos", description=__doc__)
+    parser.add_argument("--configfile", default="config.yaml", help="workflow config (default: config.yaml)")
+    parser.add_argument("--results", default="results", help="results folder (default: results)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("theory", help="closed-form layer-2 scores to Parquet")
+    p.add_argument("-o", "--output")
+    p.set_defaults(func=cmd_theory)
+
+    p = sub.add_parser("simulate", help="Monte Carlo of one simulation variant to Parquet")
+    p.add_argument("variant", help="a name under simulation.variants")
+    p.add_argument("-o", "--output")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--threads", type=int)
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("plot", help="draw one figure from the Parquet results")
+    p.add_argument("figure", help="a name under figures, e.g. fig02_l2norm")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("list", help="list the configured variants and figures")
+    p.set_defaults(func=cmd_list)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    try:
+        config = load_config(args.configfile)
+        args.func(args, config)
+    except ConfigError as err:
+        print(f"causalpos: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

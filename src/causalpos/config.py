@@ -1,0 +1,102 @@
+"""Loading and checking config.yaml: one place for the workflow and the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from causalpos.simulate import Variant
+
+SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
+# Figures drawn from the closed form (theory table) and/or simulated variants.
+THEORY_FIGURES = ("fig01_mechanism", "figS1_mc_vs_closed_form")
+SIMULATION_FREE_FIGURES = ("fig01_mechanism",)
+
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message names the key and what is allowed."""
+
+
+def _key_path(path) -> str:
+    return ".".join(str(p) for p in path) or "<top level>"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    where = _key_path(error.absolute_path)
+    schema = error.schema
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        return f"{where}: unknown key(s) {extra}; allowed keys: {allowed}"
+    if error.validator == "enum":
+        return f"{where} = {error.instance!r} is not allowed; allowed values: {schema['enum']}"
+    if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "type",
+                           "minItems", "minProperties", "uniqueItems"):
+        bounds = {k: schema[k] for k in ("type", "minimum", "maximum", "exclusiveMinimum",
+                                          "exclusiveMaximum") if k in schema}
+        return f"{where} = {error.instance!r} is invalid ({error.message}); allowed: {bounds}"
+    return f"{where}: {error.message}"
+
+
+def validate_config(config: dict) -> dict:
+    """Validate against the JSON schema with Snakemake's own validator (which also
+    fills defaults), then check what a schema cannot say. Raises ConfigError."""
+    from snakemake.utils import validate
+    from snakemake_interface_common.exceptions import WorkflowError
+
+    try:
+        validate(config, str(SCHEMA_PATH), set_default=True)
+    except WorkflowError:
+        schema = yaml.safe_load(SCHEMA_PATH.read_text())
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+        raise ConfigError("invalid config:\n  " + "\n  ".join(_describe(e) for e in errors)) from None
+    check_config(config)
+    return config
+
+
+def check_config(config: dict) -> None:
+    variants = config["simulation"]["variants"]
+    for name in variants:
+        try:
+            Variant(**variant_params(config, name))
+        except ValueError as err:
+            raise ConfigError(f"simulation.variants.{name}: {err}") from None
+    for figure, spec in config["figures"].items():
+        listed = spec.get("variants", [])
+        if figure in SIMULATION_FREE_FIGURES and listed:
+            raise ConfigError(f"figures.{figure}.variants: this figure uses the closed form only")
+        if figure not in SIMULATION_FREE_FIGURES and not listed:
+            raise ConfigError(f"figures.{figure}.variants: name at least one simulation variant")
+        unknown = [v for v in listed if v not in variants]
+        if unknown:
+            raise ConfigError(f"figures.{figure}.variants: {unknown} not in simulation.variants "
+                              f"(known: {sorted(variants)})")
+
+
+def load_config(path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    with path.open() as fh:
+        config = yaml.safe_load(fh) or {}
+    return validate_config(config)
+
+
+def variant_params(config: dict, name: str) -> dict:
+    """The full parameter set of one simulation variant: defaults, then its overrides."""
+    sim = config["simulation"]
+    if name not in sim["variants"]:
+        raise ConfigError(f"unknown simulation variant {name!r}; known: {sorted(sim['variants'])}")
+    return {**(sim.get("defaults") or {}), **(sim["variants"][name] or {})}
+
+
+def figure_variants(config: dict, figure: str) -> list[str]:
+    return list(config["figures"][figure].get("variants", []))
+
+
+def figure_options(config: dict, figure: str) -> dict:
+    """Everything that changes how a figure looks: its own settings and the plot settings."""
+    return {**config["plot"], **config["figures"][figure]}

@@ -1,0 +1,171 @@
+"""The Snakemake workflow end to end on the tiny test config, and what a rerun recomputes.
+
+Each test works on its own copy of the workflow (Snakefile, rules, scripts and
+the causalpos sources, imported from the copy through PYTHONPATH), so editing
+code or config there leaves the repository alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+pytestmark = pytest.mark.workflow
+
+
+def copy_workflow(dest: Path) -> Path:
+    for name in ("Snakefile", "rules", "workflow_scripts"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)
+    shutil.copytree(ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy2(ROOT / ".test" / "config.yaml", dest / "config.yaml")
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
+    proc = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def planned_jobs(workdir: Path, target: str = "all_figures") -> set[tuple[str, str]]:
+    """(rule, wildcard value or '') of every job `snakemake -n` would run."""
+    out = snakemake(workdir, "-n", target).stdout
+    jobs, rule = set(), None
+    for line in out.splitlines():
+        if m := re.match(r"^(?:local)?rule (\w+):", line):
+            rule = m.group(1)
+            jobs.add((rule, ""))
+        elif rule and (m := re.match(r"^\s+wildcards: \w+=(\S+)", line)):
+            jobs.discard((rule, ""))
+            jobs.add((rule, m.group(1)))
+            rule = None
+    return {job for job in jobs if job[0] not in ("all", "all_figures")}
+
+
+def edit_config(workdir: Path, change) -> None:
+    path = workdir / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    change(config)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def touch_source(workdir: Path, module: str) -> None:
+    path = workdir / "src" / "causalpos" / f"{module}.py"
+    path.write_text(path.read_text() + "\n# an edit\n")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A copy of the workflow after one complete `all_figures` run."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
+    snakemake(workdir, "all_figures")
+    return workdir
+
+
+@pytest.fixture
+def rerun_copy(finished, tmp_path) -> Path:
+    """A fresh copy of the finished run (mtimes and Snakemake metadata kept)."""
+    dest = tmp_path / "copy"
+    shutil.copytree(finished, dest, symlinks=True)
+    return dest
+
+
+def figures_using(config: dict, variant: str) -> set[tuple[str, str]]:
+    return {("figure", name) for name, spec in config["figures"].items() if variant in spec.get("variants", [])}
+
+
+def test_all_figures_end_to_end(finished):
+    config = yaml.safe_load((finished / "config.yaml").read_text())
+    for figure in config["figures"]:
+        for fmt in config["plot"]["formats"]:
+            path = finished / "results" / "figures" / f"{figure}.{fmt}"
+            assert path.stat().st_size > 1000, path
+    # one tidy table for all variants, as the README shows
+    table = pd.read_parquet(finished / "results" / "simulation")
+    assert set(table["variant"]) == set(config["simulation"]["variants"])
+    assert {"layer", "query_pos", "key_pos", "score_mean", "score_sem", "prob_mean",
+            "score_diagnorm", "alpha", "norm", "d", "n_samples", "seed"} <= set(table.columns)
+    theory = pd.read_parquet(finished / "results" / "theory" / "layer2_scores.parquet")
+    assert set(theory["alpha"]) == set(config["theory"]["alphas"])
+    # every rule logs, the simulations are benchmarked, and nothing half-written is left
+    assert (finished / "logs" / "theory.log").stat().st_size > 0
+    for variant in config["simulation"]["variants"]:
+        assert (finished / "benchmarks" / "simulate" / f"{variant}.tsv").exists()
+    assert not list((finished / "results").rglob("*.tmp*"))
+
+
+def test_second_run_does_nothing(rerun_copy):
+    assert planned_jobs(rerun_copy) == set()
+
+
+def test_changing_one_variant_reruns_it_and_its_figures(rerun_copy):
+    edit_config(rerun_copy, lambda c: c["simulation"]["variants"]["l2_alpha0.2"].update(alpha=0.3))
+    config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
+    expected = {("simulate", "l2_alpha0.2")} | figures_using(config, "l2_alpha0.2")
+    assert planned_jobs(rerun_copy) == expected
+
+
+def test_changing_a_default_reruns_every_variant_that_inherits_it(rerun_copy):
+    edit_config(rerun_copy, lambda c: c["simulation"]["defaults"].update(seed=1))
+    config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
+    jobs = planned_jobs(rerun_copy)
+    assert {j for j in jobs if j[0] == "simulate"} == {("simulate", v) for v in config["simulation"]["variants"]}
+    assert ("theory", "") not in jobs
+
+
+def test_changing_a_plot_option_reruns_only_figures(rerun_copy):
+    edit_config(rerun_copy, lambda c: c["plot"].update(dpi=72))
+    config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
+    assert planned_jobs(rerun_copy) == {("figure", f) for f in config["figures"]}
+
+
+def test_editing_simulation_code_reruns_simulations_and_figures(rerun_copy):
+    touch_source(rerun_copy, "simulate")
+    config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
+    expected = {("simulate", v) for v in config["simulation"]["variants"]}
+    expected |= {("figure", f) for f, spec in config["figures"].items() if spec.get("variants")}
+    assert planned_jobs(rerun_copy) == expected
+
+
+def test_editing_figure_code_reruns_only_figures(rerun_copy):
+    touch_source(rerun_copy, "figures")
+    config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
+    assert planned_jobs(rerun_copy) == {("figure", f) for f in config["figures"]}
+
+
+def test_editing_theory_code_reruns_theory_and_figures_not_simulations(rerun_copy):
+    touch_source(rerun_copy, "theory")
+    jobs = planned_jobs(rerun_copy)
+    assert ("theory", "") in jobs
+    assert not any(rule == "simulate" for rule, _ in jobs)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c["simulation"]["defaults"].update(alpha=1.0), "simulation.defaults.alpha"),
+    (lambda c: c["simulation"]["variants"]["l2_alpha0.2"].update(alpha=-0.1), "l2_alpha0.2.alpha"),
+    (lambda c: c["simulation"]["defaults"].update(seq_len=1), "simulation.defaults.seq_len"),
+    (lambda c: c["simulation"]["defaults"].update(norm="rmsnorm"), "allowed values: ['l2', 'layernorm']"),
+    (lambda c: c["simulation"].update(colour="blue"), "unknown key(s) ['colour']"),
+    (lambda c: c["figures"]["fig02_l2norm"].update(variants=["missing"]), "figures.fig02_l2norm.variants"),
+])
+def test_bad_config_fails_before_any_job(tmp_path, change, message):
+    workdir = copy_workflow(tmp_path)
+    edit_config(workdir, change)
+    proc = snakemake(workdir, "all_figures", check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not (workdir / "results").exists()

@@ -1,0 +1,12 @@
+# Snakemake adapter for rule simulate: read the job, call the library.
+from causalpos.stages import log_to_file, run_simulation
+
+with log_to_file(snakemake.log[0]):
+    run_simulation(
+        snakemake.wildcards.variant,
+        snakemake.params.variant,
+        snakemake.output[0],
+        device=snakemake.params.device,
+        threads=snakemake.threads,
+        chunk_size=snakemake.params.chunk_size,
+    )
