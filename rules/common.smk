@@ -1,4 +1,9 @@
 import re
+import sys
+from pathlib import Path
+
+# The workflow runs the library of its own checkout, whatever else is installed.
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.config import (
     THEORY_FIGURES,
@@ -9,7 +14,6 @@ from causalpos.config import (
 )
 from causalpos.simulate import Variant
 from causalpos.stages import code_digest
-
 
 # Snakemake's own validate (inside) against the JSON schema, plus cross-key
 # checks; a bad config stops here, before any job, naming the key.

@@ -3,10 +3,12 @@ rule figure:
         unpack(figure_inputs),
     output:
         multiext("results/figures/{figure}", *FIGURE_EXTENSIONS),
+    log:
+        "logs/figures/{figure}.log",
+    conda:
+        "../envs/causalpos.yaml"
     params:
         options=plot_settings,
         code=code_digest("plot"),
-    log:
-        "logs/figures/{figure}.log",
     script:
         "../workflow_scripts/plot.py"

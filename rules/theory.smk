@@ -1,11 +1,13 @@
 rule theory:
     output:
         THEORY_TABLE,
+    log:
+        "logs/theory.log",
+    conda:
+        "../envs/causalpos.yaml"
     params:
         seq_len=config["theory"]["seq_len"],
         alphas=config["theory"]["alphas"],
         code=code_digest("theory"),
-    log:
-        "logs/theory.log",
     script:
         "../workflow_scripts/theory.py"

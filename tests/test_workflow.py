@@ -169,3 +169,12 @@ def test_bad_config_fails_before_any_job(tmp_path, change, message):
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
     assert not (workdir / "results").exists()
+
+
+def test_cli_stage_gives_the_rule_output(rerun_copy):
+    """`causalpos simulate NAME` does what rule simulate did for that variant."""
+    env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
+    subprocess.run([sys.executable, "-m", "causalpos.cli", "simulate", "l2_alpha0.2", "--threads", "1",
+                    "-o", "by_cli.parquet"], cwd=rerun_copy, env=env, check=True, capture_output=True)
+    by_rule = pd.read_parquet(rerun_copy / "results" / "simulation" / "l2_alpha0.2.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(rerun_copy / "by_cli.parquet"), by_rule)

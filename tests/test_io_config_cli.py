@@ -1,0 +1,120 @@
+"""Atomic outputs, config checking and the CLI (the same stage functions as the rules)."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from causalpos.cli import main
+from causalpos.config import ConfigError, load_config, validate_config, variant_params
+from causalpos.io import atomic_path, read_metadata, write_parquet
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_atomic_path_leaves_nothing_when_writing_fails(tmp_path):
+    target = tmp_path / "out.parquet"
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_bytes(b"half a file")
+            raise RuntimeError("killed mid-write")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_parquet_roundtrip_with_metadata(tmp_path):
+    frame = pd.DataFrame({"layer": [0, 1], "score_mean": [0.5, 0.25]})
+    write_parquet(frame, tmp_path / "a" / "t.parquet", {"variant": "x", "seconds": 1.5})
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / "t.parquet"), frame)
+    assert read_metadata(tmp_path / "a" / "t.parquet") == {"variant": "x", "seconds": 1.5}
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["t.parquet"]
+
+
+def test_write_parquet_failure_leaves_no_file(tmp_path):
+    bad = pd.DataFrame({"mixed": [1, "a", object()]})
+    with pytest.raises(Exception):
+        write_parquet(bad, tmp_path / "bad.parquet")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def config():
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def test_default_and_test_configs_are_valid():
+    for path in (ROOT / "config.yaml", ROOT / ".test" / "config.yaml"):
+        load_config(path)
+
+
+def test_validation_fills_defaults(config):
+    del config["simulation"]["threads"]
+    del config["plot"]["dpi"]
+    validate_config(config)
+    assert config["simulation"]["threads"] == 8 and config["plot"]["dpi"] == 150
+
+
+def test_variant_inherits_defaults_and_overrides(config):
+    validate_config(config)
+    params = variant_params(config, "rope_nomask_alpha0.0")
+    assert params["pe"] == "rope" and params["mask"] == "none"
+    assert params["d"] == config["simulation"]["defaults"]["d"]
+
+
+@pytest.mark.parametrize("path, value, expected", [
+    (("simulation", "defaults", "alpha"), 1.0, "simulation.defaults.alpha"),
+    (("simulation", "defaults", "alpha"), -0.5, "simulation.defaults.alpha"),
+    (("simulation", "defaults", "seq_len"), 1, "simulation.defaults.seq_len"),
+    (("simulation", "defaults", "norm"), "batchnorm", "allowed values: ['l2', 'layernorm']"),
+    (("simulation", "defaults", "typo"), 3, "unknown key(s) ['typo']"),
+    (("theory", "alphas"), [0.2, 1.5], "theory.alphas.1"),
+    (("plot", "formats"), ["jpg"], "plot.formats.0"),
+    (("device",), "tpu", "allowed values: ['auto', 'cpu', 'cuda']"),
+])
+def test_bad_values_name_the_key(config, path, value, expected):
+    node = config
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ConfigError, match=None) as err:
+        validate_config(config)
+    assert expected in str(err.value)
+
+
+def test_cross_key_checks(config):
+    bad = copy.deepcopy(config)
+    bad["simulation"]["variants"]["odd_rope"] = {"pe": "rope", "d": 33}
+    with pytest.raises(ConfigError, match="simulation.variants.odd_rope"):
+        validate_config(bad)
+    bad = copy.deepcopy(config)
+    bad["figures"]["fig04_rope"]["variants"] = ["nope"]
+    with pytest.raises(ConfigError, match="figures.fig04_rope.variants"):
+        validate_config(bad)
+
+
+def test_cli_reports_config_errors_without_traceback(tmp_path, capsys):
+    cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    cfg["simulation"]["defaults"]["alpha"] = 2
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["--configfile", str(tmp_path / "c.yaml"), "theory"]) == 2
+    assert "simulation.defaults.alpha" in capsys.readouterr().err
+
+
+def test_cli_stages_write_parquet_and_figures(tmp_path):
+    cfg = str(ROOT / ".test" / "config.yaml")
+    results = str(tmp_path / "results")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "causalpos.cli", "--configfile", cfg,
+                                     "--results", results, *a], check=True, capture_output=True, text=True)
+    run("theory")
+    run("simulate", "l2_alpha0.0_d16")
+    run("simulate", "l2_alpha0.0")
+    run("plot", "figS1_mc_vs_closed_form")
+    table = pd.read_parquet(tmp_path / "results" / "simulation")
+    assert set(table["variant"]) == {"l2_alpha0.0", "l2_alpha0.0_d16"}
+    for fmt in ("pdf", "png"):
+        assert (tmp_path / "results" / "figures" / f"figS1_mc_vs_closed_form.{fmt}").stat().st_size > 1000
