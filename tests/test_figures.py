@@ -1,0 +1,142 @@
+"""Figures render from small real simulations; the pivot puts query/key where they belong."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from causalpos.figures import FIGURES, PANEL_SIZE, layer_matrix, render_figure, variant_label
+from causalpos.simulate import Variant, result_frame, simulate
+from causalpos.theory import theory_frame
+
+SMALL = dict(n_samples=1024, seq_len=8, d=16, n_layers=3)
+VARIANTS = {
+    "l2_a0": {},
+    "l2_a0.2": {"alpha": 0.2},
+    "ln_sqrtd": {"norm": "layernorm", "scale": "sqrt_d"},
+    "ln_d": {"norm": "layernorm", "scale": "d", "alpha": 0.2},
+    "rope": {"pe": "rope"},
+    "rope_nomask": {"pe": "rope", "mask": "none"},
+    "l2_a0_d8": {"d": 8},
+    "l2_a0_d32": {"d": 32},
+}
+PLOT = dict(formats=["pdf", "png"], dpi=60, cmap="viridis", diverging_cmap="coolwarm", font_scale=1.0)
+FIGURE_OPTIONS = {
+    "fig01_mechanism": {"alpha": 0.2},
+    "fig02_l2norm": {"variants": ["l2_a0", "l2_a0.2"]},
+    "fig04_rope": {"variants": ["rope"]},
+    "fig06_alpha": {"variants": ["l2_a0.2"]},
+    "fig07_layernorm": {"variants": ["ln_sqrtd", "ln_d"]},
+    "fig09_rope_alpha": {"variants": ["rope"]},
+    "fig10_rope_nomask": {"variants": ["rope_nomask"]},
+    "figS1_mc_vs_closed_form": {"variants": ["l2_a0_d8", "l2_a0", "l2_a0_d32"]},
+}
+
+
+@pytest.fixture(scope="module")
+def simulation():
+    frames = [result_frame(simulate(Variant(**{**SMALL, **kw}), device="cpu"), name)
+              for name, kw in VARIANTS.items()]
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def theory():
+    return theory_frame(SMALL["seq_len"], [0.0, 0.2])
+
+
+def test_every_figure_has_options():
+    assert set(FIGURE_OPTIONS) == set(FIGURES)
+
+
+@pytest.mark.parametrize("figure_id", sorted(FIGURE_OPTIONS))
+def test_render_every_figure(figure_id, simulation, theory, tmp_path):
+    options = {**PLOT, **FIGURE_OPTIONS[figure_id]}
+    names = options.get("variants", [])
+    table = simulation[simulation["variant"].isin(names)] if names else None
+    outputs = [tmp_path / "figures" / f"{figure_id}.{fmt}" for fmt in options["formats"]]
+    render_figure(figure_id, table, theory, options, outputs)
+    for path in outputs:
+        assert path.is_file() and path.stat().st_size > 1000
+    assert outputs[0].read_bytes().startswith(b"%PDF")
+    width, height = Image.open(outputs[1]).size
+    assert 400 < width < 1500 and 150 < height < 1500 and width > height
+    if figure_id not in ("fig01_mechanism", "figS1_mc_vs_closed_form"):
+        # heatmap grids: one column per layer, one row per variant (two for RoPE)
+        rows = 2 * len(names) if "rope" in figure_id else len(names)
+        assert width == pytest.approx(PANEL_SIZE[0] * SMALL["n_layers"] * PLOT["dpi"], abs=2)
+        assert height == pytest.approx((PANEL_SIZE[1] + 0.3) * rows * PLOT["dpi"], abs=2)
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == sorted(p.name for p in outputs)
+
+
+def test_layer_matrix_places_query_and_key():
+    table = pd.DataFrame({
+        "variant": "toy", "layer": 0, "seq_len": 3,
+        "query_pos": [0, 1, 1, 2, 2, 2],
+        "key_pos": [0, 0, 1, 0, 1, 2],
+        "score_mean": [1.0, 10.0, 2.0, 20.0, 21.0, 3.0],
+    })
+    matrix = layer_matrix(table, "toy", 0)
+    assert matrix.shape == (3, 3)
+    assert matrix[1, 0] == 10.0 and matrix[2, 0] == 20.0 and matrix[2, 1] == 21.0  # [query, key]
+    np.testing.assert_array_equal(np.diag(matrix), [1.0, 2.0, 3.0])
+    assert np.isnan(matrix[np.triu_indices(3, k=1)]).all()  # invisible keys stay NaN
+    with pytest.raises(ValueError, match="layer 1"):
+        layer_matrix(table, "toy", 1)
+
+
+def test_layer_matrix_matches_simulation(simulation):
+    result = simulate(Variant(**SMALL), device="cpu")
+    matrix = layer_matrix(simulation, "l2_a0", 1)
+    visible = np.tril(np.ones((SMALL["seq_len"],) * 2, dtype=bool))
+    np.testing.assert_allclose(matrix[visible], result.score_mean[1][visible])
+    assert np.isnan(matrix[~visible]).all()
+    assert not np.isnan(layer_matrix(simulation, "rope_nomask", 2)).any()  # no mask: every pair visible
+
+
+def test_variant_labels(simulation):
+    first = simulation.drop_duplicates("variant").set_index("variant")
+    assert variant_label(first.loc["l2_a0.2"]) == "α = 0.2"
+    assert variant_label(first.loc["ln_sqrtd"]) == "LayerNorm, √d scaling, α = 0"
+    assert variant_label(first.loc["rope_nomask"]) == "RoPE, no causal mask, α = 0"
+
+
+def test_missing_variant_is_named(simulation, theory, tmp_path):
+    options = {**PLOT, "variants": ["l2_a0", "no_such_variant"]}
+    out = tmp_path / "fig02_l2norm.png"
+    with pytest.raises(ValueError, match="no_such_variant"):
+        render_figure("fig02_l2norm", simulation, theory, options, [out])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_column_and_bad_inputs(simulation, theory, tmp_path):
+    out = [tmp_path / "f.png"]
+    with pytest.raises(ValueError, match="score_diagnorm"):
+        render_figure("fig04_rope", simulation.drop(columns="score_diagnorm"), theory,
+                      {**PLOT, "variants": ["rope"]}, out)
+    with pytest.raises(ValueError, match="unknown figure"):
+        render_figure("fig99", simulation, theory, PLOT, out)
+    with pytest.raises(ValueError, match="simulation table"):
+        render_figure("fig02_l2norm", None, theory, {**PLOT, "variants": ["l2_a0"]}, out)
+    with pytest.raises(ValueError, match="closed form does not apply"):
+        render_figure("figS1_mc_vs_closed_form", simulation, theory, {**PLOT, "variants": ["l2_a0", "rope"]}, out)
+    with pytest.raises(ValueError, match="theory table"):
+        render_figure("figS1_mc_vs_closed_form", simulation, None, {**PLOT, "variants": ["l2_a0"]}, out)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_save_leaves_no_files(simulation, theory, tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    real_savefig = Figure.savefig
+
+    def savefig(self, fname, **kwargs):
+        if kwargs.get("format") == "png":
+            raise OSError("disk full")
+        return real_savefig(self, fname, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    outputs = [tmp_path / "fig01_mechanism.pdf", tmp_path / "fig01_mechanism.png"]
+    with pytest.raises(OSError, match="disk full"):
+        render_figure("fig01_mechanism", None, theory, PLOT, outputs)
+    assert list(tmp_path.iterdir()) == []  # neither the finished PDF nor any temporary file
