@@ -24,7 +24,7 @@ pytestmark = pytest.mark.workflow
 
 
 def copy_workflow(dest: Path) -> Path:
-    for name in ("Snakefile", "rules", "workflow_scripts"):
+    for name in ("Snakefile", "rules", "workflow_scripts", "envs"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)
     shutil.copytree(ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
