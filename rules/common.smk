@@ -12,7 +12,7 @@ from causalpos.config import (
     validate_config,
     variant_params,
 )
-from causalpos.simulate import Variant
+from causalpos.variant import Variant
 from causalpos.stages import code_digest
 
 # Snakemake's own validate (inside) against the JSON schema, plus cross-key

@@ -7,7 +7,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from causalpos.simulate import Variant
+from causalpos.variant import Variant
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 # Figures drawn from the closed form (theory table) and/or simulated variants.

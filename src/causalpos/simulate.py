@@ -3,8 +3,8 @@
 One layer: Y = Norm(X); Q = K = RoPE(Y) (or Y); S = QK^T / scale;
 A = softmax(mask(S)); X' = AY + X (or AY without residual).
 
-The engine streams: samples are drawn in chunks and only per-entry sums and
-sums of squares of S and A are kept, so memory does not grow with N.
+The engine streams: samples are drawn in seeded blocks and only per-entry sums
+and sums of squares of S and A are kept, so memory does not grow with N.
 
 Two exact samplers feed it:
 - "full": token vectors in R^d, x_i = sqrt(a) u + sqrt(1-a) w_i with u a
@@ -15,11 +15,18 @@ Two exact samplers feed it:
   sees inner products, which are rotation invariant, so the Bartlett
   decomposition of the Wishart Gram of the w_i gives the same law with far
   fewer random numbers and flops when d > n (the convergence sweep in d).
+
+Two implementations of the decoder run the samples:
+- "numba" (CPU): one sample at a time in a compiled kernel whose buffers stay
+  in cache and which skips the work that structure makes zero (see the
+  kernel section below). Blocks run on a pool of threads.
+- "torch" (CUDA, or CPU on request): batched tensor ops, `decoder_layers`.
+Both see the same law; they use different random streams, so their results
+agree statistically, not bitwise.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -28,68 +35,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-NORMS = ("l2", "layernorm")
-SCALES = ("none", "sqrt_d", "d")
-PES = ("none", "rope")
-MASKS = ("causal", "none")
+from causalpos.variant import LAYERNORM_EPS, MASKS, NORMS, PES, SCALES, Variant  # noqa: F401
+
 SAMPLERS = ("auto", "full", "reduced")
-LAYERNORM_EPS = 1e-5  # torch.nn.LayerNorm's default
+BACKENDS = ("auto", "numba", "torch")
 RNG_BLOCK = 256  # samples per seeded random block: results do not depend on the chunk size
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One simulated decoder. Field names are the config keys and the Parquet columns."""
-
-    norm: str = "l2"
-    scale: str = "none"
-    alpha: float = 0.0
-    pe: str = "none"
-    rope_theta: float = 10000.0
-    mask: str = "causal"
-    residual: bool = True
-    d: int = 64
-    seq_len: int = 50
-    n_layers: int = 4
-    n_samples: int = 100_000
-    seed: int = 0
-
-    def __post_init__(self):
-        def bad(key, value, allowed):
-            raise ValueError(f"simulation setting '{key}' = {value!r} is invalid; allowed: {allowed}")
-
-        if self.norm not in NORMS:
-            bad("norm", self.norm, list(NORMS))
-        if self.scale not in SCALES:
-            bad("scale", self.scale, list(SCALES))
-        if self.pe not in PES:
-            bad("pe", self.pe, list(PES))
-        if self.mask not in MASKS:
-            bad("mask", self.mask, list(MASKS))
-        if not 0.0 <= self.alpha < 1.0:
-            bad("alpha", self.alpha, "0 <= alpha < 1")
-        if self.seq_len < 2:
-            bad("seq_len", self.seq_len, "an integer >= 2")
-        if self.d < 2 or (self.pe == "rope" and self.d % 2):
-            bad("d", self.d, "an integer >= 2, even when pe is rope")
-        if self.n_layers < 1:
-            bad("n_layers", self.n_layers, "an integer >= 1")
-        if self.n_samples < 2:
-            bad("n_samples", self.n_samples, "an integer >= 2")
-        if self.rope_theta <= 0:
-            bad("rope_theta", self.rope_theta, "a positive number")
-
-    @property
-    def score_divisor(self) -> float:
-        return {"none": 1.0, "sqrt_d": math.sqrt(self.d), "d": float(self.d)}[self.scale]
-
-    @property
-    def rotation_invariant(self) -> bool:
-        """True when the decoder depends on the inputs only through their inner products."""
-        return self.norm == "l2" and self.pe == "none"
-
-    def params(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -125,6 +75,17 @@ def sample_inputs(batch: int, n: int, d: int, alpha: float, gen: torch.Generator
     return math.sqrt(alpha) * shared + math.sqrt(1.0 - alpha) * noise
 
 
+def _chi_dof(n: int, d: int) -> torch.Tensor:
+    """Degrees of freedom d-1, d-2, ... of the Bartlett diagonal (one per row of the triangle)."""
+    m = d - 1
+    return torch.arange(m, m - min(n, m), -1, dtype=torch.float32)
+
+
+def _sample_chi(batch: int, n: int, d: int, gen: torch.Generator, device="cpu", dtype=torch.float32):
+    dof = _chi_dof(n, d).to(device, dtype).expand(batch, -1)
+    return (2.0 * torch._standard_gamma(dof / 2.0, generator=gen)).sqrt_()
+
+
 def sample_inputs_reduced(batch: int, n: int, d: int, alpha: float, gen: torch.Generator,
                           device="cpu", dtype=torch.float32) -> torch.Tensor:
     """The law of `sample_inputs` up to a rotation, in 1 + min(n, d-1) coordinates.
@@ -134,11 +95,9 @@ def sample_inputs_reduced(batch: int, n: int, d: int, alpha: float, gen: torch.G
     Bartlett factor L (lower trapezoidal: N(0,1) below the diagonal, chi with
     d-1-i degrees of freedom on it) has rows with the same inner products.
     """
-    m = d - 1
-    k = min(n, m)
+    k = min(n, d - 1)
     lower = torch.randn(batch, n, k, generator=gen, device=device, dtype=dtype).tril_(-1)
-    dof = torch.arange(m, m - k, -1, device=device, dtype=dtype).expand(batch, k)
-    chi = (2.0 * torch._standard_gamma(dof / 2.0, generator=gen)).sqrt_()
+    chi = _sample_chi(batch, n, d, gen, device, dtype)
     lower[:, :k, :].diagonal(dim1=1, dim2=2).copy_(chi)
     lower = lower / torch.linalg.vector_norm(lower, dim=-1, keepdim=True)
     x = torch.empty(batch, n, k + 1, device=device, dtype=dtype)
@@ -147,7 +106,7 @@ def sample_inputs_reduced(batch: int, n: int, d: int, alpha: float, gen: torch.G
     return x
 
 
-# ---------------------------------------------------------------- the decoder
+# ---------------------------------------------------------------- the decoder (torch)
 
 
 def rope_tables(n: int, d: int, theta: float, device="cpu", dtype=torch.float32):
@@ -188,34 +147,38 @@ def decoder_layers(x: torch.Tensor, v: Variant, additive_mask: torch.Tensor | No
 
 
 class _Moments:
-    """Running sum and sum of squares per entry, shifted by the first chunk's mean.
+    """Running sum and sum of squares per entry, shifted by a fixed reference.
 
-    The shift keeps the float64 difference sum2 - sum^2/N free of cancellation
-    even where the variance is tiny next to the mean.
+    The shift (the mean of sample block 0) keeps the float64 difference
+    sum2 - sum^2/N free of cancellation even where the variance is tiny next
+    to the mean, and does not depend on how the samples are chunked.
     """
 
-    def __init__(self):
-        self.shift = None
-        self.total = None
-        self.total_sq = None
+    def __init__(self, shift: torch.Tensor):
+        self.shift = shift
+        self.total = torch.zeros(shift.shape, dtype=torch.float64, device=shift.device)
+        self.total_sq = torch.zeros_like(self.total)
         self.count = 0
 
     def add(self, values: torch.Tensor) -> None:
-        if self.shift is None:
-            self.shift = values.mean(0)
-            self.total = torch.zeros(values.shape[1:], dtype=torch.float64, device=values.device)
-            self.total_sq = torch.zeros_like(self.total)
         dev = values - self.shift
         self.total += dev.sum(0, dtype=torch.float64)
         self.total_sq += (dev * dev).sum(0, dtype=torch.float64)
         self.count += values.shape[0]
 
     def mean_sem(self):
-        n = self.count
-        mean_dev = self.total / n
-        var = (self.total_sq - n * mean_dev**2).clamp_min(0) / (n - 1)
-        mean = self.shift.double() + mean_dev
-        return mean.cpu().numpy(), (var / n).sqrt().cpu().numpy()
+        return _mean_sem(self.shift.double(), self.total, self.total_sq, self.count)
+
+
+def _mean_sem(shift, total, total_sq, n):
+    """Mean and standard error from shifted sums (torch or numpy, float64)."""
+    mean_dev = total / n
+    var = (total_sq - n * mean_dev**2).clip(min=0) / (n - 1)
+    mean = shift + mean_dev
+    sem = (var / n) ** 0.5
+    if isinstance(mean, torch.Tensor):
+        return mean.cpu().numpy(), sem.cpu().numpy()
+    return mean, sem
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -224,20 +187,23 @@ def resolve_device(device: str | None) -> torch.device:
     return torch.device(device)
 
 
-def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
-             sampler: str = "auto", progress=None) -> SimulationResult:
-    """Average scores and probabilities of every layer over v.n_samples samples.
-
-    Deterministic for a given variant, seed, sampler and device type: sample
-    block b is always drawn from a generator seeded by (seed, b).
-    """
+def _resolve_sampler(v: Variant, sampler: str) -> str:
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     if sampler == "reduced" and not v.rotation_invariant:
         raise ValueError("the reduced sampler needs norm 'l2' and pe 'none'")
     if sampler == "auto":
-        sampler = "reduced" if v.rotation_invariant and v.d - 1 > v.seq_len else "full"
-    dev = resolve_device(device)
+        return "reduced" if v.rotation_invariant and v.d - 1 > v.seq_len else "full"
+    return sampler
+
+
+def _block_sizes(n_samples: int):
+    """(block index, samples in it) for every seeded block."""
+    return [(b, min(RNG_BLOCK, n_samples - b * RNG_BLOCK)) for b in range(-(-n_samples // RNG_BLOCK))]
+
+
+def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int, progress):
+    """Batched torch decoder (the CUDA path). Returns (score mean, sem), (prob mean, sem), [layer, n, n]."""
     draw = sample_inputs_reduced if sampler == "reduced" else sample_inputs
     chunk_size = max(RNG_BLOCK, chunk_size - chunk_size % RNG_BLOCK)
     n = v.seq_len
@@ -245,32 +211,69 @@ def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
     if v.mask == "causal":
         mask = torch.full((n, n), float("-inf"), device=dev).triu_(1)
     rope = rope_tables(n, v.d, v.rope_theta, dev) if v.pe == "rope" else None
-    moments = [(_Moments(), _Moments()) for _ in range(v.n_layers)]
 
-    start = time.perf_counter()
+    def run(blocks):
+        x = torch.cat([draw(size, n, v.d, v.alpha, _block_generator(v.seed, b, dev), dev) for b, size in blocks])
+        return decoder_layers(x, v, mask, rope)
+
+    blocks = _block_sizes(v.n_samples)
     with torch.inference_mode():
-        for first in range(0, v.n_samples, chunk_size):
-            size = min(chunk_size, v.n_samples - first)
-            parts = []
-            for offset in range(0, size, RNG_BLOCK):
-                gen = _block_generator(v.seed, (first + offset) // RNG_BLOCK, dev)
-                parts.append(draw(min(RNG_BLOCK, size - offset), n, v.d, v.alpha, gen, dev))
-            x = torch.cat(parts) if len(parts) > 1 else parts[0]
-            for (score_m, prob_m), (scores, probs) in zip(moments, decoder_layers(x, v, mask, rope)):
+        moments = [(_Moments(s.mean(0)), _Moments(p.mean(0))) for s, p in run(blocks[:1])]
+        per_chunk = chunk_size // RNG_BLOCK
+        for first in range(0, len(blocks), per_chunk):
+            group = blocks[first:first + per_chunk]
+            for (score_m, prob_m), (scores, probs) in zip(moments, run(group)):
                 score_m.add(scores)
                 prob_m.add(probs)
             if progress is not None:
-                progress(first + size, v.n_samples)
-    seconds = time.perf_counter() - start
-
+                progress(min((first + len(group)) * RNG_BLOCK, v.n_samples), v.n_samples)
     score = [m[0].mean_sem() for m in moments]
     prob = [m[1].mean_sem() for m in moments]
+    return ((np.stack([s[0] for s in score]), np.stack([s[1] for s in score])),
+            (np.stack([p[0] for p in prob]), np.stack([p[1] for p in prob])))
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
+             sampler: str = "auto", progress=None, backend: str = "auto",
+             threads: int | None = None) -> SimulationResult:
+    """Average scores and probabilities of every layer over v.n_samples samples.
+
+    backend "auto" runs the CPU kernel on CPU and torch on CUDA. Deterministic
+    for a given variant, seed, sampler, backend and device type: sample block
+    b is always drawn from a generator seeded by (seed, b). The CPU kernel's
+    result is bitwise independent of chunk_size and threads (blocks are summed
+    in order; threads defaults to torch's thread count). chunk_size sets the
+    torch path's batch; its result depends on chunk_size and on torch's thread
+    count only through float rounding. `seconds` includes compiling the kernel
+    on the first call in a fresh numba cache (~10 s; later calls load it).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    sampler = _resolve_sampler(v, sampler)
+    dev = resolve_device(device)
+    if backend == "auto":
+        backend = "numba" if dev.type == "cpu" else "torch"
+    if backend == "numba" and dev.type != "cpu":
+        raise ValueError("the numba backend runs on the CPU only")
+
+    start = time.perf_counter()
+    if backend == "numba":
+        from causalpos.cpu_kernel import simulate_blocks  # numba compiles on first use: import lazily
+
+        score, prob = simulate_blocks(v, sampler, threads or torch.get_num_threads(), progress)
+    else:
+        score, prob = _simulate_torch(v, sampler, dev, chunk_size, progress)
+    seconds = time.perf_counter() - start
+
     return SimulationResult(
         variant=v,
-        score_mean=np.stack([s[0] for s in score]),
-        score_sem=np.stack([s[1] for s in score]),
-        prob_mean=np.stack([p[0] for p in prob]),
-        prob_sem=np.stack([p[1] for p in prob]),
+        score_mean=np.asarray(score[0], dtype=np.float64),
+        score_sem=np.asarray(score[1], dtype=np.float64),
+        prob_mean=np.asarray(prob[0], dtype=np.float64),
+        prob_sem=np.asarray(prob[1], dtype=np.float64),
         sampler=sampler,
         device=dev.type,
         seconds=seconds,

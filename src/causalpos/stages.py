@@ -17,7 +17,8 @@ log = logging.getLogger("causalpos")
 # reruns the stage (the workflow passes code_digest(stage) as a param).
 STAGE_MODULES = {
     "theory": ["causalpos.theory", "causalpos.io", "causalpos.stages"],
-    "simulate": ["causalpos.simulate", "causalpos.io", "causalpos.stages"],
+    "simulate": ["causalpos.variant", "causalpos.simulate", "causalpos.cpu_kernel", "causalpos.io",
+                 "causalpos.stages"],
     "plot": ["causalpos.figures", "causalpos.theory", "causalpos.io", "causalpos.stages"],
 }
 

@@ -1,0 +1,251 @@
+"""Time the streaming engine against a naive reference at the paper's scale, each in its own process.
+
+    python bench/bench_simulate.py                      # l2, alpha 0, n 50, d 64, 4 layers, N 100,000
+    python bench/bench_simulate.py --n-samples 20000 --norm layernorm --scale sqrt_d
+    python bench/bench_simulate.py --skip-naive --pe rope --mask none
+
+The naive reference is what a notebook would write: draw all N samples at once
+in torch float32, keep every layer's score and probability tensor, then take
+mean and std at the end. Each side runs in a subprocess so its peak RSS
+(ru_maxrss) is its own; the script prints times, ratio, peak memory, FLOP
+counts and rates next to a measured large-matmul rate of this machine, and a
+statistical check that both sides estimate the same means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+SIDES = ("engine", "naive")
+
+
+def parse_args(argv=None):
+    from causalpos.simulate import Variant
+
+    defaults = Variant()
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n-samples", type=int, default=defaults.n_samples)
+    p.add_argument("--norm", default=defaults.norm)
+    p.add_argument("--scale", default=defaults.scale)
+    p.add_argument("--alpha", type=float, default=defaults.alpha)
+    p.add_argument("--pe", default=defaults.pe)
+    p.add_argument("--rope-theta", type=float, default=defaults.rope_theta)
+    p.add_argument("--mask", default=defaults.mask)
+    p.add_argument("--residual", action=argparse.BooleanOptionalAction, default=defaults.residual)
+    p.add_argument("--d", type=int, default=defaults.d)
+    p.add_argument("--seq-len", type=int, default=defaults.seq_len)
+    p.add_argument("--n-layers", type=int, default=defaults.n_layers)
+    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--skip-naive", action="store_true", help="time the engine only")
+    p.add_argument("--json", help="also write the numbers to this file")
+    p.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # internal: run one side
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def variant_from(args):
+    from causalpos.simulate import Variant
+
+    return Variant(norm=args.norm, scale=args.scale, alpha=args.alpha, pe=args.pe, rope_theta=args.rope_theta,
+                   mask=args.mask, residual=args.residual, d=args.d, seq_len=args.seq_len,
+                   n_layers=args.n_layers, n_samples=args.n_samples, seed=args.seed)
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
+
+
+# ---------------------------------------------------------------- the two sides
+
+
+def run_engine(v):
+    from causalpos.simulate import simulate
+
+    start = time.perf_counter()
+    simulate(dataclasses.replace(v, n_samples=2))  # compile the kernel or load it from numba's cache
+    warmup = time.perf_counter() - start
+    result = simulate(v)
+    return {"seconds": result.seconds, "warmup_seconds": warmup, "sampler": result.sampler,
+            "score_mean": result.score_mean, "score_sem": result.score_sem,
+            "prob_mean": result.prob_mean, "prob_sem": result.prob_sem}
+
+
+def run_naive(v):
+    """Everything at once, float32, every intermediate kept; written independently of the engine."""
+    import torch
+
+    n, d, N = v.seq_len, v.d, v.n_samples
+    start = time.perf_counter()
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(v.seed + 12345)
+        shared = torch.randn(N, 1, d, generator=gen)
+        shared = shared / shared.norm(dim=-1, keepdim=True)
+        noise = torch.randn(N, n, d, generator=gen)
+        noise = noise - (noise * shared).sum(-1, keepdim=True) * shared
+        noise = noise / noise.norm(dim=-1, keepdim=True)
+        x = math.sqrt(v.alpha) * shared + math.sqrt(1 - v.alpha) * noise
+
+        mask = torch.triu(torch.full((n, n), float("-inf")), 1) if v.mask == "causal" else torch.zeros(n, n)
+        freq = v.rope_theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        angle = torch.arange(n, dtype=torch.float64)[:, None] * freq
+        cos, sin = torch.cat([angle, angle], -1).cos().float(), torch.cat([angle, angle], -1).sin().float()
+        divisor = {"none": 1.0, "sqrt_d": math.sqrt(d), "d": float(d)}[v.scale]
+
+        scores, probs = [], []
+        for layer in range(v.n_layers):
+            if v.norm == "l2":
+                y = x / x.norm(dim=-1, keepdim=True)
+            else:
+                y = torch.nn.functional.layer_norm(x, (d,))
+            q = y * cos + torch.cat([-y[..., d // 2:], y[..., : d // 2]], -1) * sin if v.pe == "rope" else y
+            s = q @ q.transpose(1, 2) / divisor
+            p = torch.softmax(s + mask, dim=-1)
+            scores.append(s)
+            probs.append(p)
+            x = p @ y + x if v.residual else p @ y
+        out = {}
+        for name, tensors in (("score", scores), ("prob", probs)):  # each [N, n, n]
+            out[f"{name}_mean"] = np.stack([t.mean(0).double().numpy() for t in tensors])
+            out[f"{name}_sem"] = np.stack([(t.std(0) / math.sqrt(N)).double().numpy() for t in tensors])
+    out["seconds"] = time.perf_counter() - start
+    return out
+
+
+def side_main(args):
+    v = variant_from(args)
+    result = run_engine(v) if args.side == "engine" else run_naive(v)
+    result["peak_rss_mib"] = peak_rss_mib()
+    arrays = {k: val for k, val in result.items() if isinstance(val, np.ndarray)}
+    np.savez(args.out, **arrays)
+    with open(args.out + ".json", "w") as fh:
+        json.dump({k: val for k, val in result.items() if k not in arrays}, fh)
+
+
+def run_side(side: str, argv, tmp: str):
+    out = os.path.join(tmp, side)
+    subprocess.run([sys.executable, __file__, *argv, "--side", side, "--out", out], check=True)
+    with open(out + ".json") as fh:
+        info = json.load(fh)
+    with np.load(out + ".npz") as arrays:
+        info.update({k: arrays[k] for k in arrays.files})
+    return info
+
+
+# ---------------------------------------------------------------- flops and the machine's peak
+
+
+def matmul_flops_per_sample(v, sampler: str) -> tuple[float, float]:
+    """(dense, executed) matmul FLOPs per sample, 2 per multiply-add.
+
+    dense: what the naive reference computes, S = QQ^T (n*n*d) in every layer
+    and AY (n*n*d) in all but the last.
+    executed: what the CPU kernel computes: S's lower triangle only (Q = K), and
+    with the reduced sampler under the causal mask the lower-trapezoidal rows
+    (row i has min(i + 2, D) nonzero columns); padding to 8 floats not counted.
+    """
+    n, d, L = v.seq_len, v.d, v.n_layers
+    dense = 2.0 * n * n * d * (2 * L - 1)
+    width = 1 + min(n, d - 1) if sampler == "reduced" else d
+    w = [min(i + 2, width) if (sampler == "reduced" and v.mask == "causal") else width for i in range(n)]
+    s_macs = sum(min(w[i], w[j]) for i in range(n) for j in range(i + 1))
+    mix_macs = sum(w[j] for i in range(n) for j in range(i + 1)) if v.mask == "causal" else n * n * width
+    first_s = s_macs
+    if v.mask == "none" and sampler == "reduced":  # unmasked mixing fills every column after layer 1
+        s_macs = n * (n + 1) // 2 * width
+    executed = 2.0 * (first_s + s_macs * (L - 1) + mix_macs * (L - 1))
+    return dense, executed
+
+
+def matmul_peak_gflops(size: int = 2000, repeats: int = 5) -> float:
+    import torch
+
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2.0 * size**3 / best / 1e9
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def agreement(engine, naive, v):
+    """z-scores of the mean differences over visible, non-degenerate entries of every layer."""
+    from causalpos.simulate import visible_pairs
+
+    visible = visible_pairs(v.seq_len, v.mask)
+    zs, flat = [], 0.0
+    for name in ("score", "prob"):
+        se = np.hypot(engine[f"{name}_sem"], naive[f"{name}_sem"])[:, visible]
+        diff = (engine[f"{name}_mean"] - naive[f"{name}_mean"])[:, visible]
+        keep = se > 1e-6  # entries fixed up to float32 rounding (the S diagonal) are compared directly
+        zs.append(diff[keep] / se[keep])
+        flat = max(flat, float(np.abs(diff[~keep]).max(initial=0.0)))
+    z = np.concatenate(zs)
+    return {"entries": int(z.size), "max_abs_z": float(np.abs(z).max()), "mean_z": float(z.mean()),
+            "std_z": float(z.std()), "max_abs_diff_degenerate": flat}
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.side:
+        return side_main(args)
+    import torch
+
+    from causalpos.simulate import _resolve_sampler
+
+    v = variant_from(args)
+    sampler = _resolve_sampler(v, "auto")
+    print(f"variant: {v}")
+    print(f"machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
+          f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}")
+    report = {"variant": dataclasses.asdict(v), "sampler": sampler}
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = run_side("engine", argv, tmp)
+        naive = None if args.skip_naive else run_side("naive", argv, tmp)
+    peak = matmul_peak_gflops()
+    dense, executed = matmul_flops_per_sample(v, sampler)
+    N = v.n_samples
+
+    print(f"engine: {engine['seconds']:.2f} s ({engine['sampler']} sampler; first call, compile or "
+          f"cache load: {engine['warmup_seconds']:.2f} s, not included), peak RSS {engine['peak_rss_mib']:.0f} MiB")
+    report["engine"] = {k: engine[k] for k in ("seconds", "warmup_seconds", "peak_rss_mib", "sampler")}
+    if naive is not None:
+        print(f"naive:  {naive['seconds']:.2f} s, peak RSS {naive['peak_rss_mib']:.0f} MiB")
+        print(f"ratio:  engine is {naive['seconds'] / engine['seconds']:.1f}x faster, "
+              f"{naive['peak_rss_mib'] / engine['peak_rss_mib']:.1f}x less peak memory")
+        report["naive"] = {k: naive[k] for k in ("seconds", "peak_rss_mib")}
+        report["agreement"] = agreement(engine, naive, v)
+        a = report["agreement"]
+        print(f"means agree: {a['entries']} visible entries, max |z| {a['max_abs_z']:.2f}, "
+              f"z mean {a['mean_z']:+.3f}, z std {a['std_z']:.3f} (expect ~0 and ~1); "
+              f"degenerate entries max |diff| {a['max_abs_diff_degenerate']:.1e}")
+    print(f"FLOPs (matmul only, 2 per multiply-add, per sample x N = {N:,}):")
+    print(f"  dense decoder (n^2 d per S and per AY, what the naive computes): "
+          f"{dense * N / 1e9:.1f} GFLOP -> engine {dense * N / engine['seconds'] / 1e9:.1f} GFLOP/s equivalent"
+          + (f", naive {dense * N / naive['seconds'] / 1e9:.1f} GFLOP/s" if naive is not None else ""))
+    print(f"  executed by the engine (symmetric half of S, triangular/reduced shapes): "
+          f"{executed * N / 1e9:.1f} GFLOP -> {executed * N / engine['seconds'] / 1e9:.1f} GFLOP/s")
+    print(f"  machine: 2000x2000 fp32 matmul {peak:.1f} GFLOP/s")
+    report["flops"] = {"dense_per_sample": dense, "executed_per_sample": executed, "matmul_peak_gflops": peak}
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(report, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,621 @@
+"""The CPU backend of the Monte Carlo engine: the decoder of Eq. 1 compiled with numba.
+
+`simulate.simulate` calls `simulate_blocks` on the CPU. It draws exactly the
+samples of `simulate.sample_inputs` / `sample_inputs_reduced` (same law; its own
+seeded layout) and returns the same moments as the torch path.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+
+import numba
+import numpy as np
+import torch
+from llvmlite import ir as llvm_ir
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from causalpos.simulate import _block_generator, _block_sizes, _chi_dof, _mean_sem, _resolve_sampler, rope_tables
+from causalpos.variant import LAYERNORM_EPS, Variant
+
+# # The kernel runs the decoder one sample at a time with every buffer small
+# enough to stay in L1/L2, and skips the work that structure makes zero:
+# - Q = K, so S is symmetric: only its lower triangle is computed.
+# - With the reduced sampler, row i of X^(0) is nonzero only in its first
+#   w_i = min(i + 2, D) columns (coordinate 0 plus the Bartlett triangle), and
+#   causal mixing (row i of AY uses rows j <= i) keeps that shape in every
+#   layer. So S and AY cost about n^3/6 multiply-adds instead of n^2 D each.
+# - Softmax shifts each row by its diagonal score S_ii instead of a max pass:
+#   any shift gives the same softmax, and S_ij <= |q_i||q_j| ~ S_ii keeps the
+#   exponents <= ~0 (all rows of Q have one norm, up to LayerNorm's eps).
+# Rows are padded to multiples of 8 floats so that inner loops run on whole
+# AVX2 vectors; padding entries are zero in X, Y and QT, so they add nothing.
+# Moments are summed in float32 over one block of RNG_BLOCK samples (shifted
+# by the block-0 mean, so the sums are small) and added up in float64.
+
+_F32 = np.float32
+_ZERO, _ONE = _F32(0.0), _F32(1.0)
+_LN_EPS = _F32(LAYERNORM_EPS)
+_PAD = 8  # floats per AVX2 vector
+
+# Fast-math without nnan/ninf: reassociation lets LLVM vectorise row sums.
+_FASTMATH = {"nsz", "arcp", "contract", "reassoc"}
+
+
+def _kernel(fn):
+    # error_model numpy: no Python-style zero-division checks in the loops
+    return numba.njit(fastmath=_FASTMATH, nogil=True, cache=True, error_model="numpy")(fn)
+
+
+# The kernel's inner loops use explicit 8-float vectors. LLVM's auto-vectoriser
+# handles these short, triangular loops poorly (runtime alias checks, scalar
+# remainders, no reuse of a loaded row across two output rows, and expf is an
+# opaque scalar call); with these operations it emits plain AVX2 code.
+# A vector is a numba UniTuple of 8 float32 ([8 x float] in LLVM), converted
+# to <8 x float> inside each operation; LLVM folds the conversions away.
+# Loads and stores are unaligned and unchecked: callers stay inside the
+# padded rows (widths and row lengths are multiples of 8).
+
+_VEC = numba.types.UniTuple(numba.float32, _PAD)
+_LLVM_VEC = llvm_ir.VectorType(llvm_ir.FloatType(), _PAD)
+_I32 = llvm_ir.IntType(32)
+
+
+def _as_vector(builder, values):
+    vec = llvm_ir.Constant(_LLVM_VEC, llvm_ir.Undefined)
+    for lane in range(_PAD):
+        vec = builder.insert_element(vec, builder.extract_value(values, lane), _I32(lane))
+    return vec
+
+
+def _as_tuple(context, builder, vec):
+    values = llvm_ir.Constant(context.get_value_type(_VEC), llvm_ir.Undefined)
+    for lane in range(_PAD):
+        values = builder.insert_value(values, builder.extract_element(vec, _I32(lane)), lane)
+    return values
+
+
+def _vector_pointer(context, builder, array_type, array, row, col):
+    ary = context.make_array(array_type)(context, builder, array)
+    item = cgutils.get_item_pointer(context, builder, array_type, ary, [row, col], wraparound=False)
+    return builder.bitcast(item, _LLVM_VEC.as_pointer())
+
+
+def _vconst(value):
+    return llvm_ir.Constant(_LLVM_VEC, [value] * _PAD)
+
+
+def _broadcast(builder, scalar):
+    lane0 = builder.insert_element(llvm_ir.Constant(_LLVM_VEC, llvm_ir.Undefined), scalar, _I32(0))
+    return builder.shuffle_vector(lane0, llvm_ir.Constant(_LLVM_VEC, llvm_ir.Undefined),
+                                  llvm_ir.Constant(llvm_ir.VectorType(_I32, _PAD), [0] * _PAD))
+
+
+def _vintrinsic(builder, name, *args):
+    """Call the LLVM vector intrinsic llvm.<name>.v8f32."""
+    fn = cgutils.get_or_insert_function(
+        builder.module, llvm_ir.FunctionType(_LLVM_VEC, [_LLVM_VEC] * len(args)), f"llvm.{name}.v{_PAD}f32")
+    return builder.call(fn, list(args))
+
+
+def _exp_lanes(builder, x):
+    """float32 exp of 8 lanes: Cephes expf (~1 ulp), x = n ln2 + r with |r| <= ln2/2.
+
+    The library expf is an opaque scalar call; this keeps softmax in vectors.
+    Inputs are clamped to [-87, 88]: below -87 the true value (< 2e-38)
+    becomes ~1.6e-38, which no sum of softmax weights can see.
+    """
+    x = _vintrinsic(builder, "minnum", _vintrinsic(builder, "maxnum", x, _vconst(-87.0)), _vconst(88.0))
+    n = _vintrinsic(builder, "floor", _vintrinsic(builder, "fma", x, _vconst(1.44269504088896341), _vconst(0.5)))
+    r = _vintrinsic(builder, "fma", n, _vconst(-0.693359375), x)  # x - n ln2 in two parts
+    r = _vintrinsic(builder, "fma", n, _vconst(2.12194440e-4), r)
+    p = _vconst(1.9875691500e-4)
+    for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+        p = _vintrinsic(builder, "fma", p, r, _vconst(c))
+    p = _vintrinsic(builder, "fma", p, builder.fmul(r, r), builder.fadd(r, _vconst(1.0)))
+    int_vec = llvm_ir.VectorType(_I32, _PAD)
+    exponent = builder.shl(builder.add(builder.fptosi(n, int_vec), llvm_ir.Constant(int_vec, [127] * _PAD)),
+                           llvm_ir.Constant(int_vec, [23] * _PAD))
+    return builder.fmul(p, builder.bitcast(exponent, _LLVM_VEC))  # p * 2^n
+
+
+@intrinsic
+def _vload(typingctx, array, row, col):
+    """array[row, col:col + 8] as a vector."""
+    def codegen(context, builder, signature, args):
+        ptr = _vector_pointer(context, builder, signature.args[0], *args)
+        return _as_tuple(context, builder, builder.load(ptr, align=4))
+    return _VEC(array, row, col), codegen
+
+
+@intrinsic
+def _vstore(typingctx, array, row, col, vec):
+    """array[row, col:col + 8] = vec."""
+    def codegen(context, builder, signature, args):
+        ptr = _vector_pointer(context, builder, signature.args[0], *args[:3])
+        builder.store(_as_vector(builder, args[3]), ptr, align=4)
+        return context.get_dummy_value()
+    return numba.types.none(array, row, col, _VEC), codegen
+
+
+@intrinsic
+def _vzero(typingctx):
+    def codegen(context, builder, signature, args):
+        return _as_tuple(context, builder, llvm_ir.Constant(_LLVM_VEC, [0.0] * _PAD))
+    return _VEC(), codegen
+
+
+@intrinsic
+def _vfma(typingctx, scalar, vec, acc):
+    """acc + scalar * vec (one fused multiply-add per lane)."""
+    def codegen(context, builder, signature, args):
+        result = _vintrinsic(builder, "fma", _broadcast(builder, args[0]), _as_vector(builder, args[1]),
+                             _as_vector(builder, args[2]))
+        return _as_tuple(context, builder, result)
+    return _VEC(numba.float32, _VEC, _VEC), codegen
+
+
+@intrinsic
+def _vadd(typingctx, a, b):
+    def codegen(context, builder, signature, args):
+        return _as_tuple(context, builder, builder.fadd(_as_vector(builder, args[0]), _as_vector(builder, args[1])))
+    return _VEC(_VEC, _VEC), codegen
+
+
+@intrinsic
+def _vscale(typingctx, vec, scalar):
+    def codegen(context, builder, signature, args):
+        return _as_tuple(context, builder, builder.fmul(_as_vector(builder, args[0]), _broadcast(builder, args[1])))
+    return _VEC(_VEC, numba.float32), codegen
+
+
+@intrinsic
+def _vsum(typingctx, vec):
+    """Sum of the 8 lanes, in a fixed pairwise order."""
+    def codegen(context, builder, signature, args):
+        lanes = [builder.extract_value(args[0], lane) for lane in range(_PAD)]
+        while len(lanes) > 1:
+            lanes = [builder.fadd(lanes[k], lanes[k + 1]) for k in range(0, len(lanes), 2)]
+        return lanes[0]
+    return numba.float32(_VEC), codegen
+
+
+@intrinsic
+def _vexp(typingctx, vec, scale, shift):
+    """exp(vec * scale - shift) per lane."""
+    def codegen(context, builder, signature, args):
+        x = _vintrinsic(builder, "fma", _as_vector(builder, args[0]), _broadcast(builder, args[1]),
+                        builder.fneg(_broadcast(builder, args[2])))
+        return _as_tuple(context, builder, _exp_lanes(builder, x))
+    return _VEC(_VEC, numba.float32, numba.float32), codegen
+
+
+@intrinsic
+def _vmoments(typingctx, values, scale, shift, acc1, acc2, row, col):
+    """With d = values[row, col:col+8] * scale - shift[...]: acc1[...] += d, acc2[...] += d * d."""
+    def codegen(context, builder, signature, args):
+        types = signature.args
+        row_col = args[5:7]
+        ptrs = [_vector_pointer(context, builder, types[k], args[k], *row_col) for k in (0, 2, 3, 4)]
+        v, h, a1, a2 = (builder.load(ptr, align=4) for ptr in ptrs)
+        d = _vintrinsic(builder, "fma", v, _broadcast(builder, args[1]), builder.fneg(h))
+        builder.store(builder.fadd(a1, d), ptrs[2], align=4)
+        builder.store(_vintrinsic(builder, "fma", d, d, a2), ptrs[3], align=4)
+        return context.get_dummy_value()
+    return numba.types.none(values, numba.float32, shift, acc1, acc2, row, col), codegen
+
+
+@_kernel
+def _build_reduced(normals, chi, sqrt_a, sqrt_b, X):
+    """One sample of `sample_inputs_reduced` from its random numbers; X [n, >=k+1] zeroed.
+
+    normals holds row i's min(i, k) below-diagonal entries, rows concatenated.
+    """
+    n, k = X.shape[0], chi.size
+    pos = 0
+    for i in range(n):
+        m = min(i, k)
+        ss = _ZERO
+        for c in range(m):
+            val = normals[pos + c]
+            X[i, 1 + c] = val
+            ss += val * val
+        pos += m
+        if i < k:
+            X[i, 1 + i] = chi[i]
+            ss += chi[i] * chi[i]
+        f = sqrt_b / np.sqrt(ss)
+        for c in range(m + 1 if i < k else m):
+            X[i, 1 + c] *= f
+        X[i, 0] = sqrt_a
+
+
+@_kernel
+def _build_full(normals, sqrt_a, sqrt_b, u, X):
+    """One sample of `sample_inputs` from normals [n + 1, d] (row 0: the shared direction)."""
+    n, d = X.shape[0], normals.shape[1]
+    ss = _ZERO
+    for c in range(d):
+        ss += normals[0, c] * normals[0, c]
+    f = _ONE / np.sqrt(ss)
+    for c in range(d):
+        u[c] = normals[0, c] * f
+    for i in range(n):
+        dot = _ZERO
+        for c in range(d):
+            dot += normals[i + 1, c] * u[c]
+        ss = _ZERO
+        for c in range(d):
+            w = normals[i + 1, c] - dot * u[c]
+            X[i, c] = w
+            ss += w * w
+        f = sqrt_b / np.sqrt(ss)
+        for c in range(d):
+            X[i, c] = sqrt_a * u[c] + f * X[i, c]
+
+
+@_kernel
+def _l2_rows(X, Y, wp):
+    for i in range(X.shape[0]):
+        ss = _ZERO
+        for k in range(wp[i]):
+            ss += X[i, k] * X[i, k]
+        f = _ONE / np.sqrt(ss)
+        for k in range(wp[i]):
+            Y[i, k] = X[i, k] * f
+
+
+@_kernel
+def _layernorm_rows(X, Y, d):
+    """torch.nn.functional.layer_norm over the first d columns (biased variance)."""
+    inv_d = _ONE / _F32(d)
+    for i in range(X.shape[0]):
+        mean = _ZERO
+        for k in range(d):
+            mean += X[i, k]
+        mean *= inv_d
+        var = _ZERO
+        for k in range(d):
+            var += (X[i, k] - mean) * (X[i, k] - mean)
+        f = _ONE / np.sqrt(var * inv_d + _LN_EPS)
+        for k in range(d):
+            Y[i, k] = (X[i, k] - mean) * f
+
+
+@_kernel
+def _transpose(Y, QT, wp):
+    """QT[k, i] = Y[i, k]: scores then read whole key rows contiguously."""
+    for i in range(Y.shape[0]):
+        for k in range(wp[i]):
+            QT[k, i] = Y[i, k]
+
+
+@_kernel
+def _rope_transpose(Y, QT, cos, sin):
+    """QT[:, i] = RoPE(Y[i]) with the half-split pairing of `apply_rope`."""
+    half = cos.shape[1] // 2
+    for i in range(Y.shape[0]):
+        for k in range(half):
+            QT[k, i] = Y[i, k] * cos[i, k] - Y[i, k + half] * sin[i, k]
+            QT[k + half, i] = Y[i, k + half] * cos[i, k + half] + Y[i, k] * sin[i, k + half]
+
+
+@_kernel
+def _score_row(QT, S, i, w, lo8, n8):
+    """S[i, j] = <q_i, q_j> for j < n8[i]; column k of Q is zero in rows j < lo8[k]."""
+    zero = _vzero()
+    for t in range(0, n8[i], _PAD):
+        _vstore(S, i, t, zero)
+    k = 0
+    while k + 4 <= w[i]:  # four columns per pass: one load and store of S per four products
+        a0, a1, a2, a3 = QT[k, i], QT[k + 1, i], QT[k + 2, i], QT[k + 3, i]
+        for t in range(lo8[k], n8[i], _PAD):
+            acc = _vfma(a0, _vload(QT, k, t), _vload(S, i, t))
+            acc = _vfma(a1, _vload(QT, k + 1, t), acc)
+            acc = _vfma(a2, _vload(QT, k + 2, t), acc)
+            _vstore(S, i, t, _vfma(a3, _vload(QT, k + 3, t), acc))
+        k += 4
+    while k < w[i]:
+        for t in range(lo8[k], n8[i], _PAD):
+            _vstore(S, i, t, _vfma(QT[k, i], _vload(QT, k, t), _vload(S, i, t)))
+        k += 1
+
+
+@_kernel
+def _score_row_pair(QT, S, i, w, lo8, n8):
+    """`_score_row` for rows i and i + 1 at once: they share every load of Q (1.6x faster)."""
+    j = i + 1
+    zero = _vzero()
+    for t in range(0, n8[j], _PAD):
+        _vstore(S, i, t, zero)
+        _vstore(S, j, t, zero)
+    k = 0
+    while k + 4 <= w[j]:  # QT[k, i] = 0 where k >= w[i]
+        a0, a1, a2, a3 = QT[k, i], QT[k + 1, i], QT[k + 2, i], QT[k + 3, i]
+        b0, b1, b2, b3 = QT[k, j], QT[k + 1, j], QT[k + 2, j], QT[k + 3, j]
+        for t in range(lo8[k], n8[j], _PAD):
+            q0, q1, q2, q3 = _vload(QT, k, t), _vload(QT, k + 1, t), _vload(QT, k + 2, t), _vload(QT, k + 3, t)
+            acc = _vfma(a0, q0, _vload(S, i, t))
+            acc = _vfma(a1, q1, acc)
+            acc = _vfma(a2, q2, acc)
+            _vstore(S, i, t, _vfma(a3, q3, acc))
+            acc = _vfma(b0, q0, _vload(S, j, t))
+            acc = _vfma(b1, q1, acc)
+            acc = _vfma(b2, q2, acc)
+            _vstore(S, j, t, _vfma(b3, q3, acc))
+        k += 4
+    while k < w[j]:
+        for t in range(lo8[k], n8[j], _PAD):
+            q0 = _vload(QT, k, t)
+            _vstore(S, i, t, _vfma(QT[k, i], q0, _vload(S, i, t)))
+            _vstore(S, j, t, _vfma(QT[k, j], q0, _vload(S, j, t)))
+        k += 1
+
+
+@_kernel
+def _scores(QT, S, w, lo8, n8):
+    """Lower triangle of S = Q Q^T (plus padding) from QT = Q^T."""
+    n = S.shape[0]
+    for i in range(0, n - 1, 2):
+        _score_row_pair(QT, S, i, w, lo8, n8)
+    if n % 2:
+        _score_row(QT, S, n - 1, w, lo8, n8)
+
+
+@_kernel
+def _mirror(S):
+    """Fill the upper triangle from the lower one (S is symmetric); needed without a mask."""
+    n = S.shape[0]
+    for i in range(n):
+        for j in range(i + 1, n):
+            S[i, j] = S[j, i]
+
+
+@_kernel
+def _softmax(S, P, n8, inv_div, causal):
+    """P = softmax(S * inv_div) over the visible keys; zero elsewhere (padding included)."""
+    n, width = P.shape
+    for i in range(n):
+        visible = i + 1 if causal else n
+        span = n8[i] if causal else width
+        diag = S[i, i] * inv_div
+        for t in range(0, span, _PAD):
+            _vstore(P, i, t, _vexp(_vload(S, i, t), inv_div, diag))
+        for j in range(visible, span):
+            P[i, j] = _ZERO
+        total = _vzero()
+        for t in range(0, span, _PAD):
+            total = _vadd(total, _vload(P, i, t))
+        r = _ONE / _vsum(total)
+        for t in range(0, span, _PAD):
+            _vstore(P, i, t, _vscale(_vload(P, i, t), r))
+
+
+@_kernel
+def _accumulate(V, scale, shift, acc1, acc2, n8, causal):
+    """acc1 += V*scale - shift and acc2 += its square, over each row's (padded) visible span."""
+    n, width = V.shape
+    for i in range(n):
+        for t in range(0, n8[i] if causal else width, _PAD):
+            _vmoments(V, scale, shift, acc1, acc2, i, t)
+
+
+@_kernel
+def _mix_row(X, Y, P, i, hi, wp):
+    """X[i] += sum_{j < hi} P[i, j] Y[j]; row j of Y is zero past wp[j]. Four keys per pass."""
+    j = 0
+    while j + 4 <= hi:
+        e0, e1, e2, e3 = P[i, j], P[i, j + 1], P[i, j + 2], P[i, j + 3]
+        for k in range(0, wp[j + 3], _PAD):  # widths grow with j
+            acc = _vfma(e0, _vload(Y, j, k), _vload(X, i, k))
+            acc = _vfma(e1, _vload(Y, j + 1, k), acc)
+            acc = _vfma(e2, _vload(Y, j + 2, k), acc)
+            _vstore(X, i, k, _vfma(e3, _vload(Y, j + 3, k), acc))
+        j += 4
+    while j < hi:
+        for k in range(0, wp[j], _PAD):
+            _vstore(X, i, k, _vfma(P[i, j], _vload(Y, j, k), _vload(X, i, k)))
+        j += 1
+
+
+@_kernel
+def _mix_row_pair(X, Y, P, i, hi, wp):
+    """`_mix_row` for rows i and i + 1 at once, sharing every load of Y."""
+    i1 = i + 1
+    j = 0
+    while j + 4 <= hi:
+        e0, e1, e2, e3 = P[i, j], P[i, j + 1], P[i, j + 2], P[i, j + 3]
+        f0, f1, f2, f3 = P[i1, j], P[i1, j + 1], P[i1, j + 2], P[i1, j + 3]
+        for k in range(0, wp[j + 3], _PAD):
+            y0, y1, y2, y3 = _vload(Y, j, k), _vload(Y, j + 1, k), _vload(Y, j + 2, k), _vload(Y, j + 3, k)
+            acc = _vfma(e0, y0, _vload(X, i, k))
+            acc = _vfma(e1, y1, acc)
+            acc = _vfma(e2, y2, acc)
+            _vstore(X, i, k, _vfma(e3, y3, acc))
+            acc = _vfma(f0, y0, _vload(X, i1, k))
+            acc = _vfma(f1, y1, acc)
+            acc = _vfma(f2, y2, acc)
+            _vstore(X, i1, k, _vfma(f3, y3, acc))
+        j += 4
+    while j < hi:
+        for k in range(0, wp[j], _PAD):
+            y0 = _vload(Y, j, k)
+            _vstore(X, i, k, _vfma(P[i, j], y0, _vload(X, i, k)))
+            _vstore(X, i1, k, _vfma(P[i1, j], y0, _vload(X, i1, k)))
+        j += 1
+
+
+@_kernel
+def _mix(X, Y, P, wp, causal, residual):
+    """X = P Y + X (or P Y); Y holds the normalised old X, so X is updated in place."""
+    n = X.shape[0]
+    if not residual:
+        X[:] = 0
+    for i in range(0, n - 1, 2):
+        # under the mask P[i, i + 1] = 0, so both rows can take keys up to i + 1
+        _mix_row_pair(X, Y, P, i, i + 2 if causal else n, wp)
+    if n % 2:
+        _mix_row(X, Y, P, n - 1, n, wp)
+
+
+@_kernel
+def _set_widths(w, wp, lo8, triangular, D):
+    """Nonzero columns per row (w), padded (wp), and per column the first row using it (lo8)."""
+    n = w.size
+    for i in range(n):
+        w[i] = min(i + 2, D) if triangular else D
+        wp[i] = (w[i] + _PAD - 1) // _PAD * _PAD
+    j = 0
+    for k in range(lo8.size):
+        while j < n and w[j] <= k:
+            j += 1
+        lo8[k] = j // _PAD * _PAD
+
+
+@_kernel
+def _decode_block(normals, chi, reduced, sqrt_a, sqrt_b, d, D, n_layers, layernorm, inv_div,
+                  causal, residual, rope_cos, rope_sin, use_rope, shift, acc):
+    """Run the decoder on every sample of one block; add shifted moments to acc.
+
+    acc and shift: [layer, 4 | 2, n, n_pad] for (sum S, sum S^2, sum P, sum P^2) | (S, P).
+    """
+    n, n_pad = acc.shape[2], acc.shape[3]
+    d_pad = (D + _PAD - 1) // _PAD * _PAD
+    X = np.zeros((n, d_pad), np.float32)
+    Y = np.zeros((n, d_pad), np.float32)
+    QT = np.zeros((d_pad, n_pad), np.float32)
+    S = np.zeros((n, n_pad), np.float32)
+    P = np.zeros((n, n_pad), np.float32)
+    u = np.zeros(d_pad, np.float32)
+    w = np.zeros(n, np.int64)
+    wp = np.zeros(n, np.int64)
+    lo8 = np.zeros(d_pad, np.int64)
+    n8 = np.zeros(n, np.int64)
+    for i in range(n):
+        n8[i] = (i + _PAD) // _PAD * _PAD
+    for b in range(normals.shape[0]):
+        X[:] = 0  # padding and the zero triangle must be zero again
+        Y[:] = 0
+        QT[:] = 0
+        if reduced:
+            _build_reduced(normals[b, 0], chi[b], sqrt_a, sqrt_b, X)
+        else:
+            _build_full(normals[b], sqrt_a, sqrt_b, u, X)
+        _set_widths(w, wp, lo8, reduced and causal, D)
+        for layer in range(n_layers):
+            if layernorm:
+                _layernorm_rows(X, Y, d)
+            else:
+                _l2_rows(X, Y, wp)
+            if use_rope:
+                _rope_transpose(Y, QT, rope_cos, rope_sin)
+            else:
+                _transpose(Y, QT, wp)
+            _scores(QT, S, w, lo8, n8)
+            if not causal:
+                _mirror(S)
+            _softmax(S, P, n8, inv_div, causal)
+            _accumulate(S, inv_div, shift[layer, 0], acc[layer, 0], acc[layer, 1], n8, causal)
+            _accumulate(P, _ONE, shift[layer, 1], acc[layer, 2], acc[layer, 3], n8, causal)
+            if layer + 1 < n_layers:
+                _mix(X, Y, P, wp, causal, residual)
+                if not causal and reduced:
+                    _set_widths(w, wp, lo8, False, D)  # unmasked mixing fills every column
+
+
+class _Plan:
+    """One variant's shapes, constants and random-number layout for the CPU kernel."""
+
+    def __init__(self, v: Variant, reduced: bool):
+        self.v, self.reduced = v, reduced
+        n = v.seq_len
+        self.k = min(n, v.d - 1)  # Bartlett triangle columns (reduced sampler)
+        self.width = 1 + self.k if reduced else v.d  # D: columns of X
+        self.n_pad = -(-n // _PAD) * _PAD
+        self.n_normals = sum(min(i, self.k) for i in range(n))  # below the Bartlett diagonal
+        self.chi_dof = _chi_dof(n, v.d).double().numpy()
+        self.sqrt_a, self.sqrt_b = _F32(math.sqrt(v.alpha)), _F32(math.sqrt(1.0 - v.alpha))
+        if v.pe == "rope":
+            self.cos, self.sin = (t.numpy() for t in rope_tables(n, v.d, v.rope_theta))
+        else:
+            self.cos = self.sin = np.zeros((n, 2), np.float32)
+
+    def draw(self, block: int, size: int):
+        """The block's random numbers, from generators seeded by (seed, block)."""
+        v, gen = self.v, _block_generator(self.v.seed, block, torch.device("cpu"))
+        if not self.reduced:
+            return torch.randn(size, v.seq_len + 1, v.d, generator=gen).numpy(), np.zeros((size, 0), np.float32)
+        normals = torch.randn(size, 1, self.n_normals, generator=gen)  # 3-D as for "full": one kernel signature
+        # chi from numpy: torch's CPU gamma sampler costs ~0.6 us a variate, numpy's ~0.05
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([v.seed, block, 1])))
+        chi = np.sqrt(rng.chisquare(self.chi_dof, size=(size, self.k)))
+        return normals.numpy(), chi.astype(np.float32)
+
+    def inputs(self, block: int, size: int) -> np.ndarray:
+        """X^(0) [size, n, D] of one block, exactly as the kernel builds it."""
+        normals, chi = self.draw(block, size)
+        x = np.zeros((size, self.v.seq_len, self.width), np.float32)
+        for b in range(size):
+            if self.reduced:
+                _build_reduced(normals[b, 0], chi[b], self.sqrt_a, self.sqrt_b, x[b])
+            else:
+                _build_full(normals[b], self.sqrt_a, self.sqrt_b, np.zeros(self.v.d, np.float32), x[b])
+        return x
+
+    def run_block(self, block: int, size: int, shift: np.ndarray) -> np.ndarray:
+        """Float32 sums [layer, 4, n, n_pad] of (S - shift_S), its square, (P - shift_P), its square."""
+        v = self.v
+        normals, chi = self.draw(block, size)
+        acc = np.zeros((v.n_layers, 4, v.seq_len, self.n_pad), np.float32)
+        _decode_block(normals, chi, self.reduced, self.sqrt_a, self.sqrt_b, v.d, self.width, v.n_layers,
+                      v.norm == "layernorm", _F32(1.0 / v.score_divisor), v.mask == "causal", v.residual,
+                      self.cos, self.sin, v.pe == "rope", shift, acc)
+        return acc
+
+
+def block_inputs(v: Variant, block: int = 0, sampler: str = "auto") -> np.ndarray:
+    """The inputs X^(0) [size, n, D] that the CPU kernel decodes for one seeded block."""
+    plan = _Plan(v, _resolve_sampler(v, sampler) == "reduced")
+    (_, size), = [bs for bs in _block_sizes(v.n_samples) if bs[0] == block]
+    return plan.inputs(block, size)
+
+
+def _in_order(pool, fn, items, window: int):
+    """pool.map that keeps at most `window` tasks in flight (bounded memory), results in order."""
+    pending = []
+    for item in items:
+        pending.append(pool.submit(fn, *item))
+        if len(pending) >= window:
+            yield pending.pop(0).result()
+    for fut in pending:
+        yield fut.result()
+
+
+def simulate_blocks(v: Variant, sampler: str, threads: int, progress):
+    """The CPU kernel over all blocks on a thread pool; returns like `_simulate_torch`."""
+    plan = _Plan(v, sampler == "reduced")
+    blocks = _block_sizes(v.n_samples)
+    # shift = mean of block 0, so that the float32 block sums stay small
+    first = plan.run_block(*blocks[0], np.zeros((v.n_layers, 2, v.seq_len, plan.n_pad), np.float32))
+    shift = (first[:, 0::2] / blocks[0][1]).astype(np.float32)
+    total = np.zeros(first.shape, np.float64)
+    done = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
+        for (_, size), acc in zip(blocks, _in_order(pool, lambda b, s: plan.run_block(b, s, shift),
+                                                    blocks, 2 * threads)):
+            total += acc  # in block order: bitwise independent of threads and chunking
+            done += size
+            if progress is not None:
+                progress(done, v.n_samples)
+    n = v.seq_len
+    score = _mean_sem(shift[:, 0, :, :n], total[:, 0, :, :n], total[:, 1, :, :n], v.n_samples)
+    prob = _mean_sem(shift[:, 1, :, :n], total[:, 2, :, :n], total[:, 3, :, :n], v.n_samples)
+    if v.mask == "causal":
+        upper = np.triu(np.ones((n, n), dtype=bool), 1)
+        for scores in score:  # S is symmetric: its upper triangle mirrors the lower one
+            scores[:, upper] = scores.transpose(0, 2, 1)[:, upper]
+        for probs in prob:  # masked: exactly zero
+            probs[:, upper] = 0.0
+    return score, prob

@@ -1,0 +1,71 @@
+"""One simulated decoder's parameters: the config keys and the Parquet columns.
+
+Kept free of torch and numba so that parsing the workflow stays fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+NORMS = ("l2", "layernorm")
+SCALES = ("none", "sqrt_d", "d")
+PES = ("none", "rope")
+MASKS = ("causal", "none")
+LAYERNORM_EPS = 1e-5  # torch.nn.LayerNorm's default
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One simulated decoder. Field names are the config keys and the Parquet columns."""
+
+    norm: str = "l2"
+    scale: str = "none"
+    alpha: float = 0.0
+    pe: str = "none"
+    rope_theta: float = 10000.0
+    mask: str = "causal"
+    residual: bool = True
+    d: int = 64
+    seq_len: int = 50
+    n_layers: int = 4
+    n_samples: int = 100_000
+    seed: int = 0
+
+    def __post_init__(self):
+        def bad(key, value, allowed):
+            raise ValueError(f"simulation setting '{key}' = {value!r} is invalid; allowed: {allowed}")
+
+        if self.norm not in NORMS:
+            bad("norm", self.norm, list(NORMS))
+        if self.scale not in SCALES:
+            bad("scale", self.scale, list(SCALES))
+        if self.pe not in PES:
+            bad("pe", self.pe, list(PES))
+        if self.mask not in MASKS:
+            bad("mask", self.mask, list(MASKS))
+        if not 0.0 <= self.alpha < 1.0:
+            bad("alpha", self.alpha, "0 <= alpha < 1")
+        if self.seq_len < 2:
+            bad("seq_len", self.seq_len, "an integer >= 2")
+        if self.d < 2 or (self.pe == "rope" and self.d % 2):
+            bad("d", self.d, "an integer >= 2, even when pe is rope")
+        if self.n_layers < 1:
+            bad("n_layers", self.n_layers, "an integer >= 1")
+        if self.n_samples < 2:
+            bad("n_samples", self.n_samples, "an integer >= 2")
+        if self.rope_theta <= 0:
+            bad("rope_theta", self.rope_theta, "a positive number")
+
+    @property
+    def score_divisor(self) -> float:
+        return {"none": 1.0, "sqrt_d": math.sqrt(self.d), "d": float(self.d)}[self.scale]
+
+    @property
+    def rotation_invariant(self) -> bool:
+        """True when the decoder depends on the inputs only through their inner products."""
+        return self.norm == "l2" and self.pe == "none"
+
+    def params(self) -> dict:
+        return dataclasses.asdict(self)

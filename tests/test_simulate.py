@@ -1,0 +1,367 @@
+"""The Monte Carlo engine: exact input law, streaming moments, determinism, and the paper's simulated claims."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from causalpos import cpu_kernel as kern
+from causalpos import simulate as sim
+from causalpos.cpu_kernel import block_inputs
+from causalpos.simulate import (
+    Variant,
+    decoder_layers,
+    diagonal_normalise,
+    result_frame,
+    rope_tables,
+    sample_inputs,
+    sample_inputs_reduced,
+    simulate,
+    visible_pairs,
+)
+
+SMALL = dict(d=32, seq_len=12, n_layers=3, n_samples=3000)
+
+
+def lower(n: int, k: int = -1) -> np.ndarray:
+    return np.tril(np.ones((n, n), dtype=bool), k)
+
+
+def assert_results_equal(a, b):
+    for field in ("score_mean", "score_sem", "prob_mean", "prob_sem"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+
+
+def z_scores(a, b, visible):
+    """(mean_a - mean_b) / combined SEM over visible, non-degenerate entries, scores and probs."""
+    zs = []
+    for mean, sem in (("score_mean", "score_sem"), ("prob_mean", "prob_sem")):
+        se = np.hypot(getattr(a, sem), getattr(b, sem))[:, visible]
+        diff = (getattr(a, mean) - getattr(b, mean))[:, visible]
+        keep = se > 1e-6  # below float32 resolution (the S diagonal is 1 in every sample)
+        zs.append(diff[keep] / se[keep])
+        assert np.all(np.abs(diff[~keep]) < 1e-5)
+    return np.concatenate(zs)
+
+
+# ---------------------------------------------------------------- determinism
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_same_seed_same_result_other_seed_differs(backend):
+    v = Variant(**SMALL, seed=7)
+    a = simulate(v, backend=backend)
+    b = simulate(v, backend=backend)
+    assert_results_equal(a, b)
+    c = simulate(Variant(**{**SMALL, "seed": 8}), backend=backend)
+    assert not np.array_equal(a.score_mean, c.score_mean)
+
+
+def test_cpu_kernel_bitwise_independent_of_chunks_and_threads():
+    v = Variant(**{**SMALL, "n_samples": 2000})
+    reference = simulate(v, chunk_size=256, threads=1)
+    assert_results_equal(reference, simulate(v, chunk_size=4096, threads=2))
+    assert_results_equal(reference, simulate(v, chunk_size=1000, threads=3))
+
+
+def test_torch_path_independent_of_chunk_size():
+    v = Variant(**{**SMALL, "n_samples": 1300})
+    a = simulate(v, backend="torch", chunk_size=256)
+    b = simulate(v, backend="torch", chunk_size=2048)
+    for field in ("score_mean", "score_sem", "prob_mean", "prob_sem"):
+        np.testing.assert_allclose(getattr(a, field), getattr(b, field), rtol=1e-6, atol=1e-9, err_msg=field)
+
+
+def test_torch_path_close_across_thread_counts():
+    v = Variant(**{**SMALL, "n_samples": 600})
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        a = simulate(v, backend="torch")
+        torch.set_num_threads(2)
+        b = simulate(v, backend="torch")
+    finally:
+        torch.set_num_threads(before)
+    for field in ("score_mean", "score_sem", "prob_mean", "prob_sem"):
+        np.testing.assert_allclose(getattr(a, field), getattr(b, field), rtol=1e-6, atol=1e-9, err_msg=field)
+
+
+def test_progress_reaches_n_samples():
+    calls = []
+    simulate(Variant(**{**SMALL, "n_samples": 700}), progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (700, 700)
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls)
+
+
+# ---------------------------------------------------------------- the input law
+
+
+def _check_law(x: np.ndarray, alpha: float):
+    """Rows of unit norm; pairwise inner products average alpha within their standard error."""
+    norms = np.linalg.norm(x, axis=-1)
+    np.testing.assert_allclose(norms, 1.0, atol=2e-6)
+    gram = np.einsum("bik,bjk->bij", x.astype(np.float64), x.astype(np.float64))
+    n = x.shape[1]
+    pairs = gram[:, ~np.eye(n, dtype=bool)].mean(axis=1)  # one value per sample
+    se = pairs.std(ddof=1) / np.sqrt(len(pairs))
+    assert abs(pairs.mean() - alpha) < 4 * se + 1e-9, (pairs.mean(), alpha, se)
+    # the law has no positional structure: every pair has the same mean
+    pair_means = gram.mean(axis=0)[~np.eye(n, dtype=bool)]
+    pair_se = gram.std(axis=0, ddof=1)[~np.eye(n, dtype=bool)] / np.sqrt(x.shape[0])
+    assert np.all(np.abs(pair_means - alpha) < 5 * pair_se)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.8])
+@pytest.mark.parametrize("sampler,d", [("full", 16), ("reduced", 32), ("reduced", 8)])
+def test_kernel_inputs_have_the_papers_law(sampler, d, alpha):
+    v = Variant(d=d, seq_len=10, alpha=alpha, n_samples=2048)
+    x = np.concatenate([block_inputs(v, b, sampler) for b in range(8)])
+    expected_width = d if sampler == "full" else 1 + min(10, d - 1)
+    assert x.shape == (2048, 10, expected_width)
+    _check_law(x, alpha)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3])
+@pytest.mark.parametrize("draw", [sample_inputs, sample_inputs_reduced])
+def test_torch_samplers_have_the_papers_law(draw, alpha):
+    gen = torch.Generator().manual_seed(5)
+    x = draw(2048, 10, 24, alpha, gen).numpy()
+    _check_law(x, alpha)
+
+
+def test_reduced_inputs_are_lower_trapezoidal():
+    x = block_inputs(Variant(d=64, seq_len=20, alpha=0.4, n_samples=300), 0, "reduced")
+    n, width = x.shape[1:]
+    for i in range(n):
+        assert np.all(x[:, i, i + 2:] == 0)  # column 0 (shared) + Bartlett triangle
+        assert np.all(x[:, i, 0] == np.float32(np.sqrt(0.4)))
+
+
+# ---------------------------------------------------------------- the engine's statistics
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_means_and_sems_equal_direct_numpy_on_the_same_samples(backend):
+    """Materialise every score and probability of the engine's own samples; average them with numpy."""
+    v = Variant(d=24, seq_len=9, n_layers=3, alpha=0.2, mask="causal", n_samples=700, seed=11)
+    n = v.seq_len
+    if backend == "numba":
+        x = np.concatenate([block_inputs(v, b) for b in range(3)])
+    else:
+        gen = [sim._block_generator(v.seed, b, torch.device("cpu")) for b in range(3)]
+        x = torch.cat([sample_inputs_reduced(size, n, v.d, v.alpha, g)
+                       for g, size in zip(gen, (256, 256, 188))]).numpy()
+    assert x.shape[0] == v.n_samples
+    mask = torch.full((n, n), float("-inf")).triu_(1)
+    result = simulate(v, backend=backend)
+    for layer, (scores, probs) in enumerate(decoder_layers(torch.from_numpy(x), v, mask)):
+        for name, values in (("score", scores), ("prob", probs)):
+            values = values.double().numpy()
+            mean, sem = values.mean(0), values.std(0, ddof=1) / np.sqrt(v.n_samples)
+            got_mean, got_sem = getattr(result, f"{name}_mean")[layer], getattr(result, f"{name}_sem")[layer]
+            np.testing.assert_allclose(got_mean, mean, rtol=0, atol=2e-6, err_msg=f"{name} mean, layer {layer}")
+            np.testing.assert_allclose(got_sem, sem, rtol=2e-3, atol=2e-8, err_msg=f"{name} sem, layer {layer}")
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(),
+    dict(mask="none", alpha=0.3),
+    dict(residual=False),
+    dict(norm="layernorm", scale="sqrt_d"),
+    dict(norm="layernorm", scale="none", d=20),
+    dict(pe="rope", alpha=0.5),
+    dict(pe="rope", mask="none", norm="layernorm", scale="d", residual=False),
+], ids=["l2", "nomask", "nores", "ln_sqrtd", "ln_none_odd_width", "rope", "rope_nomask_ln"])
+def test_cpu_kernel_equals_torch_decoder_on_identical_inputs(kwargs):
+    """Sample by sample: the kernel's block sums equal the torch decoder's on the same X^(0)."""
+    v = Variant(**{**dict(d=32, seq_len=11, n_layers=3, n_samples=256), **kwargs})
+    sampler = sim._resolve_sampler(v, "auto")
+    plan = kern._Plan(v, sampler == "reduced")
+    x = plan.inputs(0, 256)
+    sums = plan.run_block(0, 256, np.zeros((v.n_layers, 2, v.seq_len, plan.n_pad), np.float32))
+    n = v.seq_len
+    mask = torch.full((n, n), float("-inf")).triu_(1) if v.mask == "causal" else None
+    rope = rope_tables(n, v.d, v.rope_theta) if v.pe == "rope" else None
+    visible = visible_pairs(n, v.mask)
+    for layer, (scores, probs) in enumerate(decoder_layers(torch.from_numpy(x), v, mask, rope)):
+        for slot, values in enumerate((scores, scores**2, probs, probs**2)):
+            expected = values.double().sum(0).numpy()[visible]
+            got = sums[layer, slot, :, :n][visible]
+            np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-4, err_msg=f"layer {layer} slot {slot}")
+
+
+def test_kernel_vector_exp_is_float32_accurate():
+    """The softmax's polynomial exp (Cephes expf) against float64 exp, over the range it sees."""
+    import numba
+
+    @numba.njit
+    def exp_rows(x, out):
+        for i in range(x.shape[0]):
+            for t in range(0, x.shape[1], 8):
+                kern._vstore(out, i, t, kern._vexp(kern._vload(x, i, t), np.float32(1.0), np.float32(0.0)))
+
+    x = np.linspace(-87.0, 10.0, 64 * 1000, dtype=np.float32).reshape(1000, 64)
+    out = np.empty_like(x)
+    exp_rows(x, out)
+    exact = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(out - exact) / exact) < 4e-7  # a few float32 ulp
+
+
+def test_full_and_reduced_samplers_agree_statistically():
+    v = Variant(d=40, seq_len=12, n_layers=3, alpha=0.2, n_samples=6000)
+    full = simulate(v, sampler="full")
+    reduced = simulate(v, sampler="reduced")
+    assert (full.sampler, reduced.sampler) == ("full", "reduced")
+    z = z_scores(full, reduced, lower(12, 0))
+    assert np.abs(z).max() < 5.0
+    assert abs(z.mean()) < 0.5  # no systematic offset (entries are correlated, so not 1/sqrt(len))
+    assert 0.7 < z.std() < 1.3  # SEMs are right: differences scatter like N(0, 1)
+
+
+def test_cpu_kernel_and_torch_path_agree_statistically():
+    v = Variant(d=32, seq_len=10, n_layers=3, pe="rope", mask="none", n_samples=4000)
+    z = z_scores(simulate(v), simulate(v, backend="torch"), np.ones((10, 10), dtype=bool))
+    assert np.abs(z).max() < 5.0
+    assert 0.7 < z.std() < 1.3
+
+
+# ---------------------------------------------------------------- what the paper shows
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.2])
+def test_layer1_scores_are_one_on_diagonal_and_alpha_off_it(alpha):
+    n = 12
+    result = simulate(Variant(**{**SMALL, "alpha": alpha}))
+    first = result.score_mean[0]
+    np.testing.assert_allclose(np.diag(first), 1.0, atol=1e-6)
+    off = ~np.eye(n, dtype=bool)
+    z = (first[off] - alpha) / result.score_sem[0][off]
+    assert np.abs(z).max() < 5.0
+
+
+def test_unmasked_probability_rows_sum_to_one():
+    result = simulate(Variant(**{**SMALL, "mask": "none", "pe": "rope"}))
+    np.testing.assert_allclose(result.prob_mean.sum(-1), 1.0, atol=1e-5)
+
+
+def test_causal_probabilities_vanish_above_the_diagonal():
+    result = simulate(Variant(**SMALL))
+    upper = np.triu(np.ones((12, 12), dtype=bool), 1)
+    assert np.all(result.prob_mean[:, upper] == 0) and np.all(result.prob_sem[:, upper] == 0)
+    np.testing.assert_allclose(result.prob_mean.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(result.score_mean, result.score_mean.transpose(0, 2, 1))  # Q = K
+
+
+def _row_pattern(variant: Variant):
+    """Layer-2 scores in cosine units: mean within-row spread and mean correlation with the key index."""
+    result = simulate(variant)
+    cosine = result.score_mean[1] * variant.score_divisor / (variant.d if variant.norm == "layernorm" else 1)
+    n = variant.seq_len
+    spread = np.mean([cosine[i, :i].std() for i in range(2, n)])
+    trend = np.mean([np.corrcoef(np.arange(i), cosine[i, :i])[0, 1] for i in range(3, n)])
+    return spread, trend
+
+
+def test_layernorm_sqrt_d_scaling_weakens_the_pattern_and_d_scaling_restores_it():
+    """Appendix B: LayerNorm rows have norm sqrt(d), so sqrt(d) scaling sharpens softmax and washes
+    out the positional pattern; scaling by d gives l2-like scores and the pattern comes back."""
+    base = dict(d=64, seq_len=20, n_layers=2, n_samples=4000)
+    l2_spread, l2_trend = _row_pattern(Variant(**base))
+    sqrt_spread, sqrt_trend = _row_pattern(Variant(**base, norm="layernorm", scale="sqrt_d"))
+    d_spread, d_trend = _row_pattern(Variant(**base, norm="layernorm", scale="d"))
+    assert l2_trend > 0.8 and d_trend > 0.8  # closer keys score higher
+    assert sqrt_spread < 0.5 * l2_spread and abs(sqrt_trend) < 0.3
+    assert d_spread > l2_spread
+
+
+def test_rope_pattern_is_relative_only_without_the_causal_mask():
+    """Fig. 4 vs Fig. 10: with RoPE alone the layer-2 scores are constant along diagonals (up to
+    Monte Carlo noise); the causal mask makes them depend on the absolute position."""
+    n = 16
+    rms_z, largest = {}, {}
+    for mask in ("none", "causal"):
+        result = simulate(Variant(pe="rope", mask=mask, d=32, seq_len=n, n_layers=2, n_samples=8000))
+        visible = visible_pairs(n, mask)
+        off = visible & ~np.eye(n, dtype=bool)
+        residual = diagonal_normalise(result.score_mean[1], visible)[off]
+        rms_z[mask] = np.sqrt(np.mean((residual / result.score_sem[1][off]) ** 2))
+        largest[mask] = np.abs(residual).max()
+    assert rms_z["none"] < 1.5  # what noise alone gives
+    assert rms_z["causal"] > 3.0
+    assert largest["causal"] > 3 * largest["none"]
+
+
+# ---------------------------------------------------------------- tables and validation
+
+
+@pytest.mark.parametrize("mask", ["causal", "none"])
+def test_result_frame_rows_and_columns(mask):
+    v = Variant(**{**SMALL, "mask": mask, "n_samples": 300})
+    result = simulate(v)
+    frame = result_frame(result, "demo")
+    n, layers = v.seq_len, v.n_layers
+    pairs = n * (n + 1) // 2 if mask == "causal" else n * n
+    assert len(frame) == layers * pairs
+    engine_columns = ["variant", "layer", "query_pos", "key_pos", "score_mean", "score_sem",
+                      "score_diagnorm", "prob_mean", "prob_sem"]
+    assert list(frame.columns) == engine_columns + list(v.params()) + ["sampler"]
+    assert not frame.duplicated(["layer", "query_pos", "key_pos"]).any()
+    if mask == "causal":
+        assert (frame.key_pos <= frame.query_pos).all()
+    row = frame[(frame.layer == 1) & (frame.query_pos == 5) & (frame.key_pos == 2)].iloc[0]
+    assert row.score_mean == result.score_mean[1, 5, 2] and row.prob_sem == result.prob_sem[1, 5, 2]
+    assert (frame.variant == "demo").all() and (frame.d == v.d).all() and (frame.sampler == result.sampler).all()
+    assert isinstance(frame, pd.DataFrame) and frame.score_diagnorm.notna().all()
+
+
+@pytest.mark.parametrize("key,value", [
+    ("norm", "rms"), ("scale", "d2"), ("pe", "alibi"), ("mask", "sliding"), ("alpha", 1.0),
+    ("alpha", -0.5), ("seq_len", 1), ("d", 1), ("d", 33), ("n_layers", 0), ("n_samples", 1),
+    ("rope_theta", 0.0),
+])
+def test_variant_validation_names_the_key(key, value):
+    kwargs = {key: value}
+    if key == "d" and value == 33:
+        kwargs["pe"] = "rope"  # odd d is only invalid with RoPE
+    with pytest.raises(ValueError, match=f"'{key}'"):
+        Variant(**kwargs)
+
+
+def test_invalid_engine_options_rejected():
+    with pytest.raises(ValueError, match="reduced"):
+        simulate(Variant(norm="layernorm", n_samples=10), sampler="reduced")
+    with pytest.raises(ValueError, match="sampler"):
+        simulate(Variant(n_samples=10), sampler="fast")
+    with pytest.raises(ValueError, match="backend"):
+        simulate(Variant(n_samples=10), backend="jax")
+
+
+# ---------------------------------------------------------------- streaming memory
+
+_RSS_SCRIPT = textwrap.dedent("""
+    import json, resource, sys
+    from causalpos.simulate import Variant, simulate
+    backend, small, large = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB on Linux
+    for _ in range(2):  # compile or load the kernel; let threads and allocators settle
+        simulate(Variant(n_samples=small), backend=backend)
+    before = peak()
+    simulate(Variant(n_samples=large), backend=backend)
+    print(json.dumps({"before": before, "after": peak()}))
+""")
+
+
+@pytest.mark.parametrize("backend,small,large", [("numba", 4096, 40000), ("torch", 2048, 8192)])
+def test_peak_memory_does_not_grow_with_n_samples(backend, small, large):
+    """Paper-scale shapes (n = 50, d = 64, 4 layers). Holding the inputs of `large` samples alone
+    would take large*50*64*4 bytes (512 MB / 105 MB) and every layer's S and A eight times 50*50*4
+    per sample more; the streaming engine's peak must stay flat."""
+    out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, backend, str(small), str(large)],
+                         capture_output=True, text=True, check=True, timeout=300)
+    rss = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rss["after"] - rss["before"] < 48, rss
