@@ -303,6 +303,12 @@ def _rope_transpose(Y, QT, cos, sin):
 
 
 @_kernel
+def _fma4(c0, c1, c2, c3, v0, v1, v2, v3, acc):
+    """acc + c0 v0 + c1 v1 + c2 v2 + c3 v3, in that order: the register block of the products."""
+    return _vfma(c3, v3, _vfma(c2, v2, _vfma(c1, v1, _vfma(c0, v0, acc))))
+
+
+@_kernel
 def _score_row(QT, S, i, w, lo8, n8):
     """S[i, j] = <q_i, q_j> for j < n8[i]; column k of Q is zero in rows j < lo8[k]."""
     zero = _vzero()
@@ -312,10 +318,8 @@ def _score_row(QT, S, i, w, lo8, n8):
     while k + 4 <= w[i]:  # four columns per pass: one load and store of S per four products
         a0, a1, a2, a3 = QT[k, i], QT[k + 1, i], QT[k + 2, i], QT[k + 3, i]
         for t in range(lo8[k], n8[i], _PAD):
-            acc = _vfma(a0, _vload(QT, k, t), _vload(S, i, t))
-            acc = _vfma(a1, _vload(QT, k + 1, t), acc)
-            acc = _vfma(a2, _vload(QT, k + 2, t), acc)
-            _vstore(S, i, t, _vfma(a3, _vload(QT, k + 3, t), acc))
+            q0, q1, q2, q3 = _vload(QT, k, t), _vload(QT, k + 1, t), _vload(QT, k + 2, t), _vload(QT, k + 3, t)
+            _vstore(S, i, t, _fma4(a0, a1, a2, a3, q0, q1, q2, q3, _vload(S, i, t)))
         k += 4
     while k < w[i]:
         for t in range(lo8[k], n8[i], _PAD):
@@ -337,14 +341,8 @@ def _score_row_pair(QT, S, i, w, lo8, n8):
         b0, b1, b2, b3 = QT[k, j], QT[k + 1, j], QT[k + 2, j], QT[k + 3, j]
         for t in range(lo8[k], n8[j], _PAD):
             q0, q1, q2, q3 = _vload(QT, k, t), _vload(QT, k + 1, t), _vload(QT, k + 2, t), _vload(QT, k + 3, t)
-            acc = _vfma(a0, q0, _vload(S, i, t))
-            acc = _vfma(a1, q1, acc)
-            acc = _vfma(a2, q2, acc)
-            _vstore(S, i, t, _vfma(a3, q3, acc))
-            acc = _vfma(b0, q0, _vload(S, j, t))
-            acc = _vfma(b1, q1, acc)
-            acc = _vfma(b2, q2, acc)
-            _vstore(S, j, t, _vfma(b3, q3, acc))
+            _vstore(S, i, t, _fma4(a0, a1, a2, a3, q0, q1, q2, q3, _vload(S, i, t)))
+            _vstore(S, j, t, _fma4(b0, b1, b2, b3, q0, q1, q2, q3, _vload(S, j, t)))
         k += 4
     while k < w[j]:
         for t in range(lo8[k], n8[j], _PAD):
@@ -409,10 +407,8 @@ def _mix_row(X, Y, P, i, hi, wp):
     while j + 4 <= hi:
         e0, e1, e2, e3 = P[i, j], P[i, j + 1], P[i, j + 2], P[i, j + 3]
         for k in range(0, wp[j + 3], _PAD):  # widths grow with j
-            acc = _vfma(e0, _vload(Y, j, k), _vload(X, i, k))
-            acc = _vfma(e1, _vload(Y, j + 1, k), acc)
-            acc = _vfma(e2, _vload(Y, j + 2, k), acc)
-            _vstore(X, i, k, _vfma(e3, _vload(Y, j + 3, k), acc))
+            y0, y1, y2, y3 = _vload(Y, j, k), _vload(Y, j + 1, k), _vload(Y, j + 2, k), _vload(Y, j + 3, k)
+            _vstore(X, i, k, _fma4(e0, e1, e2, e3, y0, y1, y2, y3, _vload(X, i, k)))
         j += 4
     while j < hi:
         for k in range(0, wp[j], _PAD):
@@ -430,14 +426,8 @@ def _mix_row_pair(X, Y, P, i, hi, wp):
         f0, f1, f2, f3 = P[i1, j], P[i1, j + 1], P[i1, j + 2], P[i1, j + 3]
         for k in range(0, wp[j + 3], _PAD):
             y0, y1, y2, y3 = _vload(Y, j, k), _vload(Y, j + 1, k), _vload(Y, j + 2, k), _vload(Y, j + 3, k)
-            acc = _vfma(e0, y0, _vload(X, i, k))
-            acc = _vfma(e1, y1, acc)
-            acc = _vfma(e2, y2, acc)
-            _vstore(X, i, k, _vfma(e3, y3, acc))
-            acc = _vfma(f0, y0, _vload(X, i1, k))
-            acc = _vfma(f1, y1, acc)
-            acc = _vfma(f2, y2, acc)
-            _vstore(X, i1, k, _vfma(f3, y3, acc))
+            _vstore(X, i, k, _fma4(e0, e1, e2, e3, y0, y1, y2, y3, _vload(X, i, k)))
+            _vstore(X, i1, k, _fma4(f0, f1, f2, f3, y0, y1, y2, y3, _vload(X, i1, k)))
         j += 4
     while j < hi:
         for k in range(0, wp[j], _PAD):
