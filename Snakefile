@@ -7,6 +7,7 @@ configfile: "config.yaml"
 
 include: "rules/common.smk"
 include: "rules/theory.smk"
+include: "rules/data.smk"
 include: "rules/simulate.smk"
 include: "rules/figures.smk"
 
@@ -14,6 +15,7 @@ include: "rules/figures.smk"
 rule all:
     input:
         THEORY_TABLE,
+        rules.tokenizer.output,
         all_simulations(),
         all_figure_files(),
 

@@ -23,6 +23,9 @@ VARIANTS = list(config["simulation"]["variants"])
 FIGURES = list(config["figures"])
 FIGURE_EXTENSIONS = [f".{fmt}" for fmt in config["plot"]["formats"]]
 THEORY_TABLE = "results/theory/layer2_scores.parquet"
+DOCUMENTS = "results/data/documents.parquet"
+TOKENIZER_DIR = "results/tokenizer"
+TOKENS_DIR = "results/tokens"
 
 
 wildcard_constraints:

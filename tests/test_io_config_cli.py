@@ -118,3 +118,23 @@ def test_cli_stages_write_parquet_and_figures(tmp_path):
     assert set(table["variant"]) == {"l2_alpha0.0", "l2_alpha0.0_d16"}
     for fmt in ("pdf", "png"):
         assert (tmp_path / "results" / "figures" / f"figS1_mc_vs_closed_form.{fmt}").stat().st_size > 1000
+
+
+def test_cli_data_stages(tmp_path):
+    cfg = str(ROOT / ".test" / "config.yaml")
+    results = tmp_path / "results"
+    for stage in ("sample", "tokenizer"):
+        subprocess.run([sys.executable, "-m", "causalpos.cli", "--configfile", cfg, "--results", str(results),
+                        stage], check=True, capture_output=True, text=True)
+    assert len(pd.read_parquet(results / "data" / "documents.parquet")) > 100
+    assert (results / "tokens" / "blocks.json").exists() and (results / "tokenizer" / "tokenizer.json").exists()
+
+
+def test_cli_names_a_missing_corpus_path(tmp_path, capsys):
+    cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    cfg["data"]["sources"] = [{"type": "files", "paths": [str(tmp_path / "nowhere")], "text_column": "text"}]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["--configfile", str(tmp_path / "c.yaml"), "--results", str(tmp_path / "r"), "sample"]) == 2
+    err = capsys.readouterr().err
+    assert "data.sources[0].paths" in err
+    assert not (tmp_path / "r" / "data" / "documents.parquet").exists()

