@@ -38,8 +38,6 @@ rule tokenizer:
         snippet_len=config["evaluation"]["snippet_len"],
         n_snippets=config["evaluation"]["n_snippets"],
         seed=config["data"]["seed"],
-        tokenizer_dir=TOKENIZER_DIR,
-        tokens_dir=TOKENS_DIR,
         code=code_digest("tokenizer"),
     script:
         "../workflow_scripts/tokenizer.py"

@@ -1,4 +1,5 @@
 # Snakemake adapter for rule tokenizer: read the job, call the library.
+import os
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
@@ -15,6 +16,6 @@ with log_to_file(snakemake.log[0]):
         p.snippet_len,
         p.n_snippets,
         p.seed,
-        p.tokenizer_dir,
-        p.tokens_dir,
+        os.path.dirname(snakemake.output.tokenizer),
+        os.path.dirname(snakemake.output.blocks),
     )
