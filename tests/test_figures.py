@@ -55,7 +55,7 @@ def test_render_every_figure(figure_id, simulation, theory, tmp_path):
     names = options.get("variants", [])
     table = simulation[simulation["variant"].isin(names)] if names else None
     outputs = [tmp_path / "figures" / f"{figure_id}.{fmt}" for fmt in options["formats"]]
-    render_figure(figure_id, table, theory, options, outputs)
+    render_figure(figure_id, {"simulation": table, "theory": theory}, options, outputs)
     for path in outputs:
         assert path.is_file() and path.stat().st_size > 1000
     assert outputs[0].read_bytes().startswith(b"%PDF")
@@ -105,23 +105,23 @@ def test_missing_variant_is_named(simulation, theory, tmp_path):
     options = {**PLOT, "variants": ["l2_a0", "no_such_variant"]}
     out = tmp_path / "fig02_l2norm.png"
     with pytest.raises(ValueError, match="no_such_variant"):
-        render_figure("fig02_l2norm", simulation, theory, options, [out])
+        render_figure("fig02_l2norm", {"simulation": simulation, "theory": theory}, options, [out])
     assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_column_and_bad_inputs(simulation, theory, tmp_path):
     out = [tmp_path / "f.png"]
     with pytest.raises(ValueError, match="score_diagnorm"):
-        render_figure("fig04_rope", simulation.drop(columns="score_diagnorm"), theory,
+        render_figure("fig04_rope", {"simulation": simulation.drop(columns="score_diagnorm"), "theory": theory},
                       {**PLOT, "variants": ["rope"]}, out)
     with pytest.raises(ValueError, match="unknown figure"):
-        render_figure("fig99", simulation, theory, PLOT, out)
+        render_figure("fig99", {"simulation": simulation, "theory": theory}, PLOT, out)
     with pytest.raises(ValueError, match="simulation table"):
-        render_figure("fig02_l2norm", None, theory, {**PLOT, "variants": ["l2_a0"]}, out)
+        render_figure("fig02_l2norm", {"simulation": None, "theory": theory}, {**PLOT, "variants": ["l2_a0"]}, out)
     with pytest.raises(ValueError, match="closed form does not apply"):
-        render_figure("figS1_mc_vs_closed_form", simulation, theory, {**PLOT, "variants": ["l2_a0", "rope"]}, out)
+        render_figure("figS1_mc_vs_closed_form", {"simulation": simulation, "theory": theory}, {**PLOT, "variants": ["l2_a0", "rope"]}, out)
     with pytest.raises(ValueError, match="theory table"):
-        render_figure("figS1_mc_vs_closed_form", simulation, None, {**PLOT, "variants": ["l2_a0"]}, out)
+        render_figure("figS1_mc_vs_closed_form", {"simulation": simulation, "theory": None}, {**PLOT, "variants": ["l2_a0"]}, out)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -138,5 +138,5 @@ def test_failed_save_leaves_no_files(simulation, theory, tmp_path, monkeypatch):
     monkeypatch.setattr(Figure, "savefig", savefig)
     outputs = [tmp_path / "fig01_mechanism.pdf", tmp_path / "fig01_mechanism.png"]
     with pytest.raises(OSError, match="disk full"):
-        render_figure("fig01_mechanism", None, theory, PLOT, outputs)
+        render_figure("fig01_mechanism", {"simulation": None, "theory": theory}, PLOT, outputs)
     assert list(tmp_path.iterdir()) == []  # neither the finished PDF nor any temporary file

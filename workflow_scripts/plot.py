@@ -8,8 +8,7 @@ from causalpos.stages import log_to_file, run_figure
 with log_to_file(snakemake.log[0]):
     run_figure(
         snakemake.wildcards.figure,
-        list(snakemake.input.simulation),
-        snakemake.input.theory[0] if snakemake.input.theory else None,
+        {name: list(paths) for name, paths in snakemake.input.items()},
         dict(snakemake.params.options),
         list(snakemake.output),
     )

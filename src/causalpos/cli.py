@@ -58,7 +58,7 @@ def cmd_plot(args, config):
     outputs = [f"{args.results}/figures/{args.figure}.{fmt}" for fmt in options["formats"]]
     sims = [simulation_table(args.results, v) for v in figure_variants(config, args.figure)]
     theory = f"{args.results}/theory/layer2_scores.parquet" if args.figure in THEORY_FIGURES else None
-    run_figure(args.figure, sims, theory, options, outputs)
+    run_figure(args.figure, {"simulation": sims, "theory": [theory] if theory else []}, options, outputs)
 
 
 def cmd_list(args, config):

@@ -1,8 +1,8 @@
 """Figures of the paper (1, 2, 4, 6, 7, 9, 10) and figure S1, from the two tables.
 
-`render_figure(figure_id, simulation, theory, options, outputs)` is the one
-entry point. `FIGURES` maps each figure id to a function
-(simulation, theory, options) -> matplotlib Figure.
+`render_figure(figure_id, tables, options, outputs)` is the one entry point;
+`tables` maps a table name ("simulation", "theory", ...) to a DataFrame.
+`FIGURES` maps each figure id to a function (tables, options) -> matplotlib Figure.
 
 Heatmaps follow the paper: rows of the matrix are queries (top = position 0),
 columns are keys, cells a query cannot see are left blank, and every panel has
@@ -145,8 +145,9 @@ def _layer_grid(rows: list[tuple[str, list[np.ndarray], str, float | None]]) -> 
 # ---------------------------------------------------------------- figures
 
 
-def fig_mechanism(simulation, theory, options) -> Figure:
+def fig_mechanism(tables: dict, options) -> Figure:
     """Figure 1: the 3 x 3 mechanism from layer-1 scores to layer-2 scores, values annotated."""
+    simulation, theory = tables.get("simulation"), tables.get("theory")
     alpha = float(options.get("alpha", 0.0))
     n = 3
     i = np.arange(1, n + 1)
@@ -177,8 +178,9 @@ def fig_mechanism(simulation, theory, options) -> Figure:
     return fig
 
 
-def fig_layer_grid(simulation, theory, options) -> Figure:
+def fig_layer_grid(tables: dict, options) -> Figure:
     """Figures 2, 6, 7: rows are variants, columns are layers, raw mean scores."""
+    simulation, theory = tables.get("simulation"), tables.get("theory")
     table, names = _select(simulation, options, GRID_COLUMNS)
     cmap = options.get("cmap", "viridis")
     rows = []
@@ -188,8 +190,9 @@ def fig_layer_grid(simulation, theory, options) -> Figure:
     return _layer_grid(rows)
 
 
-def fig_rope(simulation, theory, options) -> Figure:
+def fig_rope(tables: dict, options) -> Figure:
     """Figures 4, 9, 10: per variant, raw scores then diagonal-normalised scores, columns are layers."""
+    simulation, theory = tables.get("simulation"), tables.get("theory")
     table, names = _select(simulation, options, GRID_COLUMNS + ("score_diagnorm",))
     rows = []
     for name in names:
@@ -203,8 +206,9 @@ def fig_rope(simulation, theory, options) -> Figure:
     return _layer_grid(rows)
 
 
-def fig_mc_vs_closed_form(simulation, theory, options) -> Figure:
+def fig_mc_vs_closed_form(tables: dict, options) -> Figure:
     """Figure S1: layer-2 Monte Carlo scores against Eq. 4 as the hidden size d grows."""
+    simulation, theory = tables.get("simulation"), tables.get("theory")
     table, names = _select(simulation, options, GRID_COLUMNS + ("score_sem", "d", "n_layers"))
     if theory is None:
         raise ValueError("this figure needs the theory table, got None")
@@ -277,8 +281,7 @@ FIGURES = {
 # ---------------------------------------------------------------- entry point
 
 
-def render_figure(figure_id: str, simulation: pd.DataFrame | None, theory: pd.DataFrame | None,
-                  options: dict, outputs) -> None:
+def render_figure(figure_id: str, tables: dict[str, pd.DataFrame], options: dict, outputs) -> None:
     """Draw FIGURES[figure_id] and write it to every path in outputs (format from the suffix).
 
     Each file is written under a temporary name in its folder and renamed only
@@ -297,7 +300,7 @@ def render_figure(figure_id: str, simulation: pd.DataFrame | None, theory: pd.Da
     font_scale = float(options.get("font_scale", 1.0))
     with sns.plotting_context("notebook", font_scale=font_scale), sns.axes_style("ticks"):
         try:
-            fig = FIGURES[figure_id](simulation, theory, options)
+            fig = FIGURES[figure_id](tables, options)
         except ValueError as err:
             raise ValueError(f"{figure_id}: {err}") from err
         fig.set_size_inches(fig.get_size_inches() * font_scale)  # bigger text, bigger panels

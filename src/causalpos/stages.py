@@ -130,13 +130,13 @@ def run_simulation(name: str, params: dict, output, device: str = "auto", thread
              name, result.seconds, rate, result.sampler, result.device, output)
 
 
-def run_figure(figure: str, simulation_paths, theory_path, options: dict, outputs) -> None:
+def run_figure(figure: str, inputs: dict, options: dict, outputs) -> None:
+    """Draw one figure; `inputs` maps a table name to the Parquet files it is read from."""
     from causalpos.figures import render_figure
 
     start = time.perf_counter()
-    simulation = read_tables(simulation_paths) if simulation_paths else None
-    theory = read_tables([theory_path]) if theory_path else None
-    render_figure(figure, simulation, theory, options, list(outputs))
+    tables = {name: read_tables(paths) for name, paths in inputs.items() if paths}
+    render_figure(figure, tables, options, list(outputs))
     log.info("figure %s: %.1f s -> %s", figure, time.perf_counter() - start, ", ".join(map(str, outputs)))
 
 
