@@ -45,8 +45,11 @@ def theory():
     return theory_frame(SMALL["seq_len"], [0.0, 0.2])
 
 
+TRAINING_FIGURES = {"figT1_training_loss", "figT2_length_generalization"}  # test_training_figures_render
+
+
 def test_every_figure_has_options():
-    assert set(FIGURE_OPTIONS) == set(FIGURES)
+    assert set(FIGURE_OPTIONS) | TRAINING_FIGURES == set(FIGURES)
 
 
 @pytest.mark.parametrize("figure_id", sorted(FIGURE_OPTIONS))
@@ -140,3 +143,30 @@ def test_failed_save_leaves_no_files(simulation, theory, tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         render_figure("fig01_mechanism", {"simulation": None, "theory": theory}, PLOT, outputs)
     assert list(tmp_path.iterdir()) == []  # neither the finished PDF nor any temporary file
+
+
+def _toy_training_tables():
+    rows = []
+    for model, offset in (("nope", 0.1), ("rope", 0.0)):
+        for step in range(0, 50, 10):
+            rows.append({"model": model, "step": step, "tokens_seen": step * 512, "train_loss": 6 - step / 20 + offset,
+                         "heldout_loss": 6.1 - step / 20 + offset if step % 20 == 0 else np.nan, "lr": 1e-3,
+                         "tokens_per_s": 1000.0})
+    lengths = pd.DataFrame([{"model": m, "factor": f, "seq_len": 32 * f, "n_sequences": 8,
+                             "heldout_loss": 4 + f * (0.3 if m == "nope" else 0.05), "heldout_loss_sem": 0.02}
+                            for m in ("nope", "rope") for f in (1, 2, 4)])
+    blocks = pd.DataFrame([{"train_unigram_entropy": 6.5, "block_len": 32}])
+    return {"metrics": pd.DataFrame(rows), "length_eval": lengths, "blocks": blocks}
+
+
+def test_training_figures_render(tmp_path):
+    tables = _toy_training_tables()
+    for figure in ("figT1_training_loss", "figT2_length_generalization"):
+        outputs = [tmp_path / f"{figure}.png", tmp_path / f"{figure}.pdf"]
+        render_figure(figure, tables, PLOT, outputs)
+        assert all(p.stat().st_size > 1000 for p in outputs)
+    with pytest.raises(ValueError, match="figT2_length_generalization: this figure needs the length_eval table"):
+        render_figure("figT2_length_generalization", {"metrics": tables["metrics"]}, PLOT, [tmp_path / "x.png"])
+    with pytest.raises(ValueError, match="lacks column"):
+        render_figure("figT1_training_loss", {"metrics": tables["metrics"].drop(columns="train_loss")}, PLOT,
+                      [tmp_path / "y.png"])

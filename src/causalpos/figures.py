@@ -266,6 +266,65 @@ def fig_mc_vs_closed_form(tables: dict, options) -> Figure:
     return fig
 
 
+MODEL_COLOURS = {"nope": "tab:red", "rope": "tab:blue"}
+MODEL_LABELS = {"nope": "NoPE", "rope": "RoPE"}
+
+
+def _require(tables: dict, name: str, columns) -> pd.DataFrame:
+    table = tables.get(name)
+    if table is None:
+        raise ValueError(f"this figure needs the {name} table, got None")
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{name} table lacks column(s) {missing}")
+    return table
+
+
+def fig_training_loss(tables: dict, options) -> Figure:
+    """Training and held-out loss of the NoPE model and its RoPE twin against tokens seen,
+    with the unigram entropy of the training tokens (what a model that ignores context reaches)."""
+    metrics = _require(tables, "metrics", ("model", "tokens_seen", "train_loss", "heldout_loss"))
+    blocks = tables.get("blocks")
+    fig = _new_figure(11, 4)
+    axes = fig.subplots(1, 2)
+    for ax, column, title in zip(axes, ("train_loss", "heldout_loss"), ("Training loss", "Held-out loss")):
+        for model, rows in metrics.groupby("model", sort=True):
+            rows = rows.dropna(subset=[column]).sort_values("tokens_seen")
+            ax.plot(rows["tokens_seen"], rows[column], marker="o" if column == "heldout_loss" else None,
+                    markersize=3, color=MODEL_COLOURS.get(model), label=MODEL_LABELS.get(model, model))
+        if blocks is not None and "train_unigram_entropy" in blocks:
+            ax.axhline(float(blocks["train_unigram_entropy"].iloc[0]), ls="--", color="gray",
+                       label="unigram entropy")
+        ax.set_xlabel("Tokens seen")
+        ax.set_ylabel("Loss (nats/token)")
+        ax.set_title(title)
+        ax.legend(fontsize="small")
+    return fig
+
+
+def fig_length_generalization(tables: dict, options) -> Figure:
+    """Held-out loss at the training length and at 2x and 4x it, for both models (±SEM)."""
+    lengths = _require(tables, "length_eval", ("model", "factor", "seq_len", "heldout_loss", "heldout_loss_sem"))
+    fig = _new_figure(6, 4)
+    ax = fig.subplots()
+    for model, rows in lengths.groupby("model", sort=True):
+        rows = rows.sort_values("seq_len")
+        ax.errorbar(rows["seq_len"], rows["heldout_loss"], yerr=rows["heldout_loss_sem"], marker="o", capsize=3,
+                    color=MODEL_COLOURS.get(model), label=MODEL_LABELS.get(model, model))
+    trained = lengths.loc[lengths["factor"] == 1, "seq_len"]
+    if not trained.empty:
+        ax.axvline(float(trained.iloc[0]), ls=":", color="gray", label="training length")
+    ax.set_xscale("log", base=2)
+    ticks = sorted(lengths["seq_len"].unique())
+    ax.set_xticks(ticks, [str(int(t)) for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("Sequence length (tokens)")
+    ax.set_ylabel("Held-out loss (nats/token)")
+    ax.set_title("Length generalisation")
+    ax.legend(fontsize="small")
+    return fig
+
+
 FIGURES = {
     "fig01_mechanism": fig_mechanism,
     "fig02_l2norm": fig_layer_grid,
@@ -275,6 +334,8 @@ FIGURES = {
     "fig09_rope_alpha": fig_rope,
     "fig10_rope_nomask": fig_rope,
     "figS1_mc_vs_closed_form": fig_mc_vs_closed_form,
+    "figT1_training_loss": fig_training_loss,
+    "figT2_length_generalization": fig_length_generalization,
 }
 
 

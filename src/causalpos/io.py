@@ -51,5 +51,13 @@ def read_metadata(path) -> dict:
     return json.loads(raw) if raw else {}
 
 
+def read_table(path) -> pd.DataFrame:
+    """A Parquet file, or a JSON object file as a one-row table (nested keys joined by dots)."""
+    if str(path).endswith(".json"):
+        with open(path) as fh:
+            return pd.json_normalize(json.load(fh))
+    return pd.read_parquet(path)
+
+
 def read_tables(paths) -> pd.DataFrame:
-    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
+    return pd.concat([read_table(p) for p in paths], ignore_index=True)
