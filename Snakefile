@@ -8,6 +8,7 @@ configfile: "config.yaml"
 include: "rules/common.smk"
 include: "rules/theory.smk"
 include: "rules/data.smk"
+include: "rules/train.smk"
 include: "rules/simulate.smk"
 include: "rules/figures.smk"
 
@@ -16,6 +17,7 @@ rule all:
     input:
         THEORY_TABLE,
         rules.tokenizer.output,
+        expand("results/models/{model}/length_eval.parquet", model=MODELS),
         all_simulations(),
         all_figure_files(),
 

@@ -6,6 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.config import (
+    MODELS,
     THEORY_FIGURES,
     figure_options,
     figure_variants,
@@ -31,6 +32,7 @@ TOKENS_DIR = "results/tokens"
 wildcard_constraints:
     variant="|".join(map(re.escape, VARIANTS)),
     figure="|".join(map(re.escape, FIGURES)) or "(?!)",
+    model="|".join(MODELS),
 
 
 def simulation_table(variant):
@@ -50,12 +52,29 @@ def all_figure_files():
 
 
 def figure_inputs(wildcards):
+    figure = wildcards.figure
     return {
-        "simulation": [
-            simulation_table(v) for v in figure_variants(config, wildcards.figure)
-        ],
-        "theory": [THEORY_TABLE] if wildcards.figure in THEORY_FIGURES else [],
+        "simulation": [simulation_table(v) for v in figure_variants(config, figure)],
+        "theory": [THEORY_TABLE] if figure in THEORY_FIGURES else [],
+        "metrics": (
+            [f"results/models/{m}/metrics.parquet" for m in MODELS]
+            if figure == "figT1_training_loss"
+            else []
+        ),
+        "blocks": (
+            [f"{TOKENS_DIR}/blocks.json"] if figure == "figT1_training_loss" else []
+        ),
+        "length_eval": (
+            [f"results/models/{m}/length_eval.parquet" for m in MODELS]
+            if figure == "figT2_length_generalization"
+            else []
+        ),
     }
+
+
+def training_settings_param(wildcards):
+    """The training section as configured (defaults live in causalpos.train, covered by its code digest)."""
+    return dict(config.get("training") or {})
 
 
 def variant_settings(wildcards):

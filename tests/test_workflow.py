@@ -128,14 +128,38 @@ def test_data_stages_write_documents_tokens_and_snippets(finished):
     assert "documents per source and split" in (finished / "logs" / "sample.log").read_text()
 
 
-def test_editing_data_code_reruns_data_stages_only(rerun_copy):
+TRAINING_JOBS = {("train", "nope"), ("train", "rope"), ("length_eval", "nope"), ("length_eval", "rope"),
+                 ("figure", "figT1_training_loss"), ("figure", "figT2_length_generalization")}
+
+
+def test_editing_data_code_reruns_the_data_and_training_branch_only(rerun_copy):
     touch_source(rerun_copy, "data")
-    assert planned_jobs(rerun_copy, "all") == {("sample", ""), ("tokenizer", "")}
+    assert planned_jobs(rerun_copy, "all") == {("sample", ""), ("tokenizer", "")} | TRAINING_JOBS
 
 
-def test_changing_the_vocabulary_reruns_only_the_tokenizer(rerun_copy):
+def test_changing_the_vocabulary_reruns_tokenizer_and_training(rerun_copy):
     edit_config(rerun_copy, lambda c: c["tokenizer"].update(vocab_size=450))
-    assert planned_jobs(rerun_copy, "all") == {("tokenizer", "")}
+    assert planned_jobs(rerun_copy, "all") == {("tokenizer", "")} | TRAINING_JOBS
+
+
+def test_changing_a_training_setting_reruns_training_only(rerun_copy):
+    edit_config(rerun_copy, lambda c: c["training"].update(steps=25))
+    assert planned_jobs(rerun_copy, "all") == TRAINING_JOBS
+
+
+def test_training_outputs(finished):
+    from transformers import AutoModelForCausalLM
+
+    for model in ("nope", "rope"):
+        folder = finished / "results" / "models" / model
+        metrics = pd.read_parquet(folder / "metrics.parquet")
+        assert {"step", "tokens_seen", "train_loss", "heldout_loss", "lr", "tokens_per_s"} <= set(metrics.columns)
+        first, last = metrics["heldout_loss"].dropna().iloc[[0, -1]]
+        assert last < first  # it learns, even in a few steps
+        loaded = AutoModelForCausalLM.from_pretrained(folder)
+        assert all(flag == (model == "rope") for flag in loaded.config.no_rope_layers)
+        lengths = pd.read_parquet(folder / "length_eval.parquet")
+        assert sorted(lengths["factor"]) == [1, 2, 4]
 
 
 def test_changing_one_variant_reruns_it_and_its_figures(rerun_copy):

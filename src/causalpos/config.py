@@ -12,7 +12,9 @@ from causalpos.variant import Variant
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 # Figures drawn from the closed form (theory table) and/or simulated variants.
 THEORY_FIGURES = ("fig01_mechanism", "figS1_mc_vs_closed_form")
-SIMULATION_FREE_FIGURES = ("fig01_mechanism",)
+TRAINING_FIGURES = ("figT1_training_loss", "figT2_length_generalization")
+SIMULATION_FREE_FIGURES = ("fig01_mechanism",) + TRAINING_FIGURES
+MODELS = ("nope", "rope")  # the NoPE decoder and its RoPE twin (Section 4.2)
 
 
 class ConfigError(ValueError):
@@ -67,13 +69,20 @@ def check_config(config: dict) -> None:
     for figure, spec in config["figures"].items():
         listed = spec.get("variants", [])
         if figure in SIMULATION_FREE_FIGURES and listed:
-            raise ConfigError(f"figures.{figure}.variants: this figure uses the closed form only")
+            raise ConfigError(f"figures.{figure}.variants: this figure uses no simulation variant")
         if figure not in SIMULATION_FREE_FIGURES and not listed:
             raise ConfigError(f"figures.{figure}.variants: name at least one simulation variant")
         unknown = [v for v in listed if v not in variants]
         if unknown:
             raise ConfigError(f"figures.{figure}.variants: {unknown} not in simulation.variants "
                               f"(known: {sorted(variants)})")
+
+
+def training_settings(config: dict) -> dict:
+    """The training section with every default filled in and checked (causalpos.train's rules)."""
+    from causalpos.train import training_settings as check
+
+    return check(config.get("training") or {})
 
 
 def load_config(path) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import time
@@ -23,9 +24,12 @@ STAGE_MODULES = {
     "theory": ["causalpos.theory", "causalpos.io"],
     "simulate": ["causalpos.variant", "causalpos.simulate", "causalpos.cpu_kernel", "causalpos.io"],
     "plot": ["causalpos.figures", "causalpos.theory", "causalpos.io"],
+    "train": ["causalpos.train", "causalpos.model", "causalpos.io"],
+    "length_eval": ["causalpos.train", "causalpos.model", "causalpos.io"],
 }
 STAGE_RUNNERS = {"sample": "run_sample", "tokenizer": "run_tokenizer", "theory": "run_theory",
-                 "simulate": "run_simulation", "plot": "run_figure"}
+                 "simulate": "run_simulation", "plot": "run_figure", "train": "run_train",
+                 "length_eval": "run_length_eval"}
 
 
 def _source(module: str) -> str:
@@ -91,6 +95,48 @@ def run_tokenizer(documents_path, name, vocab_size: int, block_len: int, snippet
                    n_snippets=n_snippets, seed=seed)
     log.info("tokens: train unigram entropy %.3f nats/token; %s", info["train_unigram_entropy"],
              {k: v["n_blocks"] for k, v in info["splits"].items()})
+
+
+def checkpoint_folder(root, model: str, settings: dict, blocks_json) -> str:
+    """Checkpoints of one training run: keyed by its settings and data, so a changed
+    config starts afresh while a killed run with the same ones resumes."""
+    with open(blocks_json, "rb") as fh:
+        key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + fh.read()).hexdigest()[:12]
+    return os.path.join(root, model, key)
+
+
+def run_train(model: str, settings: dict, tokens_dir, tokenizer_dir, out_dir, checkpoint_root,
+              processes: int = 1) -> None:
+    """Train the `nope` or `rope` decoder; with processes > 1 through torchrun (DDP)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    checkpoints = checkpoint_folder(checkpoint_root, model, settings, os.path.join(tokens_dir, "blocks.json"))
+    log.info("train %s: %s; checkpoints in %s", model, settings, checkpoints)
+    if processes == 1:
+        from causalpos.train import train
+
+        train(model, model == "rope", tokens_dir, out_dir, checkpoints, settings, tokenizer_dir=tokenizer_dir, log=log)
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(settings, fh)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+               "-m", "causalpos.train", "--model", model, "--blocks", str(tokens_dir), "--out", str(out_dir),
+               "--checkpoints", checkpoints, "--config", fh.name, "--tokenizer", str(tokenizer_dir)]
+    log.info("launch: %s", " ".join(command))
+    try:
+        subprocess.run(command, check=True)
+    finally:
+        os.unlink(fh.name)
+
+
+def run_length_eval(model_dir, tokens_dir, factors, max_sequences: int, output, device: str = "auto") -> None:
+    from causalpos.train import evaluate_lengths
+
+    frame = evaluate_lengths(model_dir, tokens_dir, factors=factors, max_sequences=max_sequences, device=device)
+    write_parquet(frame, output, {"stage": "length_eval", "version": __version__})
+    log.info("length generalisation:\n%s", frame.to_string(index=False))
 
 
 def run_theory(seq_len: int, alphas, output) -> None:

@@ -1,0 +1,724 @@
+"""Pre-train the NoPE and RoPE decoders of Section 4.2, and test their length generalisation.
+
+The paper trains a 1.5B Llama-3 decoder without positional encoding (AdamW,
+cosine schedule with warmup, peak lr 3e-4, context 1024). Here the same recipe
+trains two small decoders that differ only in RoPE (`causalpos.model`):
+
+    python -m causalpos.train --blocks data/blocks --out models/nope \
+        --checkpoints checkpoints/nope --config training.json --model nope
+    torchrun --standalone --nproc_per_node 2 -m causalpos.train ...   # same, data parallel
+
+A plain PyTorch loop (nanoGPT style): gradient accumulation, clipping, bf16
+autocast on CUDA (fp32 on CPU), DistributedDataParallel when WORLD_SIZE > 1,
+and checkpoints from which a killed run resumes to bitwise the same weights
+as an uninterrupted one (on CPU with the same thread count).
+
+Data: `blocks_dir` holds train.npy and heldout.npy, 2-D integer arrays
+[n_blocks, block_len] of consecutive token blocks, and blocks.json. Every
+training sequence is one block. Epoch e visits all training blocks in a
+permutation seeded by (seed, e), so the data at any step follows from the
+step alone: resuming needs no loader state, and ranks take disjoint slices
+of each global batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+import random
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from causalpos.io import atomic_path, write_parquet
+from causalpos.model import DEFAULT_MODEL, build_model, count_parameters, model_settings  # noqa: F401
+
+# Training settings (the `training` section of the config, minus `model`).
+# Sized for the default model on a 2-core CPU: 1,600 steps x 4 sequences x 256
+# tokens = 1.6M tokens, ~9 minutes per model at ~3,200 tokens/s. On 1.2M tokens
+# of English news (BPE 8192) small batches learned faster per token than large
+# ones at the same throughput (bench/README.md).
+DEFAULT_TRAIN = {
+    "steps": 1600,           # optimizer steps
+    "micro_batch": 4,        # sequences (blocks) per forward/backward, per rank
+    "grad_accum": 1,         # micro batches per optimizer step; global batch = micro_batch x grad_accum x world
+    "lr": 1e-3,              # peak learning rate, reached at the end of warmup
+    "min_lr": 1e-4,          # the cosine schedule ends here at `steps`
+    "warmup_steps": 100,     # linear warmup from lr / (warmup_steps + 1) to lr
+    "weight_decay": 0.1,     # AdamW, on matrices and embeddings only (not norms)
+    "betas": [0.9, 0.95],
+    "grad_clip": 1.0,        # max global gradient norm; 0 disables clipping
+    "seed": 0,               # torch, numpy and python RNGs, model init and data order
+    "eval_every": 200,       # held-out loss every this many steps (and at 0 and the end); 0 = never
+    "eval_batches": 16,      # micro batches of held-out blocks per evaluation (the same blocks each time)
+    "checkpoint_every": 200,  # steps between checkpoints (and one at the end); 0 = only at the end
+    "log_every": 20,         # steps per metrics row / log line
+    "device": "auto",        # auto | cpu | cuda
+    "threads": 0,            # CPU threads per rank; 0 = the CPUs available / ranks on this node
+}
+# Settings that do not change the weights a run ends with: a run may resume
+# from a checkpoint written under different values of these.
+RESUMABLE_CHANGES = ("eval_every", "eval_batches", "checkpoint_every", "log_every", "device", "threads")
+CHECKPOINT_NAME = "last.ckpt"
+CHECKPOINT_MAGIC = b"causalpos checkpoint v1 sha256 "
+DEBUG_ENV = "CAUSALPOS_TRAIN_DEBUG"  # a folder: each rank writes the blocks it read and its final weights
+METRIC_COLUMNS = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr", "tokens_per_s"]
+
+logger = logging.getLogger("causalpos")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file is damaged or belongs to a different run; the message names the file."""
+
+
+# ---------------------------------------------------------------- settings
+
+
+def training_settings(cfg: dict) -> dict:
+    """`cfg` (the training section, with an optional `model` dict) over the defaults, checked."""
+    cfg = dict(cfg)
+    model = model_settings(cfg.pop("model", None) or {})
+    unknown = sorted(set(cfg) - set(DEFAULT_TRAIN))
+    if unknown:
+        raise ValueError(f"unknown setting training.{unknown[0]} (known: model, {', '.join(DEFAULT_TRAIN)})")
+    cfg = {**DEFAULT_TRAIN, **cfg}
+    for key in ("steps", "micro_batch", "grad_accum"):
+        if not _is_int(cfg[key]) or cfg[key] < 1:
+            raise ValueError(f"training.{key} = {cfg[key]!r} must be a positive integer")
+    for key in ("warmup_steps", "eval_every", "eval_batches", "checkpoint_every", "log_every", "seed", "threads"):
+        if not _is_int(cfg[key]) or cfg[key] < 0:
+            raise ValueError(f"training.{key} = {cfg[key]!r} must be a non-negative integer")
+    if cfg["log_every"] < 1:
+        raise ValueError(f"training.log_every = {cfg['log_every']} must be at least 1")
+    if not (_is_number(cfg["lr"]) and cfg["lr"] > 0):
+        raise ValueError(f"training.lr = {cfg['lr']!r} must be a positive number")
+    if not (_is_number(cfg["min_lr"]) and 0 <= cfg["min_lr"] <= cfg["lr"]):
+        raise ValueError(f"training.min_lr = {cfg['min_lr']!r} must be between 0 and training.lr = {cfg['lr']}")
+    for key in ("weight_decay", "grad_clip"):
+        if not (_is_number(cfg[key]) and cfg[key] >= 0):
+            raise ValueError(f"training.{key} = {cfg[key]!r} must be a non-negative number")
+    betas = cfg["betas"]
+    if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(_is_number(b) and 0 <= b < 1 for b in betas)):
+        raise ValueError(f"training.betas = {betas!r} must be two numbers in [0, 1)")
+    if cfg["device"] not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"training.device = {cfg['device']!r} must be auto, cpu or cuda")
+    cfg["betas"] = [float(b) for b in betas]
+    cfg["model"] = model
+    return cfg
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def lr_at(step: int, cfg: dict) -> float:
+    """Learning rate of optimizer step `step` (0-based): linear warmup to lr at step
+    warmup_steps, then a cosine down to min_lr at step `steps`."""
+    warmup, total = cfg["warmup_steps"], cfg["steps"]
+    if step < warmup:
+        return cfg["lr"] * (step + 1) / (warmup + 1)
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return cfg["min_lr"] + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg["lr"] - cfg["min_lr"])
+
+
+# ---------------------------------------------------------------- data
+
+
+class Blocks:
+    """The token blocks of one data folder, memory-mapped."""
+
+    def __init__(self, blocks_dir):
+        self.dir = Path(blocks_dir)
+        meta_path = self.dir / "blocks.json"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{meta_path} does not exist (is {self.dir} a token-blocks folder?)")
+        self.meta = json.loads(meta_path.read_text())
+        self.block_len = int(self.meta["block_len"])
+        self.vocab_size = int(self.meta["vocab_size"])
+        self.eos_token_id = self.meta.get("eos_token_id")
+        self.train = self._load("train")
+        self.heldout = self._load("heldout")
+
+    def _load(self, split: str) -> np.ndarray:
+        path = self.dir / f"{split}.npy"
+        array = np.load(path, mmap_mode="r")
+        if array.ndim != 2 or array.shape[1] != self.block_len or array.shape[0] < 1:
+            raise ValueError(f"{path}: shape {array.shape} is not [n_blocks >= 1, block_len = {self.block_len}]")
+        if array.dtype.kind not in "ui":
+            raise ValueError(f"{path}: dtype {array.dtype} is not an integer type")
+        low, high = int(array.min()), int(array.max())  # one pass; an id out of range would crash mid-run
+        if low < 0 or high >= self.vocab_size:
+            raise ValueError(f"{path}: token ids {low}..{high} outside the vocabulary 0..{self.vocab_size - 1} "
+                             f"of {self.dir / 'blocks.json'}")
+        return array
+
+
+class TrainOrder:
+    """Block index at each position of the training stream, epoch after epoch."""
+
+    def __init__(self, n_blocks: int, seed: int):
+        self.n, self.seed = n_blocks, seed
+        self._epoch, self._perm = -1, None
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        if epoch != self._epoch:  # positions are read in order, so one cached epoch suffices
+            self._epoch, self._perm = epoch, np.random.default_rng([self.seed, epoch]).permutation(self.n)
+        return self._perm
+
+    def __call__(self, start: int, count: int) -> np.ndarray:
+        parts = []
+        while count > 0:
+            epoch, offset = divmod(start, self.n)
+            take = min(count, self.n - offset)
+            parts.append(self.permutation(epoch)[offset:offset + take])
+            start, count = start + take, count - take
+        return np.concatenate(parts)
+
+
+def micro_batch_blocks(order: TrainOrder, step: int, micro: int, cfg: dict, rank: int, world: int) -> np.ndarray:
+    """The blocks of one rank's micro batch: rank r takes the r-th contiguous slice of the global batch."""
+    per_rank = cfg["micro_batch"] * cfg["grad_accum"]
+    start = step * per_rank * world + rank * per_rank + micro * cfg["micro_batch"]
+    return order(start, cfg["micro_batch"])
+
+
+def to_tokens(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    # int64 for the embedding lookup; copies out of the memory map
+    return torch.from_numpy(np.asarray(array, dtype=np.int64)).to(device, non_blocking=True)
+
+
+# ---------------------------------------------------------------- losses
+
+
+def token_losses(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy at every position but the last, [batch, seq - 1], float32."""
+    logits = model(input_ids=tokens).logits
+    # pad the targets instead of slicing the logits: no copy of the [batch, seq, vocab] tensor
+    targets = F.pad(tokens[:, 1:], (0, 1), value=-100)
+    losses = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100, reduction="none")
+    return losses.view(tokens.shape)[:, :-1]
+
+
+def lm_loss(model, tokens: torch.Tensor) -> torch.Tensor:
+    return token_losses(model, tokens).mean()
+
+
+# ---------------------------------------------------------------- distributed
+
+
+@dataclass
+class Context:
+    rank: int
+    world: int
+    device: torch.device
+    owns_group: bool  # we called init_process_group, so we destroy it
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def autocast(self):
+        # bf16 autocast on CUDA (weights and optimizer stay fp32); plain fp32 on CPU
+        if self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return nullcontext()
+
+    def all_mean(self, values: list[float]) -> list[float]:
+        if self.world == 1:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor)
+        return (tensor / self.world).tolist()
+
+    def all_sum(self, values: list[float]) -> list[float]:
+        if self.world == 1:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("training.device = cuda but no CUDA device is available")
+    return torch.device(name)
+
+
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def setup(cfg: dict) -> Context:
+    """Rank, world size and device from torchrun's environment; a process group when WORLD_SIZE > 1."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = resolve_device(cfg["device"])
+    if device.type == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    # ranks on one node share its CPUs: more threads than cores only thrash
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    torch.set_num_threads(cfg["threads"] or max(1, available_cpus() // local_world))
+    owns = False
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")  # env:// from torchrun
+        owns = True
+    return Context(rank, world, device, owns)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def rng_states() -> dict:
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    # plain types and tensors only, so the checkpoint loads with weights_only=True
+    states = {"torch": torch.get_rng_state(), "python": random.getstate(),
+              "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)]}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    random.setstate(_as_tuples(states["python"]))
+    kind, keys, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _as_tuples(value):
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def save_checkpoint(payload: dict, path) -> None:
+    """Write `payload` atomically, prefixed by the SHA-256 of its bytes.
+
+    One file holds both, so a kill at any moment leaves either the old or the new
+    checkpoint, never a payload with a stale digest.
+    """
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    data = buffer.getvalue()
+    header = CHECKPOINT_MAGIC + hashlib.sha256(data).hexdigest().encode() + b"\n"
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(header)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())  # the rename must not land before the data
+
+
+def load_checkpoint(path) -> dict:
+    """The payload of a checkpoint; CheckpointError naming the file if it is damaged."""
+    raw = Path(path).read_bytes()
+    head, sep, data = raw.partition(b"\n")
+    if not sep or not head.startswith(CHECKPOINT_MAGIC):
+        raise CheckpointError(f"checkpoint {path} is damaged: no causalpos checkpoint header "
+                              f"(delete it to train from the start)")
+    expected = head[len(CHECKPOINT_MAGIC):].decode(errors="replace")
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise CheckpointError(f"checkpoint {path} is damaged: SHA-256 of its {len(data)} payload bytes is "
+                              f"{actual}, its header says {expected} (delete it to train from the start)")
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+
+
+def fingerprint(model_name: str, rope: bool, cfg: dict, blocks: Blocks, world: int) -> dict:
+    """What a checkpoint must share with the run that resumes from it."""
+    kept = {k: v for k, v in cfg.items() if k not in RESUMABLE_CHANGES}
+    return json.loads(json.dumps({
+        "model_name": model_name, "rope": bool(rope), "training": kept,
+        "global_batch": cfg["micro_batch"] * cfg["grad_accum"] * world,
+        "block_len": blocks.block_len, "vocab_size": blocks.vocab_size, "n_train_blocks": len(blocks.train),
+    }))
+
+
+def check_fingerprint(saved: dict, current: dict, path) -> None:
+    if saved != current:
+        keys = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
+        detail = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in keys)
+        raise CheckpointError(f"checkpoint {path} was written by a different run ({detail}); "
+                              f"delete it to train from the start")
+
+
+def remove_stale_temporaries(checkpoint_dir: Path) -> None:
+    # atomic_path's temporaries survive a SIGKILL during a save; they are never read
+    stem, suffix = Path(CHECKPOINT_NAME).stem, Path(CHECKPOINT_NAME).suffix
+    for tmp in checkpoint_dir.glob(f".{stem}.*.tmp{suffix}"):
+        tmp.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- training
+
+
+def make_optimizer(model: torch.nn.Module, cfg: dict) -> torch.optim.AdamW:
+    # decay matrices and embeddings, not norm gains (nanoGPT)
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg["weight_decay"]},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg["lr"], betas=tuple(cfg["betas"]))
+
+
+@torch.no_grad()
+def heldout_loss(model, heldout: np.ndarray, cfg: dict, ctx: Context) -> float:
+    """Mean next-token loss over the first eval_batches micro batches of held-out blocks."""
+    n = min(cfg["eval_batches"] * cfg["micro_batch"], len(heldout))
+    starts = range(0, n, cfg["micro_batch"])
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for start in list(starts)[ctx.rank::ctx.world]:  # ranks split the batches
+        tokens = to_tokens(heldout[start:min(n, start + cfg["micro_batch"])], ctx.device)
+        with ctx.autocast():
+            losses = token_losses(model, tokens)
+        total += losses.double().sum().item()
+        count += losses.numel()
+    model.train(was_training)
+    total, count = ctx.all_sum([total, float(count)])
+    return total / count
+
+
+class Progress:
+    """A tqdm bar on a terminal (rank 0), log lines through `log` otherwise."""
+
+    def __init__(self, log, total: int, initial: int, name: str, enabled: bool):
+        self.log, self.name = log, name
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=total, initial=initial, desc=name, unit="step", dynamic_ncols=True)
+        self.enabled, self.total = enabled, total
+
+    def step(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def row(self, row: dict) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{row['train_loss']:.3f}", tok_s=f"{row['tokens_per_s']:.0f}")
+            if not math.isnan(row["heldout_loss"]):
+                self.bar.write(f"{self.name} step {row['step']}: heldout loss {row['heldout_loss']:.4f}")
+            return
+        self.log.info("%s step %d/%d tokens %d train_loss %.4f heldout_loss %.4f lr %.2e %.0f tokens/s",
+                      self.name, row["step"], self.total, row["tokens_seen"], row["train_loss"],
+                      row["heldout_loss"], row["lr"], row["tokens_per_s"])
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def train(model_name: str, rope: bool, blocks_dir, out_dir, checkpoint_dir, cfg: dict,
+          tokenizer_dir=None, log: logging.Logger | None = None) -> pd.DataFrame:
+    """Train one decoder and write it to `out_dir`; returns the metrics table.
+
+    `cfg` is the training section of the config: DEFAULT_TRAIN's keys (missing
+    ones take those defaults) and `model`, DEFAULT_MODEL's keys (see
+    causalpos.model.build_model). Under torchrun with WORLD_SIZE > 1 every rank
+    calls this; each computes a disjoint slice of every global batch
+    (micro_batch x grad_accum sequences per rank) and only rank 0 writes.
+
+    Resumes from `checkpoint_dir`/last.ckpt when it exists (written every
+    checkpoint_every steps and at the end). Writes to `out_dir`: the model
+    (save_pretrained, safetensors), the tokenizer of `tokenizer_dir` if given,
+    training.json, and last metrics.parquet (model, step, tokens_seen,
+    train_loss: mean over the steps since the previous row, heldout_loss: NaN
+    where not evaluated, lr, tokens_per_s: of the training steps alone).
+    """
+    log = log or logger
+    cfg = training_settings(cfg)
+    blocks = Blocks(blocks_dir)
+    if blocks.block_len > cfg["model"]["context"]:
+        raise ValueError(f"block_len = {blocks.block_len} of {blocks.dir} exceeds "
+                         f"training.model.context = {cfg['model']['context']}")
+    threads = torch.get_num_threads()
+    ctx = setup(cfg)
+    try:
+        return _train(ctx, model_name, rope, blocks, Path(out_dir), Path(checkpoint_dir), cfg, tokenizer_dir, log)
+    finally:
+        torch.set_num_threads(threads)  # leave the caller's process as it was
+        if ctx.owns_group:
+            dist.destroy_process_group()
+
+
+def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkpoint_dir: Path, cfg: dict,
+           tokenizer_dir, log) -> pd.DataFrame:
+    seed_everything(cfg["seed"])  # same seed on every rank: same initial weights
+    model = build_model(cfg["model"], blocks.vocab_size, rope, blocks.eos_token_id).to(ctx.device)
+    model.train()
+    optimizer = make_optimizer(model, cfg)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_at(s, cfg) / cfg["lr"])
+    identity = fingerprint(model_name, rope, cfg, blocks, ctx.world)
+    ckpt_path = checkpoint_dir / CHECKPOINT_NAME
+    if ctx.main:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(checkpoint_dir)
+    step, metrics = resume(ckpt_path, identity, model, optimizer, scheduler)
+    if ctx.main:
+        sizes = count_parameters(model)
+        log.info("%s: %s at step %d; %d parameters (%d outside the embedding), rope=%s, %d ranks on %s, %d threads",
+                 model_name, f"resuming from {ckpt_path}" if step else "training from scratch", step,
+                 sizes["total"], sizes["non_embedding"], rope, ctx.world, ctx.device, torch.get_num_threads())
+    wrapped = model
+    if ctx.world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        wrapped = DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+
+    order = TrainOrder(len(blocks.train), cfg["seed"])
+    batch_tokens = identity["global_batch"] * blocks.block_len
+    debug_dir = os.environ.get(DEBUG_ENV)
+    consumed = [] if debug_dir else None  # (step, micro, blocks) of this rank, for the debug file
+    progress = Progress(log, cfg["steps"], step, model_name, ctx.main)
+
+    def add_row(train_loss: float, lr: float, seconds: float, steps_done: int, evaluate: bool) -> None:
+        heldout = heldout_loss(model, blocks.heldout, cfg, ctx) if evaluate else math.nan
+        row = {"model": model_name, "step": step, "tokens_seen": step * batch_tokens, "train_loss": train_loss,
+               "heldout_loss": heldout, "lr": lr,
+               "tokens_per_s": steps_done * batch_tokens / seconds if seconds > 0 else math.nan}
+        metrics.append(row)
+        progress.row(row)
+
+    if step == 0 and cfg["eval_every"]:
+        add_row(math.nan, lr_at(0, cfg), 0.0, 0, evaluate=True)  # the untrained model's held-out loss
+
+    interval_loss, interval_steps, interval_seconds = 0.0, 0, 0.0
+    while step < cfg["steps"]:
+        started = time.perf_counter()
+        lr = scheduler.get_last_lr()[0]
+        interval_loss += train_step(wrapped, model, optimizer, scheduler, blocks.train, order, step, cfg, ctx,
+                                    consumed)
+        step += 1
+        interval_steps += 1
+        interval_seconds += time.perf_counter() - started
+        progress.step()
+
+        done = step == cfg["steps"]
+        evaluate = bool(cfg["eval_every"]) and (step % cfg["eval_every"] == 0 or done)
+        if step % cfg["log_every"] == 0 or evaluate or done:
+            train_loss = ctx.all_mean([interval_loss / interval_steps])[0]
+            add_row(train_loss, lr, interval_seconds, interval_steps, evaluate)
+            interval_loss, interval_steps, interval_seconds = 0.0, 0, 0.0
+        if ctx.main and (done or (cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0)):
+            save_checkpoint({"fingerprint": identity, "step": step, "position": step * identity["global_batch"],
+                             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                             "scheduler": scheduler.state_dict(), "rng": rng_states(), "metrics": metrics},
+                            ckpt_path)
+    progress.close()
+
+    if debug_dir:
+        write_debug(Path(debug_dir), ctx.rank, consumed, model)
+    frame = metrics_frame(metrics)
+    if ctx.main:
+        write_outputs(model, frame, out_dir, tokenizer_dir, {
+            "model_name": model_name, "rope": bool(rope), "training": cfg, "world_size": ctx.world,
+            "blocks": blocks.meta, "blocks_dir": str(blocks.dir)})
+        log.info("%s: wrote %s (final heldout loss %.4f)", model_name, out_dir, frame["heldout_loss"].iloc[-1])
+    return frame
+
+
+def resume(path: Path, identity: dict, model, optimizer, scheduler) -> tuple[int, list]:
+    """Load the checkpoint at `path` if there is one; the step to go on from and the metrics rows so far."""
+    if not path.exists():
+        return 0, []
+    state = load_checkpoint(path)
+    check_fingerprint(state["fingerprint"], identity, path)
+    step = state["step"]
+    if state["position"] != step * identity["global_batch"]:
+        raise CheckpointError(f"checkpoint {path}: data position {state['position']} does not match "
+                              f"step {step} x global batch {identity['global_batch']}")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    set_rng_states(state["rng"])
+    return step, state["metrics"]
+
+
+def train_step(wrapped, model, optimizer, scheduler, train_blocks, order: TrainOrder, step: int, cfg: dict,
+               ctx: Context, consumed: list | None) -> float:
+    """One optimizer step over this rank's share of global batch `step`; its mean loss on this rank."""
+    step_loss = torch.zeros((), device=ctx.device)
+    for micro in range(cfg["grad_accum"]):
+        indices = micro_batch_blocks(order, step, micro, cfg, ctx.rank, ctx.world)
+        if consumed is not None:
+            consumed.append((step, micro, indices.copy()))
+        tokens = to_tokens(train_blocks[indices], ctx.device)
+        last = micro == cfg["grad_accum"] - 1
+        # DDP all-reduces gradients on the last micro batch only
+        with nullcontext() if last or ctx.world == 1 else wrapped.no_sync():
+            with ctx.autocast():
+                loss = lm_loss(wrapped, tokens) / cfg["grad_accum"]
+            loss.backward()
+        step_loss += loss.detach()
+    if cfg["grad_clip"]:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return step_loss.item()  # also waits for the GPU, so the step timing is honest
+
+
+def metrics_frame(rows: list[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=METRIC_COLUMNS)
+    return frame.astype({"step": "int64", "tokens_seen": "int64", "train_loss": "float64",
+                         "heldout_loss": "float64", "lr": "float64", "tokens_per_s": "float64"})
+
+
+def write_outputs(model, frame: pd.DataFrame, out_dir: Path, tokenizer_dir, info: dict) -> None:
+    """Model, tokenizer and training.json first, metrics.parquet last: its presence marks a complete folder."""
+    from transformers.utils import logging as hf_logging
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a one-shard bar is only noise in the logs
+    try:
+        model.save_pretrained(out_dir, safe_serialization=True)
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+    if tokenizer_dir is not None:
+        from transformers import AutoTokenizer
+
+        AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(out_dir)
+    with atomic_path(out_dir / "training.json") as tmp:
+        tmp.write_text(json.dumps(info, indent=1, default=str) + "\n")
+    write_parquet(frame, out_dir / "metrics.parquet", {"stage": "train", "model": info["model_name"]})
+
+
+def write_debug(debug_dir: Path, rank: int, consumed: list, model) -> None:
+    debug_dir.mkdir(parents=True, exist_ok=True)
+    steps = np.array([[s, m] for s, m, _ in consumed], dtype=np.int64).reshape(-1, 2)
+    blocks = np.stack([b for _, _, b in consumed]) if consumed else np.zeros((0, 0), dtype=np.int64)
+    np.savez(debug_dir / f"rank{rank}.npz", steps=steps, blocks=blocks)
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, debug_dir / f"rank{rank}_state.pt")
+
+
+# ---------------------------------------------------------------- length generalisation
+
+
+@torch.no_grad()
+def evaluate_lengths(model_dir, blocks_dir, factors=(1, 2, 4), max_sequences: int = 64, batch_size: int = 8,
+                     device: str = "auto", threads: int | None = None, model_name: str | None = None,
+                     beyond_context: bool = False) -> pd.DataFrame:
+    """Held-out loss of a trained model on sequences of factor x block_len tokens.
+
+    Factor k joins k consecutive held-out blocks into one sequence (Kazemnejad et
+    al., 2023: train at one length, test at longer ones). All factors read the
+    same tokens, the first max_sequences x max(factors) blocks (fewer if the
+    held-out split is shorter), so they differ only in how much context precedes
+    each token. Sequences longer than the model's max_position_embeddings raise
+    ValueError (set training.model.context >= max(factors) x block_len), unless
+    `beyond_context`: the forward pass itself runs at any length (SmolLM3's
+    default RoPE computes the rotation of any position; NoPE has none).
+
+    Columns: model, factor, seq_len, n_sequences, heldout_loss (mean over all
+    predicted tokens) and heldout_loss_sem (standard error over sequences).
+    """
+    from transformers import AutoModelForCausalLM
+
+    model_dir = Path(model_dir)
+    blocks = Blocks(blocks_dir)
+    factors = sorted({int(f) for f in factors})
+    if not factors or factors[0] < 1:
+        raise ValueError(f"factors = {factors} must be positive integers")
+    if threads:
+        torch.set_num_threads(threads)
+    dev = resolve_device(device)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").to(dev).eval()
+    limit = model.config.max_position_embeddings
+    longest = factors[-1] * blocks.block_len
+    if longest > limit and not beyond_context:
+        raise ValueError(f"factor {factors[-1]} needs sequences of {longest} tokens, beyond max_position_embeddings "
+                         f"= {limit} of {model_dir} (training.model.context)")
+    n_blocks = min(max_sequences * factors[-1], len(blocks.heldout) // factors[-1] * factors[-1])
+    if n_blocks == 0:
+        raise ValueError(f"{blocks.dir}: {len(blocks.heldout)} held-out blocks, fewer than factor {factors[-1]}")
+    name = model_name or _trained_name(model_dir)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else nullcontext()
+    rows = []
+    for factor in factors:
+        sequences = np.asarray(blocks.heldout[:n_blocks]).reshape(n_blocks // factor, factor * blocks.block_len)
+        per_sequence = []
+        for start in range(0, len(sequences), batch_size):
+            with autocast:
+                losses = token_losses(model, to_tokens(sequences[start:start + batch_size], dev))
+            per_sequence.append(losses.double().mean(dim=1).cpu())
+        per_sequence = torch.cat(per_sequence).numpy()
+        sem = per_sequence.std(ddof=1) / math.sqrt(len(per_sequence)) if len(per_sequence) > 1 else math.nan
+        rows.append({"model": name, "factor": factor, "seq_len": factor * blocks.block_len,
+                     "n_sequences": len(per_sequence), "heldout_loss": float(per_sequence.mean()),
+                     "heldout_loss_sem": float(sem)})
+    return pd.DataFrame(rows)
+
+
+def _trained_name(model_dir: Path) -> str:
+    info = model_dir / "training.json"
+    if info.is_file():
+        return json.loads(info.read_text()).get("model_name", model_dir.name)
+    return model_dir.name
+
+
+# ---------------------------------------------------------------- command line
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m causalpos.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blocks", required=True, help="token-blocks folder (train.npy, heldout.npy, blocks.json)")
+    parser.add_argument("--out", required=True, help="folder for the trained model and metrics.parquet")
+    parser.add_argument("--checkpoints", required=True, help="folder for last.ckpt (resumed from if present)")
+    parser.add_argument("--config", required=True,
+                        help="JSON file: the training settings, or a config with a `training` section")
+    parser.add_argument("--model", required=True, choices=["nope", "rope"], help="which decoder to train")
+    parser.add_argument("--tokenizer", help="tokenizer folder to save with the model")
+    args = parser.parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
+                        format=f"%(asctime)s [rank {rank}] %(message)s")
+    cfg = json.loads(Path(args.config).read_text())
+    cfg = cfg.get("training", cfg)
+    try:
+        train(args.model, args.model == "rope", args.blocks, args.out, args.checkpoints, cfg,
+              tokenizer_dir=args.tokenizer)
+    except (ValueError, CheckpointError, FileNotFoundError) as err:
+        print(f"causalpos.train: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,343 @@
+"""Training: the two decoders, the loop, checkpoints/resume, DDP on gloo, length evaluation.
+
+Tiny models (2 layers, hidden 64, vocab 300, blocks of 32) on a synthetic
+Markov-chain stream that a model can learn in a few dozen steps.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from causalpos.model import build_model, count_parameters, model_settings
+from causalpos.train import (
+    CHECKPOINT_NAME,
+    DEBUG_ENV,
+    METRIC_COLUMNS,
+    CheckpointError,
+    TrainOrder,
+    evaluate_lengths,
+    load_checkpoint,
+    lr_at,
+    micro_batch_blocks,
+    train,
+    training_settings,
+)
+
+VOCAB, BLOCK = 300, 32
+TINY = {"n_layers": 2, "hidden_size": 64, "n_heads": 2, "n_kv_heads": 1, "head_dim": 32,
+        "intermediate_size": 128, "context": 4 * BLOCK}
+CFG = {"model": TINY, "steps": 120, "micro_batch": 4, "grad_accum": 2, "lr": 1e-2, "min_lr": 1e-3,
+       "warmup_steps": 5, "eval_every": 40, "eval_batches": 2, "checkpoint_every": 20, "log_every": 10,
+       "threads": 1, "seed": 3, "device": "cpu"}  # cpu: the bitwise comparisons need its determinism
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def env(**extra) -> dict:
+    # the subprocesses import this checkout's package, single-threaded like the in-process runs
+    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "OMP_NUM_THREADS": "1", **extra}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """Blocks of a noisy order-1 Markov chain (3 successors per token) and a word-level tokenizer."""
+    root = tmp_path_factory.mktemp("data")
+    rng = np.random.default_rng(0)
+    successors = rng.integers(1, VOCAB, size=(VOCAB, 3))
+    n_train, n_heldout = 160, 32
+    stream = np.empty((n_train + n_heldout) * BLOCK, dtype=np.int64)
+    stream[0] = 1
+    choices = rng.integers(0, 3, size=len(stream))
+    for i in range(1, len(stream)):
+        stream[i] = successors[stream[i - 1], choices[i]]
+    blocks = root / "blocks"
+    blocks.mkdir()
+    stream = stream.astype(np.uint16).reshape(-1, BLOCK)
+    np.save(blocks / "train.npy", stream[:n_train])
+    np.save(blocks / "heldout.npy", stream[n_train:])
+    (blocks / "blocks.json").write_text(json.dumps({
+        "block_len": BLOCK, "dtype": "uint16", "vocab_size": VOCAB, "eos_token_id": 0,
+        "n_blocks_train": n_train, "n_tokens_train": n_train * BLOCK,
+        "n_blocks_heldout": n_heldout, "n_tokens_heldout": n_heldout * BLOCK, "unigram_entropy": 5.5}))
+    make_tokenizer(root / "tokenizer")
+    return root
+
+
+def make_tokenizer(path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<eos>": 0, **{f"t{i}": i for i in range(1, VOCAB)}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<eos>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>").save_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def trained(data, tmp_path_factory) -> Path:
+    """An uninterrupted in-process run of CFG: the reference for resume and the model to evaluate."""
+    root = tmp_path_factory.mktemp("reference")
+    train("nope", False, data / "blocks", root / "out", root / "ckpt", CFG, tokenizer_dir=data / "tokenizer")
+    return root
+
+
+# ---------------------------------------------------------------- the model
+
+
+def test_model_settings_name_the_bad_setting():
+    with pytest.raises(ValueError, match=r"training.model.n_heads = 3 does not divide training.model.hidden_size = 256"):
+        model_settings({"n_heads": 3})
+    with pytest.raises(ValueError, match=r"training.model.n_kv_heads = 3 does not divide training.model.n_heads = 4"):
+        model_settings({"n_kv_heads": 3})
+    with pytest.raises(ValueError, match=r"training.model.head_dim = 32 must equal"):
+        model_settings({"head_dim": 32})
+    with pytest.raises(ValueError, match=r"unknown setting training.model.dropout"):
+        model_settings({"dropout": 0.1})
+    with pytest.raises(ValueError, match=r"training.model.n_layers = 0 must be a positive integer"):
+        model_settings({"n_layers": 0})
+
+
+def test_training_settings_name_the_bad_setting(data, tmp_path):
+    with pytest.raises(ValueError, match=r"unknown setting training.batch_size"):
+        training_settings({"batch_size": 8})
+    with pytest.raises(ValueError, match=r"training.min_lr = 0.1 must be between 0 and training.lr"):
+        training_settings({"lr": 0.01, "min_lr": 0.1})
+    with pytest.raises(ValueError, match=r"training.betas"):
+        training_settings({"betas": [0.9]})
+    with pytest.raises(ValueError, match=r"block_len = 32 .* exceeds training.model.context = 16"):
+        train("nope", False, data / "blocks", tmp_path / "o", tmp_path / "c", {**CFG, "model": {**TINY, "context": 16}})
+    bad = tmp_path / "bad"
+    shutil.copytree(data / "blocks", bad)
+    heldout = np.load(bad / "heldout.npy")
+    heldout[3, 5] = VOCAB
+    np.save(bad / "heldout.npy", heldout)
+    with pytest.raises(ValueError, match=rf"heldout.npy: token ids \d+..{VOCAB} outside the vocabulary 0..{VOCAB - 1}"):
+        train("nope", False, bad, tmp_path / "o", tmp_path / "c", CFG)
+
+
+def test_nope_and_rope_have_the_same_parameters_and_initial_weights():
+    models = {}
+    for rope in (False, True):
+        torch.manual_seed(0)
+        models[rope] = build_model(TINY, VOCAB, rope)
+    nope, rope = models[False].state_dict(), models[True].state_dict()
+    assert list(nope) == list(rope)
+    assert all(torch.equal(nope[k], rope[k]) for k in nope)
+    assert models[False].config.no_rope_layers == [0, 0] and models[True].config.no_rope_layers == [1, 1]
+    assert models[False].model.embed_tokens.weight.abs().sum(dim=1).min() > 0  # no zeroed padding row
+    sizes = count_parameters(models[False])
+    assert sizes["total"] - sizes["non_embedding"] == VOCAB * 64
+
+
+def attention_scores(model, position_ids) -> dict:
+    """Pre-softmax scores q k^T of every layer, as the model computes them (after RoPE if any)."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    scores = {}
+
+    def capture(module, query, key, value, mask, **kwargs):
+        key_per_head = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
+        scores[module.layer_idx] = (query @ key_per_head.transpose(-1, -2)).detach()
+        return sdpa_attention_forward(module, query, key, value, mask, **kwargs)
+
+    AttentionInterface.register("causalpos_capture", capture)
+    model.set_attn_implementation("causalpos_capture")
+    tokens = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        model(input_ids=tokens, position_ids=position_ids.expand(2, -1))
+    model.set_attn_implementation("sdpa")
+    return scores
+
+
+def test_nope_scores_ignore_positions_rope_scores_do_not():
+    torch.manual_seed(0)
+    nope, rope = build_model(TINY, VOCAB, rope=False), build_model(TINY, VOCAB, rope=True)
+    positions = torch.arange(16)[None]
+    for model, name in ((nope, "nope"), (rope, "rope")):
+        base = attention_scores(model, positions)[0]
+        shifted = attention_scores(model, positions + 7)[0]
+        stretched = attention_scores(model, 3 * positions + 7)[0]
+        if name == "nope":  # position_ids reach nothing: bitwise the same scores
+            assert torch.equal(base, shifted) and torch.equal(base, stretched)
+        else:  # RoPE is relative: a shift keeps the scores (up to rounding), a stretch does not
+            assert torch.allclose(base, shifted, atol=1e-5)
+            assert (base - stretched).abs().max() > 0.05
+
+
+# ---------------------------------------------------------------- schedule and data order
+
+
+def test_lr_warms_up_linearly_then_decays_to_min_lr():
+    cfg = training_settings({"steps": 100, "lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 10})
+    lrs = [lr_at(s, cfg) for s in range(100)]
+    assert lrs[0] == pytest.approx(1e-3 / 11) and lrs[10] == pytest.approx(1e-3)
+    assert all(a < b for a, b in zip(lrs[:10], lrs[1:11]))
+    assert all(a > b for a, b in zip(lrs[10:], lrs[11:]))
+    assert lr_at(100, cfg) == pytest.approx(1e-4) and lrs[-1] > 1e-4
+
+
+def test_data_order_is_a_permutation_per_epoch_and_ranks_are_disjoint():
+    order = TrainOrder(10, seed=5)
+    stream = order(0, 30)
+    for epoch in range(3):
+        assert sorted(stream[10 * epoch:10 * epoch + 10]) == list(range(10))
+    assert not np.array_equal(stream[:10], stream[10:20])
+    assert np.array_equal(TrainOrder(10, seed=5)(13, 9), stream[13:22])  # any position, no state
+    cfg = {"micro_batch": 2, "grad_accum": 3}
+    for step in range(4):
+        shards = [micro_batch_blocks(order, step, m, cfg, r, 2) for r in range(2) for m in range(3)]
+        assert np.array_equal(np.concatenate(shards), order(step * 12, 12))
+
+
+# ---------------------------------------------------------------- the loop, outputs, resume
+
+
+def test_outputs_load_and_the_model_learned(trained, data):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = trained / "out"
+    metrics = pd.read_parquet(out / "metrics.parquet")
+    assert list(metrics.columns) == METRIC_COLUMNS
+    assert metrics["step"].tolist() == list(range(0, CFG["steps"] + 1, 10))
+    assert metrics["tokens_seen"].iloc[-1] == CFG["steps"] * 8 * BLOCK
+    evaluated = metrics.dropna(subset=["heldout_loss"])
+    assert evaluated["step"].tolist() == [0, 40, 80, 120]
+    # the chain has 3 successors per token: from ~ln 300 = 5.7 toward ln 3 = 1.1
+    assert evaluated["heldout_loss"].iloc[0] > 5.0 and evaluated["heldout_loss"].iloc[-1] < 2.5
+    assert (metrics["tokens_per_s"].iloc[1:] > 0).all()
+
+    loaded = AutoModelForCausalLM.from_pretrained(out)
+    assert loaded.config.no_rope_layers == [0, 0]
+    final = build_model(TINY, VOCAB, rope=False)
+    final.load_state_dict(load_checkpoint(trained / "ckpt" / CHECKPOINT_NAME)["model"])
+    tokens = torch.as_tensor(np.load(data / "blocks" / "heldout.npy")[:2].astype(np.int64))
+    with torch.no_grad():
+        assert torch.equal(loaded(input_ids=tokens).logits, final.eval()(input_ids=tokens).logits)
+    assert AutoTokenizer.from_pretrained(out)("t1 t2").input_ids == [1, 2]
+    assert json.loads((out / "training.json").read_text())["model_name"] == "nope"
+
+
+def command(data: Path, root: Path, config: Path) -> list[str]:
+    return [sys.executable, "-m", "causalpos.train", "--blocks", str(data / "blocks"), "--out", str(root / "out"),
+            "--checkpoints", str(root / "ckpt"), "--config", str(config), "--model", "nope",
+            "--tokenizer", str(data / "tokenizer")]
+
+
+def test_killed_run_resumes_to_the_same_weights(trained, data, tmp_path):
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps({"training": CFG}))
+    checkpoint = tmp_path / "ckpt" / CHECKPOINT_NAME
+    proc = subprocess.Popen(command(data, tmp_path, config), env=env(), stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    interrupted_at = load_checkpoint(checkpoint)["step"]
+    assert 0 < interrupted_at < CFG["steps"]
+    assert not (tmp_path / "out" / "metrics.parquet").exists()
+    stale = checkpoint.parent / ".last.abc.tmp.ckpt"  # as left by a kill during a save
+    stale.write_bytes(b"partial")
+
+    done = subprocess.run(command(data, tmp_path, config), env=env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"resuming from {checkpoint} at step {interrupted_at}" in done.stderr
+    assert not stale.exists()
+    # same thread count, same ops in the same order: bitwise the uninterrupted weights
+    resumed = load_file(tmp_path / "out" / "model.safetensors")
+    reference = load_file(trained / "out" / "model.safetensors")
+    assert resumed.keys() == reference.keys()
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference)
+    columns = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "metrics.parquet")[columns],
+                                  pd.read_parquet(trained / "out" / "metrics.parquet")[columns])
+
+
+def test_damaged_checkpoint_is_detected_and_named(trained, data, tmp_path):
+    checkpoint = tmp_path / "ckpt" / CHECKPOINT_NAME
+    checkpoint.parent.mkdir()
+    raw = bytearray((trained / "ckpt" / CHECKPOINT_NAME).read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # one flipped bit in the payload
+    checkpoint.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match=rf"checkpoint {checkpoint} is damaged: SHA-256"):
+        train("nope", False, data / "blocks", tmp_path / "out", checkpoint.parent, CFG)
+    checkpoint.write_bytes(bytes(raw[:100]))  # truncated to its header
+    with pytest.raises(CheckpointError, match=rf"checkpoint {checkpoint} is damaged"):
+        load_checkpoint(checkpoint)
+    checkpoint.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="no causalpos checkpoint header"):
+        load_checkpoint(checkpoint)
+    assert not (tmp_path / "out").exists()
+
+
+def test_checkpoint_of_another_run_is_refused(trained, data, tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / CHECKPOINT_NAME).write_bytes((trained / "ckpt" / CHECKPOINT_NAME).read_bytes())
+    with pytest.raises(CheckpointError, match=r"was written by a different run \(rope: checkpoint False, now True"):
+        train("nope", True, data / "blocks", tmp_path / "out", tmp_path / "ckpt", CFG)
+    # a finished checkpoint with changed logging settings only rewrites the outputs
+    frame = train("nope", False, data / "blocks", tmp_path / "out", tmp_path / "ckpt", {**CFG, "log_every": 7})
+    assert frame["step"].iloc[-1] == CFG["steps"]
+    assert (tmp_path / "out" / "model.safetensors").read_bytes() == (trained / "out" / "model.safetensors").read_bytes()
+
+
+def test_two_ranks_on_gloo_split_the_data_and_agree(data, tmp_path):
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps({**CFG, "steps": 40, "checkpoint_every": 0}))
+    debug = tmp_path / "debug"
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         *command(data, tmp_path, config)[1:]],
+        env=env(**{DEBUG_ENV: str(debug)}), capture_output=True, text=True, timeout=150)
+    assert run.returncode == 0, run.stderr[-3000:]
+    shards = [np.load(debug / f"rank{r}.npz") for r in range(2)]
+    order = TrainOrder(160, CFG["seed"])
+    for step in range(40):  # per step, the two ranks read disjoint halves of the global batch
+        mine = [s["blocks"][s["steps"][:, 0] == step].ravel() for s in shards]
+        assert len(mine[0]) == len(mine[1]) == 8 and not set(mine[0]) & set(mine[1])
+        assert np.array_equal(np.concatenate(mine), order(step * 16, 16))
+    weights = [torch.load(debug / f"rank{r}_state.pt") for r in range(2)]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    metrics = pd.read_parquet(tmp_path / "out" / "metrics.parquet")
+    assert metrics["tokens_seen"].iloc[-1] == 40 * 16 * BLOCK
+    assert metrics["train_loss"].iloc[-1] < metrics["train_loss"].iloc[1] - 1.0
+    assert metrics["heldout_loss"].iloc[-1] < metrics["heldout_loss"].iloc[0] - 1.0
+    assert "2 ranks on cpu" in run.stderr
+
+
+# ---------------------------------------------------------------- length generalisation
+
+
+def test_evaluate_lengths(trained, data):
+    frame = evaluate_lengths(trained / "out", data / "blocks", factors=(1, 2, 4), max_sequences=4, batch_size=3)
+    assert list(frame.columns) == ["model", "factor", "seq_len", "n_sequences", "heldout_loss", "heldout_loss_sem"]
+    assert frame["model"].tolist() == ["nope"] * 3
+    assert frame["seq_len"].tolist() == [32, 64, 128] and frame["n_sequences"].tolist() == [16, 8, 4]
+    assert (frame["heldout_loss"] < 3).all() and (frame["heldout_loss_sem"] > 0).all()
+    with pytest.raises(ValueError, match=r"factor 8 needs sequences of 256 tokens, beyond max_position_embeddings"):
+        evaluate_lengths(trained / "out", data / "blocks", factors=(1, 8))
+    longer = evaluate_lengths(trained / "out", data / "blocks", factors=(8,), max_sequences=2, beyond_context=True)
+    assert longer["seq_len"].tolist() == [256] and longer["heldout_loss"].notna().all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_trains_on_cuda_in_bf16(data, tmp_path):
+    frame = train("rope", True, data / "blocks", tmp_path / "out", tmp_path / "ckpt",
+                  {**CFG, "device": "cuda", "steps": 40, "threads": 0})
+    evaluated = frame.dropna(subset=["heldout_loss"])["heldout_loss"]
+    assert evaluated.iloc[-1] < evaluated.iloc[0] - 1.0
+    lengths = evaluate_lengths(tmp_path / "out", data / "blocks", factors=(1, 2), max_sequences=4)
+    assert lengths["heldout_loss"].notna().all()
