@@ -7,9 +7,9 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.config import (
     MODELS,
-    THEORY_FIGURES,
+    figure_inputs as config_figure_inputs,
     figure_options,
-    figure_variants,
+    simulation_table,
     validate_config,
     variant_params,
 )
@@ -35,10 +35,6 @@ wildcard_constraints:
     model="|".join(MODELS),
 
 
-def simulation_table(variant):
-    return f"results/simulation/{variant}.parquet"
-
-
 def all_simulations():
     return [simulation_table(v) for v in VARIANTS]
 
@@ -52,24 +48,7 @@ def all_figure_files():
 
 
 def figure_inputs(wildcards):
-    figure = wildcards.figure
-    return {
-        "simulation": [simulation_table(v) for v in figure_variants(config, figure)],
-        "theory": [THEORY_TABLE] if figure in THEORY_FIGURES else [],
-        "metrics": (
-            [f"results/models/{m}/metrics.parquet" for m in MODELS]
-            if figure == "figT1_training_loss"
-            else []
-        ),
-        "blocks": (
-            [f"{TOKENS_DIR}/blocks.json"] if figure == "figT1_training_loss" else []
-        ),
-        "length_eval": (
-            [f"results/models/{m}/length_eval.parquet" for m in MODELS]
-            if figure == "figT2_length_generalization"
-            else []
-        ),
-    }
+    return config_figure_inputs(config, wildcards.figure)
 
 
 def training_settings_param(wildcards):

@@ -75,6 +75,8 @@ def test_variant_inherits_defaults_and_overrides(config):
     (("theory", "alphas"), [0.2, 1.5], "theory.alphas.1"),
     (("plot", "formats"), ["jpg"], "plot.formats.0"),
     (("device",), "tpu", "allowed values: ['auto', 'cpu', 'cuda']"),
+    (("training", "model", "n_heads"), 0, "training.model.n_heads"),
+    (("training", "dropout"), 0.1, "unknown key(s) ['dropout']"),
 ])
 def test_bad_values_name_the_key(config, path, value, expected):
     node = config
@@ -95,6 +97,21 @@ def test_cross_key_checks(config):
     bad["figures"]["fig04_rope"]["variants"] = ["nope"]
     with pytest.raises(ConfigError, match="figures.fig04_rope.variants"):
         validate_config(bad)
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda c: c["training"]["model"].update(n_heads=3),
+     "training.model.n_heads = 3 does not divide training.model.hidden_size = 256"),
+    (lambda c: c["tokenizer"].update(block_len=2048), "tokenizer.block_len = 2048 exceeds training.model.context"),
+    (lambda c: c["evaluation"].update(length_factors=[1, 8]), "evaluation.length_factors: 8 x tokenizer.block_len"),
+    (lambda c: c["training"].update(lr=0.01, min_lr=0.1), "training.min_lr = 0.1 must be between 0 and training.lr"),
+])
+def test_training_settings_are_checked_with_the_config(config, change, expected):
+    """A training setting that cannot work stops the workflow at its start, not after sampling and tokenising."""
+    change(config)
+    with pytest.raises(ConfigError) as err:
+        validate_config(config)
+    assert expected in str(err.value)
 
 
 def test_cli_reports_config_errors_without_traceback(tmp_path, capsys):
@@ -120,14 +137,18 @@ def test_cli_stages_write_parquet_and_figures(tmp_path):
         assert (tmp_path / "results" / "figures" / f"figS1_mc_vs_closed_form.{fmt}").stat().st_size > 1000
 
 
-def test_cli_data_stages(tmp_path):
+def test_cli_data_and_training_stages(tmp_path):
     cfg = str(ROOT / ".test" / "config.yaml")
     results = tmp_path / "results"
-    for stage in ("sample", "tokenizer"):
+    for stage in (["sample"], ["tokenizer"], ["train", "rope"], ["evaluate", "rope"]):
         subprocess.run([sys.executable, "-m", "causalpos.cli", "--configfile", cfg, "--results", str(results),
-                        stage], check=True, capture_output=True, text=True)
+                        *stage], check=True, capture_output=True, text=True)
     assert len(pd.read_parquet(results / "data" / "documents.parquet")) > 100
     assert (results / "tokens" / "blocks.json").exists() and (results / "tokenizer" / "tokenizer.json").exists()
+    metrics = pd.read_parquet(results / "models" / "rope" / "metrics.parquet")
+    assert metrics["step"].iloc[-1] == yaml.safe_load(open(cfg))["training"]["steps"]
+    lengths = pd.read_parquet(results / "models" / "rope" / "length_eval.parquet")
+    assert sorted(lengths["factor"]) == [1, 2, 4] and set(lengths["model"]) == {"rope"}
 
 
 def test_cli_names_a_missing_corpus_path(tmp_path, capsys):

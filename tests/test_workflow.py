@@ -228,3 +228,19 @@ def test_cli_stage_gives_the_rule_output(rerun_copy):
                     "-o", "by_cli.parquet"], cwd=rerun_copy, env=env, check=True, capture_output=True)
     by_rule = pd.read_parquet(rerun_copy / "results" / "simulation" / "l2_alpha0.2.parquet")
     pd.testing.assert_frame_equal(pd.read_parquet(rerun_copy / "by_cli.parquet"), by_rule)
+
+
+def test_cli_train_gives_the_rule_model(rerun_copy):
+    """`causalpos train nope` trains the same weights as rule train did (same data, seed, threads)."""
+    from safetensors.torch import load_file
+
+    for folder in ("tokens", "tokenizer"):  # the CLI trains under by_cli/, on the rule's data
+        shutil.copytree(rerun_copy / "results" / folder, rerun_copy / "by_cli" / folder)
+    env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
+    subprocess.run([sys.executable, "-m", "causalpos.cli", "--results", "by_cli", "train", "nope"], cwd=rerun_copy,
+                   env=env, check=True, capture_output=True)
+    by_rule = load_file(rerun_copy / "results" / "models" / "nope" / "model.safetensors")
+    by_cli = load_file(rerun_copy / "by_cli" / "models" / "nope" / "model.safetensors")
+    assert by_rule.keys() == by_cli.keys()
+    for name, tensor in by_rule.items():
+        np.testing.assert_allclose(by_cli[name].numpy(), tensor.numpy(), atol=1e-5, err_msg=name)

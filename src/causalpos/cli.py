@@ -6,13 +6,16 @@ import argparse
 import logging
 import sys
 
-from causalpos.config import THEORY_FIGURES, ConfigError, figure_options, figure_variants, load_config, variant_params
-
-THEORY_TABLE = "results/theory/layer2_scores.parquet"
-
-
-def simulation_table(results: str, variant: str) -> str:
-    return f"{results}/simulation/{variant}.parquet"
+from causalpos.config import (
+    MODELS,
+    ConfigError,
+    figure_inputs,
+    figure_options,
+    figure_variants,
+    load_config,
+    simulation_table,
+    variant_params,
+)
 
 
 def cmd_sample(args, config):
@@ -43,7 +46,7 @@ def cmd_simulate(args, config):
     from causalpos.stages import run_simulation
 
     run_simulation(args.variant, variant_params(config, args.variant),
-                   args.output or simulation_table(args.results, args.variant),
+                   args.output or simulation_table(args.variant, args.results),
                    device=args.device or config["device"],
                    threads=args.threads or config["simulation"]["threads"],
                    chunk_size=config["simulation"]["chunk_size"])
@@ -56,9 +59,24 @@ def cmd_plot(args, config):
         raise ConfigError(f"figure {args.figure!r} is not in the config; configured: {sorted(config['figures'])}")
     options = figure_options(config, args.figure)
     outputs = [f"{args.results}/figures/{args.figure}.{fmt}" for fmt in options["formats"]]
-    sims = [simulation_table(args.results, v) for v in figure_variants(config, args.figure)]
-    theory = f"{args.results}/theory/layer2_scores.parquet" if args.figure in THEORY_FIGURES else None
-    run_figure(args.figure, {"simulation": sims, "theory": [theory] if theory else []}, options, outputs)
+    run_figure(args.figure, figure_inputs(config, args.figure, args.results), options, outputs)
+
+
+def cmd_train(args, config):
+    from causalpos.stages import run_train
+
+    run_train(args.model, dict(config.get("training") or {}), f"{args.results}/tokens", f"{args.results}/tokenizer",
+              f"{args.results}/models/{args.model}", f"{args.results}/checkpoints",
+              processes=args.processes or config["train_processes"])
+
+
+def cmd_evaluate(args, config):
+    from causalpos.stages import run_length_eval
+
+    ev = config["evaluation"]
+    run_length_eval(f"{args.results}/models/{args.model}", f"{args.results}/tokens", ev["length_factors"],
+                    ev["length_sequences"], f"{args.results}/models/{args.model}/length_eval.parquet",
+                    device=(config.get("training") or {}).get("device", "auto"))
 
 
 def cmd_list(args, config):
@@ -80,6 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tokenizer", help="train or load the tokenizer; write token blocks and snippets")
     p.set_defaults(func=cmd_tokenizer)
+
+    p = sub.add_parser("train", help="train the NoPE decoder or its RoPE twin (resumes from its checkpoint)")
+    p.add_argument("model", choices=MODELS)
+    p.add_argument("--processes", type=int, help="DDP processes via torchrun (default: train_processes)")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="held-out loss of a trained model at 1x, 2x, 4x the training length")
+    p.add_argument("model", choices=MODELS)
+    p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("theory", help="closed-form layer-2 scores to Parquet")
     p.add_argument("-o", "--output")

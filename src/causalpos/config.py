@@ -7,6 +7,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from causalpos.train_settings import training_settings
 from causalpos.variant import Variant
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
@@ -60,6 +61,17 @@ def validate_config(config: dict) -> dict:
 
 
 def check_config(config: dict) -> None:
+    try:
+        training = training_settings(config.get("training") or {})  # the model's shape too
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    block_len, context = config["tokenizer"]["block_len"], training["model"]["context"]
+    if block_len > context:
+        raise ConfigError(f"tokenizer.block_len = {block_len} exceeds training.model.context = {context}")
+    longest = max(config["evaluation"]["length_factors"]) * block_len
+    if longest > context:
+        raise ConfigError(f"evaluation.length_factors: {max(config['evaluation']['length_factors'])} x "
+                          f"tokenizer.block_len = {longest} tokens exceeds training.model.context = {context}")
     variants = config["simulation"]["variants"]
     for name in variants:
         try:
@@ -78,13 +90,6 @@ def check_config(config: dict) -> None:
                               f"(known: {sorted(variants)})")
 
 
-def training_settings(config: dict) -> dict:
-    """The training section with every default filled in and checked (causalpos.train's rules)."""
-    from causalpos.train import training_settings as check
-
-    return check(config.get("training") or {})
-
-
 def load_config(path) -> dict:
     path = Path(path)
     if not path.is_file():
@@ -100,6 +105,22 @@ def variant_params(config: dict, name: str) -> dict:
     if name not in sim["variants"]:
         raise ConfigError(f"unknown simulation variant {name!r}; known: {sorted(sim['variants'])}")
     return {**(sim.get("defaults") or {}), **(sim["variants"][name] or {})}
+
+
+def simulation_table(variant: str, results: str = "results") -> str:
+    return f"{results}/simulation/{variant}.parquet"
+
+
+def figure_inputs(config: dict, figure: str, results: str = "results") -> dict[str, list[str]]:
+    """The Parquet (and JSON) files a figure is drawn from, by table name; the rule and the CLI share it."""
+    models = [f"{results}/models/{m}" for m in MODELS]
+    return {
+        "simulation": [simulation_table(v, results) for v in figure_variants(config, figure)],
+        "theory": [f"{results}/theory/layer2_scores.parquet"] if figure in THEORY_FIGURES else [],
+        "metrics": [f"{m}/metrics.parquet" for m in models] if figure == "figT1_training_loss" else [],
+        "blocks": [f"{results}/tokens/blocks.json"] if figure == "figT1_training_loss" else [],
+        "length_eval": [f"{m}/length_eval.parquet" for m in models] if figure == "figT2_length_generalization" else [],
+    }
 
 
 def figure_variants(config: dict, figure: str) -> list[str]:

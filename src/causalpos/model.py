@@ -11,57 +11,7 @@ from __future__ import annotations
 import torch
 from transformers import SmolLM3Config, SmolLM3ForCausalLM
 
-# The default model: ~5.0M parameters (2.9M outside the tied embedding), sized so
-# that each of nope and rope trains in ~9 minutes on a 2-core CPU (bench/README.md).
-# context = 4 x the default block length of 256, so that the length-generalisation
-# evaluation at 4x stays within max_position_embeddings.
-DEFAULT_MODEL = {
-    "n_layers": 4,
-    "hidden_size": 256,
-    "n_heads": 4,
-    "n_kv_heads": 2,
-    "head_dim": 64,
-    "intermediate_size": 688,
-    "context": 1024,
-    "rope_theta": 10000.0,
-    "tie_word_embeddings": True,
-}
-
-PREFIX = "training.model"  # where these settings live in config.yaml, for error messages
-
-
-def _positive_int(cfg: dict, key: str) -> int:
-    value = cfg[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{PREFIX}.{key} = {value!r} must be a positive integer")
-    return value
-
-
-def model_settings(model_cfg: dict) -> dict:
-    """`model_cfg` over DEFAULT_MODEL, checked; ValueError names the offending setting."""
-    unknown = sorted(set(model_cfg) - set(DEFAULT_MODEL))
-    if unknown:
-        raise ValueError(f"unknown setting {PREFIX}.{unknown[0]} (known: {', '.join(DEFAULT_MODEL)})")
-    cfg = {**DEFAULT_MODEL, **model_cfg}
-    for key in ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "intermediate_size", "context"):
-        _positive_int(cfg, key)
-    if cfg["hidden_size"] % cfg["n_heads"]:
-        raise ValueError(f"{PREFIX}.n_heads = {cfg['n_heads']} does not divide "
-                         f"{PREFIX}.hidden_size = {cfg['hidden_size']}")
-    if cfg["n_heads"] % cfg["n_kv_heads"]:
-        raise ValueError(f"{PREFIX}.n_kv_heads = {cfg['n_kv_heads']} does not divide "
-                         f"{PREFIX}.n_heads = {cfg['n_heads']}")
-    if cfg["head_dim"] != cfg["hidden_size"] // cfg["n_heads"]:
-        raise ValueError(f"{PREFIX}.head_dim = {cfg['head_dim']} must equal {PREFIX}.hidden_size / "
-                         f"{PREFIX}.n_heads = {cfg['hidden_size'] // cfg['n_heads']}")
-    if cfg["head_dim"] % 2:  # RoPE rotates pairs of coordinates
-        raise ValueError(f"{PREFIX}.head_dim = {cfg['head_dim']} must be even")
-    theta = cfg["rope_theta"]
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 1:
-        raise ValueError(f"{PREFIX}.rope_theta = {theta!r} must be a number > 1")
-    if not isinstance(cfg["tie_word_embeddings"], bool):
-        raise ValueError(f"{PREFIX}.tie_word_embeddings = {cfg['tie_word_embeddings']!r} must be true or false")
-    return cfg
+from causalpos.train_settings import DEFAULT_MODEL, model_settings  # noqa: F401  (re-exported)
 
 
 def model_config(model_cfg: dict, vocab_size: int, rope: bool, eos_token_id: int | None = None) -> SmolLM3Config:

@@ -24,8 +24,8 @@ STAGE_MODULES = {
     "theory": ["causalpos.theory", "causalpos.io"],
     "simulate": ["causalpos.variant", "causalpos.simulate", "causalpos.cpu_kernel", "causalpos.io"],
     "plot": ["causalpos.figures", "causalpos.theory", "causalpos.io"],
-    "train": ["causalpos.train", "causalpos.model", "causalpos.io"],
-    "length_eval": ["causalpos.train", "causalpos.model", "causalpos.io"],
+    "train": ["causalpos.train", "causalpos.train_settings", "causalpos.model", "causalpos.io"],
+    "length_eval": ["causalpos.train", "causalpos.train_settings", "causalpos.model", "causalpos.io"],
 }
 STAGE_RUNNERS = {"sample": "run_sample", "tokenizer": "run_tokenizer", "theory": "run_theory",
                  "simulate": "run_simulation", "plot": "run_figure", "train": "run_train",

@@ -44,31 +44,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from causalpos.io import atomic_path, write_parquet
-from causalpos.model import DEFAULT_MODEL, build_model, count_parameters, model_settings  # noqa: F401
+from causalpos.model import build_model, count_parameters
+from causalpos.train_settings import DEFAULT_MODEL, DEFAULT_TRAIN, training_settings  # noqa: F401  (re-exported)
 
-# Training settings (the `training` section of the config, minus `model`).
-# Sized for the default model on a 2-core CPU: 1,600 steps x 4 sequences x 256
-# tokens = 1.6M tokens, ~9 minutes per model at ~3,200 tokens/s. On 1.2M tokens
-# of English news (BPE 8192) small batches learned faster per token than large
-# ones at the same throughput (bench/README.md).
-DEFAULT_TRAIN = {
-    "steps": 1600,           # optimizer steps
-    "micro_batch": 4,        # sequences (blocks) per forward/backward, per rank
-    "grad_accum": 1,         # micro batches per optimizer step; global batch = micro_batch x grad_accum x world
-    "lr": 1e-3,              # peak learning rate, reached at the end of warmup
-    "min_lr": 1e-4,          # the cosine schedule ends here at `steps`
-    "warmup_steps": 100,     # linear warmup from lr / (warmup_steps + 1) to lr
-    "weight_decay": 0.1,     # AdamW, on matrices and embeddings only (not norms)
-    "betas": [0.9, 0.95],
-    "grad_clip": 1.0,        # max global gradient norm; 0 disables clipping
-    "seed": 0,               # torch, numpy and python RNGs, model init and data order
-    "eval_every": 200,       # held-out loss every this many steps (and at 0 and the end); 0 = never
-    "eval_batches": 16,      # micro batches of held-out blocks per evaluation (the same blocks each time)
-    "checkpoint_every": 200,  # steps between checkpoints (and one at the end); 0 = only at the end
-    "log_every": 20,         # steps per metrics row / log line
-    "device": "auto",        # auto | cpu | cuda
-    "threads": 0,            # CPU threads per rank; 0 = the CPUs available / ranks on this node
-}
 # Settings that do not change the weights a run ends with: a run may resume
 # from a checkpoint written under different values of these.
 RESUMABLE_CHANGES = ("eval_every", "eval_batches", "checkpoint_every", "log_every", "device", "threads")
@@ -85,47 +63,6 @@ class CheckpointError(RuntimeError):
 
 
 # ---------------------------------------------------------------- settings
-
-
-def training_settings(cfg: dict) -> dict:
-    """`cfg` (the training section, with an optional `model` dict) over the defaults, checked."""
-    cfg = dict(cfg)
-    model = model_settings(cfg.pop("model", None) or {})
-    unknown = sorted(set(cfg) - set(DEFAULT_TRAIN))
-    if unknown:
-        raise ValueError(f"unknown setting training.{unknown[0]} (known: model, {', '.join(DEFAULT_TRAIN)})")
-    cfg = {**DEFAULT_TRAIN, **cfg}
-    for key in ("steps", "micro_batch", "grad_accum"):
-        if not _is_int(cfg[key]) or cfg[key] < 1:
-            raise ValueError(f"training.{key} = {cfg[key]!r} must be a positive integer")
-    for key in ("warmup_steps", "eval_every", "eval_batches", "checkpoint_every", "log_every", "seed", "threads"):
-        if not _is_int(cfg[key]) or cfg[key] < 0:
-            raise ValueError(f"training.{key} = {cfg[key]!r} must be a non-negative integer")
-    if cfg["log_every"] < 1:
-        raise ValueError(f"training.log_every = {cfg['log_every']} must be at least 1")
-    if not (_is_number(cfg["lr"]) and cfg["lr"] > 0):
-        raise ValueError(f"training.lr = {cfg['lr']!r} must be a positive number")
-    if not (_is_number(cfg["min_lr"]) and 0 <= cfg["min_lr"] <= cfg["lr"]):
-        raise ValueError(f"training.min_lr = {cfg['min_lr']!r} must be between 0 and training.lr = {cfg['lr']}")
-    for key in ("weight_decay", "grad_clip"):
-        if not (_is_number(cfg[key]) and cfg[key] >= 0):
-            raise ValueError(f"training.{key} = {cfg[key]!r} must be a non-negative number")
-    betas = cfg["betas"]
-    if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(_is_number(b) and 0 <= b < 1 for b in betas)):
-        raise ValueError(f"training.betas = {betas!r} must be two numbers in [0, 1)")
-    if cfg["device"] not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"training.device = {cfg['device']!r} must be auto, cpu or cuda")
-    cfg["betas"] = [float(b) for b in betas]
-    cfg["model"] = model
-    return cfg
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def lr_at(step: int, cfg: dict) -> float:
