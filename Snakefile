@@ -9,6 +9,7 @@ include: "rules/common.smk"
 include: "rules/theory.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
+include: "rules/extract.smk"
 include: "rules/simulate.smk"
 include: "rules/figures.smk"
 
@@ -19,9 +20,12 @@ rule all:
         rules.tokenizer.output,
         expand("results/models/{model}/length_eval.parquet", model=MODELS),
         all_simulations(),
+        SUMMARY_TABLES,
         all_figure_files(),
+        all_model_figures(),
 
 
 rule all_figures:
     input:
         all_figure_files(),
+        all_model_figures(),

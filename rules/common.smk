@@ -7,6 +7,11 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.config import (
     MODELS,
+    extracted_models,
+    extraction_settings as config_extraction_settings,
+    model_location,
+    pretrained_models,
+    pretrained_settings,
     figure_inputs as config_figure_inputs,
     figure_options,
     simulation_table,
@@ -27,12 +32,17 @@ THEORY_TABLE = "results/theory/layer2_scores.parquet"
 DOCUMENTS = "results/data/documents.parquet"
 TOKENIZER_DIR = "results/tokenizer"
 TOKENS_DIR = "results/tokens"
+EXTRACTED = extracted_models(config)
+SUMMARY_TABLES = [
+    f"results/summary/{name}.parquet"
+    for name in ("nonrelativeness", "increasing_fraction", "position_probe")
+]
 
 
 wildcard_constraints:
     variant="|".join(map(re.escape, VARIANTS)),
     figure="|".join(map(re.escape, FIGURES)) or "(?!)",
-    model="|".join(MODELS),
+    model="|".join(map(re.escape, EXTRACTED)),
 
 
 def all_simulations():
@@ -63,3 +73,45 @@ def variant_settings(wildcards):
 
 def plot_settings(wildcards):
     return figure_options(config, wildcards.figure)
+
+
+def pretrained_spec(wildcards):
+    return config["extraction"]["pretrained"]["models"][wildcards.model]
+
+
+def is_pretrained(model):
+    return model not in MODELS
+
+
+def extraction_inputs(wildcards):
+    """Trained twins: their folder and the snippets; pretrained: the held-out documents (and the GGUF copy)."""
+    model = wildcards.model
+    if not is_pretrained(model):
+        return {
+            "model": f"results/models/{model}/model.safetensors",
+            "tokens": f"{TOKENS_DIR}/snippets.npy",
+        }
+    inputs = {"documents": DOCUMENTS}
+    if "gguf" in pretrained_spec(wildcards):
+        inputs["model"] = f"results/pretrained/{model}/model.safetensors"
+    return inputs
+
+
+def extraction_settings_param(wildcards):
+    return config_extraction_settings(config, wildcards.model)
+
+
+def model_location_param(wildcards):
+    return model_location(config, wildcards.model)
+
+
+def model_figure_options(wildcards):
+    return {**config["plot"], "model": wildcards.model}
+
+
+def all_model_figures():
+    return [
+        f"results/figures/fig_all_layers_{model}{ext}"
+        for model in EXTRACTED
+        for ext in FIGURE_EXTENSIONS
+    ]

@@ -7,12 +7,17 @@ import logging
 import sys
 
 from causalpos.config import (
+    ALL_LAYERS_FIGURE,
     MODELS,
     ConfigError,
+    activation_table,
+    extracted_models,
+    extraction_settings,
     figure_inputs,
     figure_options,
     figure_variants,
     load_config,
+    model_location,
     simulation_table,
     variant_params,
 )
@@ -35,6 +40,35 @@ def cmd_tokenizer(args, config):
                   f"{args.results}/tokenizer", f"{args.results}/tokens")
 
 
+def cmd_pretrained(args, config):
+    from causalpos.stages import run_pretrained
+
+    spec = config["extraction"]["pretrained"]["models"].get(args.model)
+    if spec is None or "gguf" not in spec:
+        raise ConfigError(f"extraction.pretrained.models.{args.model}: not a gguf model; only those are converted")
+    run_pretrained(args.model, spec, f"{args.results}/pretrained/{args.model}")
+
+
+def cmd_extract(args, config):
+    from causalpos.stages import run_extract
+
+    if args.model not in extracted_models(config):
+        raise ConfigError(f"unknown model {args.model!r}; known: {extracted_models(config)}")
+    outputs = {t: activation_table(args.model, t, args.results) for t in ("scores", "intermediates", "probe")}
+    run_extract(args.model, extraction_settings(config, args.model), model_location(config, args.model, args.results),
+                outputs, documents=f"{args.results}/data/documents.parquet",
+                snippets=f"{args.results}/tokens/snippets.npy", device=config["extraction"]["device"],
+                seed=config["data"]["seed"])
+
+
+def cmd_summary(args, config):
+    from causalpos.stages import run_summary
+
+    models = extracted_models(config)
+    run_summary([activation_table(m, "scores", args.results) for m in models],
+                [activation_table(m, "probe", args.results) for m in models], f"{args.results}/summary")
+
+
 def cmd_theory(args, config):
     from causalpos.stages import run_theory
 
@@ -55,6 +89,13 @@ def cmd_simulate(args, config):
 def cmd_plot(args, config):
     from causalpos.stages import run_figure
 
+    if args.figure == ALL_LAYERS_FIGURE:  # Figures 11-16 for one model, as rule model_figure draws them
+        if args.model not in extracted_models(config):
+            raise ConfigError(f"{ALL_LAYERS_FIGURE} needs --model, one of {extracted_models(config)}")
+        options = {**config["plot"], "model": args.model}
+        outputs = [f"{args.results}/figures/{ALL_LAYERS_FIGURE}_{args.model}.{fmt}" for fmt in options["formats"]]
+        run_figure(args.figure, {"scores": [activation_table(args.model, "scores", args.results)]}, options, outputs)
+        return
     if args.figure not in config["figures"]:
         raise ConfigError(f"figure {args.figure!r} is not in the config; configured: {sorted(config['figures'])}")
     options = figure_options(config, args.figure)
@@ -108,6 +149,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", choices=MODELS)
     p.set_defaults(func=cmd_evaluate)
 
+    p = sub.add_parser("pretrained", help="convert a GGUF model of extraction.pretrained.models to safetensors")
+    p.add_argument("model")
+    p.set_defaults(func=cmd_pretrained)
+
+    p = sub.add_parser("extract", help="attention scores, Figure 3 intermediates and position probe of one model")
+    p.add_argument("model", help="nope, rope or a name under extraction.pretrained.models")
+    p.set_defaults(func=cmd_extract)
+
+    p = sub.add_parser("summary", help="per-layer measured claims of every extracted model to results/summary")
+    p.set_defaults(func=cmd_summary)
+
     p = sub.add_parser("theory", help="closed-form layer-2 scores to Parquet")
     p.add_argument("-o", "--output")
     p.set_defaults(func=cmd_theory)
@@ -120,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("plot", help="draw one figure from the Parquet results")
-    p.add_argument("figure", help="a name under figures, e.g. fig02_l2norm")
+    p.add_argument("figure", help="a name under figures, e.g. fig02_l2norm, or fig_all_layers with --model")
+    p.add_argument("--model", help="the model of fig_all_layers")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("list", help="list the configured variants and figures")

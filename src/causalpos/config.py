@@ -14,7 +14,19 @@ SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
 # Figures drawn from the closed form (theory table) and/or simulated variants.
 THEORY_FIGURES = ("fig01_mechanism", "figS1_mc_vs_closed_form")
 TRAINING_FIGURES = ("figT1_training_loss", "figT2_length_generalization")
-SIMULATION_FREE_FIGURES = ("fig01_mechanism",) + TRAINING_FIGURES
+# Figures of the extracted activations: the tables each reads, and which models it reads them for
+# ("model": options["model"], "pretrained": every pretrained model, "all": every extracted model).
+ACTIVATION_FIGURES = {
+    "fig03_intermediates": (("intermediates",), "model"),
+    "fig08_model_layers": (("scores",), "model"),
+    "fig05_llms": (("scores",), "pretrained"),
+    "figC1_nope_vs_rope": (("scores",), "trained"),
+    "figM1_nonrelativeness": (("scores",), "all"),
+    "figM2_increasing_fraction": (("scores",), "all"),
+    "figM3_position_probe": (("probe",), "all"),
+}
+ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted model by rule model_figure
+SIMULATION_FREE_FIGURES = ("fig01_mechanism",) + TRAINING_FIGURES + tuple(ACTIVATION_FIGURES)
 MODELS = ("nope", "rope")  # the NoPE decoder and its RoPE twin (Section 4.2)
 
 
@@ -72,6 +84,7 @@ def check_config(config: dict) -> None:
     if longest > context:
         raise ConfigError(f"evaluation.length_factors: {max(config['evaluation']['length_factors'])} x "
                           f"tokenizer.block_len = {longest} tokens exceeds training.model.context = {context}")
+    check_extraction(config, training)
     variants = config["simulation"]["variants"]
     for name in variants:
         try:
@@ -88,6 +101,70 @@ def check_config(config: dict) -> None:
         if unknown:
             raise ConfigError(f"figures.{figure}.variants: {unknown} not in simulation.variants "
                               f"(known: {sorted(variants)})")
+
+
+def pretrained_models(config: dict) -> list[str]:
+    return list(config["extraction"]["pretrained"]["models"])
+
+
+def extracted_models(config: dict) -> list[str]:
+    """Every model the extraction stage analyses: the trained twins, then the pretrained LLMs."""
+    return list(MODELS) + pretrained_models(config)
+
+
+def pretrained_settings(config: dict, name: str) -> dict:
+    """One pretrained model's source (gguf / path / name) and its sizes, defaults filled in."""
+    section = config["extraction"]["pretrained"]
+    spec = dict(section["models"][name])
+    return {"seq_len": section["seq_len"], "n_sequences": section["n_sequences"],
+            "batch_size": config["extraction"]["batch_size"], **spec}
+
+
+def extraction_settings(config: dict, model: str) -> dict:
+    """Everything that decides one model's extraction tables (the rule's params: a change reruns that model)."""
+    section = config["extraction"]
+    common = {key: section[key] for key in ("intermediates_layer", "probe_sequences", "probe_positions")}
+    if model in MODELS:
+        return {"kind": "trained", "batch_size": section["batch_size"], **common}
+    return {"kind": "pretrained", **pretrained_settings(config, model), **common}
+
+
+def model_location(config: dict, model: str, results: str = "results") -> str:
+    """Folder (or hub id) the extraction loads `model` from: the trained folder, the GGUF copy, or the spec's."""
+    if model in MODELS:
+        return f"{results}/models/{model}"
+    spec = config["extraction"]["pretrained"]["models"][model]
+    if "gguf" in spec:
+        return f"{results}/pretrained/{model}"
+    return spec.get("path") or spec["name"]
+
+
+def check_extraction(config: dict, training: dict) -> None:
+    extraction = config["extraction"]
+    models = extraction["pretrained"]["models"]
+    for name, spec in models.items():
+        if name in MODELS:
+            raise ConfigError(f"extraction.pretrained.models.{name}: {name!r} is the name of a trained model; "
+                              f"choose another")
+        sources = [k for k in ("gguf", "path", "name") if k in spec]
+        if len(sources) != 1:
+            raise ConfigError(f"extraction.pretrained.models.{name}: give exactly one of gguf, path, name "
+                              f"(got {sorted(spec)})")
+    layer, n_layers = extraction["intermediates_layer"], training["model"]["n_layers"]
+    if layer > n_layers - 2:
+        raise ConfigError(f"extraction.intermediates_layer = {layer} is out of range: Figure 3 needs layer l and "
+                          f"l + 1 of the trained models (training.model.n_layers = {n_layers}), so l <= {n_layers - 2}")
+    known = extracted_models(config)
+    for figure, spec in config["figures"].items():
+        if "model" in spec and spec["model"] not in known:
+            raise ConfigError(f"figures.{figure}.model = {spec['model']!r} is not an extracted model (known: {known})")
+        unknown = [m for m in spec.get("models", []) if m not in models]
+        if unknown:
+            raise ConfigError(f"figures.{figure}.models: {unknown} not in extraction.pretrained.models "
+                              f"(known: {sorted(models)})")
+        if figure == "fig05_llms" and not models:
+            raise ConfigError("figures.fig05_llms: name at least one model under extraction.pretrained.models "
+                              "(or drop the figure)")
 
 
 def load_config(path) -> dict:
@@ -114,13 +191,27 @@ def simulation_table(variant: str, results: str = "results") -> str:
 def figure_inputs(config: dict, figure: str, results: str = "results") -> dict[str, list[str]]:
     """The Parquet (and JSON) files a figure is drawn from, by table name; the rule and the CLI share it."""
     models = [f"{results}/models/{m}" for m in MODELS]
+    tables, which = ACTIVATION_FIGURES.get(figure, ((), None))
+    spec = config["figures"].get(figure, {})
+    chosen = {"model": [spec.get("model", "nope")], "trained": list(MODELS),
+              "pretrained": spec.get("models") or pretrained_models(config),
+              "all": extracted_models(config)}.get(which, [])
+    activations = {table: [activation_table(m, table, results) for m in chosen] for table in tables}
     return {
         "simulation": [simulation_table(v, results) for v in figure_variants(config, figure)],
         "theory": [f"{results}/theory/layer2_scores.parquet"] if figure in THEORY_FIGURES else [],
         "metrics": [f"{m}/metrics.parquet" for m in models] if figure == "figT1_training_loss" else [],
         "blocks": [f"{results}/tokens/blocks.json"] if figure == "figT1_training_loss" else [],
         "length_eval": [f"{m}/length_eval.parquet" for m in models] if figure == "figT2_length_generalization" else [],
+        "scores": activations.get("scores", []),
+        "intermediates": activations.get("intermediates", []),
+        "probe": activations.get("probe", []),
     }
+
+
+def activation_table(model: str, table: str, results: str = "results") -> str:
+    """results/activations/{model}/{scores,intermediates,probe}.parquet"""
+    return f"{results}/activations/{model}/{table}.parquet"
 
 
 def figure_variants(config: dict, figure: str) -> list[str]:

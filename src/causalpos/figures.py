@@ -348,8 +348,11 @@ def render_figure(figure_id: str, tables: dict[str, pd.DataFrame], options: dict
     Each file is written under a temporary name in its folder and renamed only
     after all of them were written, so no half-written figure looks complete.
     """
-    if figure_id not in FIGURES:
-        raise ValueError(f"unknown figure {figure_id!r}; known: {sorted(FIGURES)}")
+    from causalpos.activation_figures import ACTIVATION_FIGURES  # it builds on this module's helpers
+
+    figures = {**FIGURES, **ACTIVATION_FIGURES}
+    if figure_id not in figures:
+        raise ValueError(f"unknown figure {figure_id!r}; known: {sorted(figures)}")
     outputs = [Path(p) for p in outputs]
     if not outputs:
         raise ValueError(f"{figure_id}: no output paths given")
@@ -361,7 +364,7 @@ def render_figure(figure_id: str, tables: dict[str, pd.DataFrame], options: dict
     font_scale = float(options.get("font_scale", 1.0))
     with sns.plotting_context("notebook", font_scale=font_scale), sns.axes_style("ticks"):
         try:
-            fig = FIGURES[figure_id](tables, options)
+            fig = figures[figure_id](tables, options)
         except ValueError as err:
             raise ValueError(f"{figure_id}: {err}") from err
         fig.set_size_inches(fig.get_size_inches() * font_scale)  # bigger text, bigger panels

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import logging
 import os
+import sys
 import time
 
 from causalpos import __version__
@@ -26,10 +27,15 @@ STAGE_MODULES = {
     "plot": ["causalpos.figures", "causalpos.theory", "causalpos.io"],
     "train": ["causalpos.train", "causalpos.train_settings", "causalpos.model", "causalpos.io"],
     "length_eval": ["causalpos.train", "causalpos.train_settings", "causalpos.model", "causalpos.io"],
+    "pretrained": ["causalpos.pretrained"],
+    "extract": ["causalpos.extract", "causalpos.pretrained", "causalpos.tokenizer", "causalpos.simulate",
+                "causalpos.io"],
+    "summary": ["causalpos.summary", "causalpos.io"],
 }
 STAGE_RUNNERS = {"sample": "run_sample", "tokenizer": "run_tokenizer", "theory": "run_theory",
                  "simulate": "run_simulation", "plot": "run_figure", "train": "run_train",
-                 "length_eval": "run_length_eval"}
+                 "length_eval": "run_length_eval", "pretrained": "run_pretrained", "extract": "run_extract",
+                 "summary": "run_summary"}
 
 
 def _source(module: str) -> str:
@@ -137,6 +143,61 @@ def run_length_eval(model_dir, tokens_dir, factors, max_sequences: int, output, 
     frame = evaluate_lengths(model_dir, tokens_dir, factors=factors, max_sequences=max_sequences, device=device)
     write_parquet(frame, output, {"stage": "length_eval", "version": __version__})
     log.info("length generalisation:\n%s", frame.to_string(index=False))
+
+
+def run_pretrained(name: str, spec: dict, out_dir) -> None:
+    """Dequantise a GGUF model into a safetensors folder (loaded in a second by the extraction)."""
+    from causalpos.pretrained import convert_gguf
+
+    convert_gguf(spec, out_dir, f"extraction.pretrained.models.{name}")
+
+
+def run_extract(name: str, settings: dict, location, outputs: dict, documents=None, snippets=None,
+                device: str = "auto", seed: int = 0) -> None:
+    """Scores of every layer, Figure 3's intermediates and the position probe of one model, to Parquet.
+
+    `settings["kind"]` is "trained" (the nope / rope folder, on the evaluation snippets) or
+    "pretrained" (a folder or hub id, on held-out documents in its own tokenizer).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from causalpos.extract import ATTENTION_NAME, extract
+    from causalpos.pretrained import bos_prefix, load_for_extraction
+    from causalpos.tokenizer import snippet_tokens
+    from causalpos.train import resolve_device
+
+    setting = f"extraction.pretrained.models.{name}" if settings["kind"] == "pretrained" else f"model {name}"
+    dev = resolve_device(device)
+    started = time.perf_counter()
+    model, tokenizer = load_for_extraction(str(location), setting, dev, ATTENTION_NAME)
+    log.info("extract %s: %s loaded from %s on %s in %.1f s", name, type(model).__name__, location, dev,
+             time.perf_counter() - started)
+    if settings["kind"] == "trained":
+        tokens = np.load(snippets)
+    else:
+        tokens, _ = snippet_tokens(pd.read_parquet(documents), tokenizer, settings["seq_len"], settings["n_sequences"],
+                                   seed=seed, settings=(f"{setting}.seq_len", f"{setting}.n_sequences"),
+                                   prefix=bos_prefix(tokenizer))
+    log.info("extract %s: %d sequences of %d tokens, batch %d", name, *tokens.shape, settings["batch_size"])
+    result = extract(model, tokens, name, settings["kind"], batch_size=settings["batch_size"],
+                     intermediates_layer=settings["intermediates_layer"],
+                     probe_sequences=settings["probe_sequences"], probe_positions=settings["probe_positions"],
+                     seed=seed, progress=sys.stderr.isatty())
+    meta = {"stage": "extract", "model": name, "location": str(location), "settings": settings,
+            "device": str(dev), "seconds": result.seconds, "version": __version__}
+    for table in ("intermediates", "probe", "scores"):
+        write_parquet(getattr(result, table), outputs[table], meta)
+    log.info("extract %s: %.1f s (%.0f tokens/s) -> %s", name, result.seconds, tokens.size / result.seconds,
+             ", ".join(map(str, outputs.values())))
+
+
+def run_summary(scores, probes, out_dir) -> None:
+    """The measured claims of Sections 4.2 and 5.2, per model and layer, to results/summary/."""
+    from causalpos.summary import write_summaries
+
+    written = write_summaries(read_tables(scores), read_tables(probes), out_dir)
+    log.info("summary -> %s", ", ".join(map(str, written.values())))
 
 
 def run_theory(seq_len: int, alphas, output) -> None:

@@ -175,41 +175,47 @@ def write_token_blocks(documents: pd.DataFrame, tokenizer, block_len: int, out_d
 
 # ----------------------------------------------------------------------------- snippets
 
-def write_snippets(documents: pd.DataFrame, tokenizer, out_path, snippet_len: int = 50,
-                   n_snippets: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """First `snippet_len` tokens of up to `n_snippets` held-out documents (paper Section 4.2).
+def snippet_tokens(documents: pd.DataFrame, tokenizer, snippet_len: int, n_snippets: int, seed: int = 0,
+                   settings: tuple[str, str] = ("evaluation.snippet_len", "evaluation.n_snippets"),
+                   prefix: list[int] = ()) -> tuple[np.ndarray, pd.DataFrame]:
+    """First `snippet_len` tokens of up to `n_snippets` held-out documents (paper Sections 4.2 and 5.2).
 
     Only documents with at least `snippet_len` tokens qualify. When more qualify
     than are wanted, a seeded random subset is taken; rows stay in document
-    order. Writes `out_path` (.npy) and the .parquet sidecar beside it; returns
-    the sidecar table. Fewer qualifying documents than `n_snippets` gives all of
-    them (logged); none raises.
+    order. `prefix` (e.g. a BOS id) starts every snippet and counts in its
+    length. Fewer qualifying documents than `n_snippets` gives all of them
+    (logged); none raises, naming `settings` (the config keys of the two sizes).
     """
-    for setting, value in (("snippet_len", snippet_len), ("n_snippets", n_snippets)):
+    for setting, value in zip(settings, (snippet_len, n_snippets)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"evaluation.{setting}: must be a positive integer, got {value!r}")
+            raise ValueError(f"{setting}: must be a positive integer, got {value!r}")
     heldout = documents[documents["split"] == "heldout"]
-    ids = encode_texts(tokenizer, heldout["text"].tolist())
+    ids = [list(prefix) + doc for doc in encode_texts(tokenizer, heldout["text"].tolist())]
     lengths = np.array([len(doc) for doc in ids], dtype=np.int64)
     eligible = np.flatnonzero(lengths >= snippet_len)
     if len(eligible) == 0:
-        raise ValueError(f"evaluation.snippet_len: no held-out document has {snippet_len} tokens")
+        raise ValueError(f"{settings[0]}: no held-out document has {snippet_len} tokens")
     if len(eligible) > n_snippets:
         rng = np.random.default_rng(seed)
         eligible = np.sort(rng.choice(eligible, size=n_snippets, replace=False))
     else:
         log.info("snippets: only %d held-out documents have >= %d tokens (wanted %d); using all",
                  len(eligible), snippet_len, n_snippets)
-
-    dtype = token_dtype(len(tokenizer))
-    snippets = np.array([ids[i][:snippet_len] for i in eligible], dtype=dtype)
+    snippets = np.array([ids[i][:snippet_len] for i in eligible], dtype=token_dtype(len(tokenizer)))
     table = pd.DataFrame({"row": np.arange(len(eligible)),
                           "doc_id": heldout["doc_id"].to_numpy()[eligible],
                           "n_doc_tokens": lengths[eligible]})
+    return snippets, table
+
+
+def write_snippets(documents: pd.DataFrame, tokenizer, out_path, snippet_len: int = 50,
+                   n_snippets: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """`snippet_tokens` written to `out_path` (.npy) with its .parquet sidecar beside it; returns the sidecar."""
+    snippets, table = snippet_tokens(documents, tokenizer, snippet_len, n_snippets, seed)
     out_path = Path(out_path)
     _save_npy(snippets, out_path)
     write_parquet(table, out_path.with_suffix(".parquet"),
                   {"stage": "snippets", "snippet_len": snippet_len, "seed": seed})
     log.info("snippets: %d x %d tokens from %d held-out documents -> %s",
-             len(eligible), snippet_len, len(heldout), out_path)
+             len(snippets), snippet_len, int((documents["split"] == "heldout").sum()), out_path)
     return table

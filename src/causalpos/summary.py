@@ -1,0 +1,272 @@
+"""Numbers behind the attention heatmaps: how non-relative, how monotone, how positional.
+
+Every function takes the long tables written by the extraction stage (see extract.py:
+SCORE_COLUMNS, PROBE_COLUMNS) and returns one tidy row per (model, kind, layer).
+
+- `nonrelativeness(scores)`: how far the scores are from depending on the distance i - j alone,
+  and whether the left region (the first keys) is darker than its diagonals (paper Sections 4.1, 5.1, 5.2).
+- `increasing_fraction(scores)`: how often a nearer key scores higher (Sections 3.2, 4.1, 4.2).
+- `probe_summary(probe)`: how well a linear probe reads the token position from the hidden state.
+- `write_summaries(scores, probe, out_dir)`: the three tables as Parquet files.
+
+Layers are 0-based here, as in the input tables. "Off-diagonal" means the visible entries with
+key_pos < query_pos; the main diagonal (a token attending to itself) is left out of every
+statistic that is about positions, because its scores are of another size than the rest
+(Figure 3 (b), (i)) and the paper's argument is about the off-diagonal bands.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from causalpos.io import write_parquet
+
+KEYS = ["model", "kind", "layer"]
+SCORE_NEEDS = KEYS + ["query_pos", "key_pos", "score_mean", "score_sem", "seq_len"]
+PROBE_NEEDS = KEYS + ["mae", "mae_baseline"]
+LEFT_FRACTION = 0.25  # the "left region": keys in the first quarter of the positions
+
+NONRELATIVENESS_COLUMNS = [
+    "model", "kind", "layer", "seq_len", "n_sequences", "n_pairs", "left_keys",
+    "index", "index_no_sink", "index_noise", "index_noise_no_sink",
+    "deficit", "deficit_no_sink",
+    "score_std", "score_q01", "score_q99", "pattern_std", "pattern_q01", "pattern_q99",
+]
+INCREASING_COLUMNS = [
+    "model", "kind", "layer", "seq_len", "n_pairs", "fraction", "fraction_sem",
+    "n_pairs_no_sink", "fraction_no_sink", "fraction_no_sink_sem",
+    "n_pairs_with_diagonal", "fraction_with_diagonal", "fraction_with_diagonal_sem",
+    "unresolved", "mean_step",
+]
+PROBE_SUMMARY_COLUMNS = ["model", "kind", "layer", "mae", "mae_baseline", "ratio", "n_train", "n_test", "seq_len"]
+
+
+def _check(frame: pd.DataFrame | None, name: str, columns) -> pd.DataFrame:
+    if frame is None:
+        raise ValueError(f"the {name} table is None")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name} table lacks column(s) {missing}")
+    if frame.empty:
+        raise ValueError(f"{name} table is empty")
+    return frame
+
+
+def _off_diagonal(scores: pd.DataFrame, columns) -> pd.DataFrame:
+    off = scores.loc[scores["key_pos"] < scores["query_pos"], list(columns)].copy()
+    off["offset"] = off["query_pos"] - off["key_pos"]
+    return off
+
+
+def _band_centred(frame: pd.DataFrame) -> pd.Series:
+    """score_mean minus the mean of its band (same model, layer and distance i - j) within `frame`."""
+    band_mean = frame.groupby(KEYS + ["offset"], sort=False)["score_mean"].transform("mean")
+    return frame["score_mean"] - band_mean
+
+
+# ---------------------------------------------------------------- non-relativeness
+
+
+def _relativeness_stats(off: pd.DataFrame, suffix: str) -> pd.DataFrame:
+    off = off.assign(pattern=_band_centred(off), sem2=off["score_sem"] ** 2)
+    groups = off.groupby(KEYS, sort=True)
+    var_score = groups["score_mean"].var(ddof=0)
+    var_score = var_score.where(var_score > 0)  # a constant matrix has no pattern to speak of: NaN
+    out = pd.DataFrame({
+        f"index{suffix}": groups["pattern"].var(ddof=0) / var_score,
+        f"index_noise{suffix}": groups["sem2"].mean() / var_score,
+    })
+    left = off[off["key_pos"] < off["left_keys"]]
+    out[f"deficit{suffix}"] = left.groupby(KEYS, sort=True)["pattern"].mean()
+    if not suffix:  # the scale of the raw scores and of the pattern, with every key
+        out["n_pairs"] = groups.size()
+        out["score_std"] = np.sqrt(var_score.fillna(0.0))
+        out["score_q01"] = groups["score_mean"].quantile(0.01)
+        out["score_q99"] = groups["score_mean"].quantile(0.99)
+        out["pattern_std"] = groups["pattern"].std(ddof=0)
+        out["pattern_q01"] = groups["pattern"].quantile(0.01)
+        out["pattern_q99"] = groups["pattern"].quantile(0.99)
+    return out
+
+
+def nonrelativeness(scores: pd.DataFrame, left_fraction: float = LEFT_FRACTION) -> pd.DataFrame:
+    """Per (model, kind, layer): how far the scores are from a purely relative (Toeplitz) pattern.
+
+    Let s(i, j) be score_mean over the visible off-diagonal pairs j < i, and p(i, j) = s(i, j)
+    minus the mean of s over its band {(i', j'): i' - j' = i - j} (the paper's "diagonal-normalised"
+    score, Section 5.1; this equals the table's score_diagnorm, recomputed here so that the
+    variant without key 0 can centre its bands without key 0).
+
+    - ``index`` = Var(p) / Var(s), both over the same off-diagonal pairs (population variances).
+      Var(s) splits into the variance of the band means plus the variance within the bands, so
+      the index is the share of the score variance that the distance i - j does *not* explain
+      (1 - the correlation ratio η² of s on i - j), in [0, 1]. A relative positional encoding
+      alone gives scores that depend on i - j only (Section 4.1, Figure 10), hence index 0; the
+      causal mask adds a dependence on the absolute positions ("highly non-uniform" bands), which
+      raises it. NaN where the scores are constant.
+    - ``index_no_sink``: the same over keys j >= 1 only, bands recentred without key 0, so an
+      attention sink (a special column 0, Section 4.2) cannot by itself make the index large.
+    - ``index_noise`` (and ``_no_sink``) = mean(score_sem²) / Var(s): roughly the index that
+      sampling noise alone would produce for an exactly relative matrix. An index well above it
+      is a property of the model, not of the finite number of sequences.
+    - ``deficit`` = mean of p over the left region {j < i, j < left_keys}, with
+      left_keys = max(2, ceil(left_fraction * seq_len)). Within every band p averages to 0, so
+      the mean of p over all off-diagonal pairs is 0 and the deficit says how the left region
+      compares with the diagonals it lies on. Negative = the left region is darker than its
+      diagonals ("the left portion of the attention maps appears darker", Section 5.1); 0 for a
+      relative matrix. ``deficit_no_sink``: the same for 1 <= j < left_keys with bands recentred
+      without key 0.
+    - The scale, over the off-diagonal pairs with every key: ``score_std``, ``score_q01``,
+      ``score_q99`` (1% and 99% quantiles of s) against ``pattern_std``, ``pattern_q01``,
+      ``pattern_q99`` (the same for p). Section 5.2 argues the pattern matters because it is
+      about [-1, 1] while raw scores span about [-10, 10]; these columns put numbers on both.
+    """
+    _check(scores, "scores", SCORE_NEEDS)
+    if not 0 < left_fraction <= 1:
+        raise ValueError(f"left_fraction must be in (0, 1], got {left_fraction}")
+    extra = ["n_sequences"] if "n_sequences" in scores.columns else []
+    off = _off_diagonal(scores, SCORE_NEEDS + extra)
+    if off.empty:
+        raise ValueError("scores table has no off-diagonal pairs (seq_len < 2?)")
+    off["left_keys"] = np.maximum(2, np.ceil(left_fraction * off["seq_len"].to_numpy(float))).astype(int)
+
+    every = _relativeness_stats(off, "")
+    no_sink = _relativeness_stats(off[off["key_pos"] >= 1], "_no_sink")
+    meta = off.groupby(KEYS, sort=True).agg(
+        seq_len=("seq_len", "max"), left_keys=("left_keys", "max"),
+        **({"n_sequences": ("n_sequences", "max")} if extra else {}))
+    out = meta.join(every).join(no_sink).reset_index()
+    if not extra:
+        out["n_sequences"] = np.nan
+    return out[NONRELATIVENESS_COLUMNS]
+
+
+# ---------------------------------------------------------------- monotonicity
+
+
+def _normal_cdf(z: np.ndarray) -> np.ndarray:
+    """Φ(z) via Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7; no scipy in the environment)."""
+    x = np.abs(z) / math.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = 1.0 - poly * np.exp(-x * x)
+    return 0.5 * (1.0 + np.sign(z) * erf)
+
+
+def _fraction_stats(pairs: pd.DataFrame, suffix: str) -> pd.DataFrame:
+    groups = pairs.groupby(KEYS, sort=True)
+    n = groups.size()
+    var = pairs.assign(v=pairs["p_up"] * (1.0 - pairs["p_up"])).groupby(KEYS, sort=True)["v"].sum()
+    return pd.DataFrame({
+        f"n_pairs{suffix}": n,
+        f"fraction{suffix}": groups["up"].mean(),
+        f"fraction{suffix}_sem": np.sqrt(var) / n,
+    })
+
+
+def increasing_fraction(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, kind, layer): how often the nearer of two adjacent keys gets the higher score.
+
+    For a query i and adjacent keys j, j + 1 (both visible), the step is
+    d(i, j) = s(i, j + 1) - s(i, j) with s = score_mean. Section 3.2 proves, and Section 4.1
+    shows, that from layer 2 on the score "strictly increases with j" for a fixed i, i.e. nearer
+    keys score higher, as with common positional encodings; the fraction of steps with d > 0
+    measures how far that holds (1 = strictly increasing in every row, 0 = strictly decreasing,
+    about 0.5 = no preference; ties count as not increasing).
+
+    - ``fraction``: over the steps with both keys off the diagonal (j + 1 < i), so the
+      self-attention entry, of another scale, does not decide the answer.
+    - ``fraction_no_sink``: the same without the steps that start at key 0 (j >= 1), so a
+      large attention-sink column cannot decide it.
+    - ``fraction_with_diagonal``: every step with j + 1 <= i, the paper's literal range.
+    - ``*_sem``: the sampling uncertainty of each fraction. Each step's sign is a Bernoulli
+      event with probability Φ(d / se(d)), se(d) = sqrt(sem(i, j)² + sem(i, j + 1)²) from
+      score_sem; the SEM is sqrt(Σ p(1 - p)) / n_pairs. It treats the entries as independent
+      (entries share sequences, so it is only a guide).
+    - ``unresolved``: share of the off-diagonal steps whose |d| < 2 se(d) (sign not resolved by
+      the data); ``mean_step``: the mean of d over them (average score gain per key towards i).
+    """
+    _check(scores, "scores", SCORE_NEEDS)
+    cols = KEYS + ["query_pos", "key_pos", "score_mean", "score_sem", "seq_len"]
+    here = scores.loc[scores["key_pos"] < scores["query_pos"], cols]
+    nxt = scores.loc[scores["key_pos"] <= scores["query_pos"], KEYS + ["query_pos", "key_pos", "score_mean",
+                                                                      "score_sem"]]
+    nxt = nxt.assign(key_pos=nxt["key_pos"] - 1).rename(columns={"score_mean": "next_mean",
+                                                                 "score_sem": "next_sem"})
+    pairs = here.merge(nxt, on=KEYS + ["query_pos", "key_pos"], how="inner")
+    if pairs.empty:
+        raise ValueError("scores table has no pair of adjacent visible keys (seq_len < 2?)")
+    step = (pairs["next_mean"] - pairs["score_mean"]).to_numpy(float)
+    se = np.sqrt(pairs["score_sem"].to_numpy(float) ** 2 + pairs["next_sem"].to_numpy(float) ** 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_up = np.where(se > 0, _normal_cdf(step / np.where(se > 0, se, 1.0)), (step > 0).astype(float))
+    pairs = pairs.assign(step=step, up=step > 0, p_up=p_up, unresolved=np.abs(step) < 2 * se)
+    both_off = pairs["key_pos"] + 1 < pairs["query_pos"]
+
+    parts = [_fraction_stats(pairs[both_off], ""),
+             _fraction_stats(pairs[both_off & (pairs["key_pos"] >= 1)], "_no_sink"),
+             _fraction_stats(pairs, "_with_diagonal")]
+    meta = pairs.groupby(KEYS, sort=True).agg(seq_len=("seq_len", "max"))
+    extra = pairs[both_off].groupby(KEYS, sort=True).agg(unresolved=("unresolved", "mean"),
+                                                          mean_step=("step", "mean"))
+    out = meta.join(parts).join(extra).reset_index()
+    for column in ("n_pairs", "n_pairs_no_sink", "n_pairs_with_diagonal"):
+        out[column] = out[column].fillna(0).astype(int)  # seq_len 2-3: some variants have no pair
+    return out[INCREASING_COLUMNS]
+
+
+# ---------------------------------------------------------------- position probe
+
+
+def probe_summary(probe: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, kind, layer): the position probe's held-out MAE, its baseline and their ratio.
+
+    ``ratio`` = mae / mae_baseline, the probe's error relative to always guessing the mean
+    training position: 1 = the hidden state tells a linear read-out nothing about the position,
+    0 = it gives the position exactly. The paper's claim is that a model without positional
+    encoding still knows positions after the first layer (the causal mask writes them in,
+    Sections 3-4): the ratio should be about 1 at layer 0 (embeddings; no positional information,
+    Section 4.2) and drop below 1 after block 1. Layer k is the output of block k - 1
+    (HF hidden_states); NaN where the baseline is 0.
+    """
+    _check(probe, "probe", PROBE_NEEDS)
+    out = probe.copy()
+    baseline = out["mae_baseline"].astype(float)
+    out["ratio"] = out["mae"].astype(float) / baseline.where(baseline > 0)
+    for column in ("n_train", "n_test", "seq_len"):
+        if column not in out.columns:
+            out[column] = np.nan
+    return out.sort_values(KEYS, ignore_index=True)[PROBE_SUMMARY_COLUMNS]
+
+
+# ---------------------------------------------------------------- entry point
+
+
+SUMMARY_FILES = {
+    "nonrelativeness": "nonrelativeness.parquet",
+    "increasing_fraction": "increasing_fraction.parquet",
+    "position_probe": "position_probe.parquet",
+}
+
+
+def write_summaries(scores: pd.DataFrame, probe: pd.DataFrame, out_dir, metadata: dict | None = None,
+                    left_fraction: float = LEFT_FRACTION) -> dict[str, Path]:
+    """Write the three summary tables into out_dir (atomically); return {name: path}."""
+    out_dir = Path(out_dir)
+    frames = {
+        "nonrelativeness": nonrelativeness(scores, left_fraction=left_fraction),
+        "increasing_fraction": increasing_fraction(scores),
+        "position_probe": probe_summary(probe),
+    }
+    paths = {}
+    for name, frame in frames.items():
+        paths[name] = out_dir / SUMMARY_FILES[name]
+        meta = {**(metadata or {}), "table": name}
+        if name == "nonrelativeness":
+            meta["left_fraction"] = left_fraction
+        write_parquet(frame, paths[name], meta)
+    return paths

@@ -1,0 +1,168 @@
+"""Activation extraction: the recorded scores against independent computations, and the guards.
+
+Tiny SmolLM3 decoders (NoPE and RoPE, grouped-query attention) with random
+weights, saved and loaded back the way the workflow loads trained models.
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from causalpos.extract import (
+    ATTENTION_NAME,
+    ExtractionError,
+    ScoreRecorder,
+    extract,
+    fit_position_probe,
+    mean_probabilities_eager,
+)
+from causalpos.model import build_model
+
+TINY = {"n_layers": 3, "hidden_size": 64, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16,
+        "intermediate_size": 96, "context": 64}
+VOCAB = 97
+
+
+@pytest.fixture(scope="module", params=["nope", "rope"])
+def saved(request, tmp_path_factory):
+    torch.manual_seed(1)
+    folder = tmp_path_factory.mktemp(request.param)
+    build_model(TINY, VOCAB, rope=request.param == "rope").save_pretrained(folder)
+    return request.param, folder
+
+
+def load(folder, attention=ATTENTION_NAME):
+    return AutoModelForCausalLM.from_pretrained(folder, attn_implementation=attention).eval()
+
+
+def tokens(n=12, seq=20, seed=0):
+    return np.random.default_rng(seed).integers(0, VOCAB, size=(n, seq))
+
+
+def test_recording_attention_leaves_the_model_output_unchanged(saved):
+    _, folder = saved
+    batch = torch.from_numpy(tokens(4, 16))
+    with torch.no_grad():
+        ours = load(folder)(input_ids=batch, causalpos_recorder=ScoreRecorder(3, 16, torch.device("cpu"))).logits
+        sdpa = load(folder, "sdpa")(input_ids=batch).logits
+    torch.testing.assert_close(ours, sdpa, rtol=1e-5, atol=1e-5)
+
+
+def test_layer0_scores_equal_a_hand_computation_of_nope(saved):
+    """NoPE layer 0: q = W_q LN(E x), k = W_k LN(E x), GQA repeats k; score = q.k / sqrt(d), head mean."""
+    name, folder = saved
+    if name != "nope":
+        pytest.skip("the hand computation has no rotation")
+    model = load(folder)
+    ids = tokens()
+    result = extract(model, ids, "nope", "trained", batch_size=5, intermediates_layer=None, probe_sequences=0)
+    attn = model.model.layers[0].self_attn
+    with torch.no_grad():
+        y = model.model.layers[0].input_layernorm(model.model.embed_tokens(torch.from_numpy(ids)))
+        q = attn.q_norm(attn.q_proj(y).view(12, 20, 4, 16)) if hasattr(attn, "q_norm") else attn.q_proj(y).view(12, 20, 4, 16)
+        k = attn.k_proj(y).view(12, 20, 2, 16).repeat_interleave(2, dim=2)
+        expected = torch.einsum("bqhd,bkhd->bhqk", q, k).mean(dim=(0, 1)).numpy() / 4.0
+    layer0 = result.scores[result.scores["layer"] == 0]
+    got = np.full((20, 20), np.nan)
+    got[layer0["query_pos"], layer0["key_pos"]] = layer0["score_mean"]
+    lower = np.tril(np.ones((20, 20), dtype=bool))
+    np.testing.assert_allclose(got[lower], expected[lower], rtol=1e-5, atol=1e-6)
+
+
+def test_recorded_probabilities_equal_eager_output_attentions(saved):
+    """Every layer: softmax of the recorded scores (masked) = transformers' eager probabilities."""
+    _, folder = saved
+    ids = tokens(10, 18)
+    recorder = ScoreRecorder(3, 18, torch.device("cpu"), probabilities=True)
+    with torch.no_grad():
+        for start in range(0, 10, 4):
+            load_once = saved_model_cache(folder)
+            load_once(input_ids=torch.from_numpy(ids[start:start + 4]), causalpos_recorder=recorder)
+        eager = mean_probabilities_eager(load(folder, "eager"), ids, batch_size=3)
+    np.testing.assert_allclose((recorder.prob_total / recorder.n_sequences).numpy(), eager, atol=1e-6)
+
+
+_CACHE = {}
+
+
+def saved_model_cache(folder):
+    if folder not in _CACHE:
+        _CACHE[folder] = load(folder)
+    return _CACHE[folder]
+
+
+def test_scores_table_standard_errors_and_diagonal_normalisation(saved):
+    name, folder = saved
+    ids = tokens(16, 12)
+    result = extract(load(folder), ids, name, "trained", batch_size=5, intermediates_layer=0, probe_sequences=0)
+    scores = result.scores
+    assert (scores["key_pos"] <= scores["query_pos"]).all()
+    assert len(scores) == 3 * 12 * 13 // 2 and set(scores["n_sequences"]) == {16}
+    # batch size does not change the numbers
+    again = extract(load(folder), ids, name, "trained", batch_size=16, intermediates_layer=0, probe_sequences=0)
+    np.testing.assert_allclose(again.scores["score_mean"], scores["score_mean"], rtol=1e-5, atol=1e-6)
+    # the standard error is that of the per-sequence head means, checked against one-sequence runs
+    singles = [extract(load(folder), ids[i:i + 1], name, "trained", intermediates_layer=None, probe_sequences=0)
+               .scores["score_mean"].to_numpy() for i in range(16)]
+    np.testing.assert_allclose(scores["score_sem"], np.std(singles, axis=0, ddof=1) / 4, rtol=1e-4, atol=1e-7)
+    # each diagonal of the normalised scores has mean zero
+    for _, band in scores.assign(offset=scores.query_pos - scores.key_pos).groupby(["layer", "offset"]):
+        assert abs(band["score_diagnorm"].mean()) < 1e-9
+
+
+def test_intermediates_cover_nine_stages_and_b_i_are_the_scores(saved):
+    name, folder = saved
+    result = extract(load(folder), tokens(), name, "trained", batch_size=5, intermediates_layer=1,
+                     probe_sequences=0)
+    inter = result.intermediates
+    assert sorted(inter["stage"].unique()) == list("abcdefghi")
+    assert set(inter.loc[inter.stage.isin(list("abcdefg")), "layer"]) == {1}
+    assert set(inter.loc[inter.stage.isin(["h", "i"]), "layer"]) == {2}
+    for stage, layer in (("b", 1), ("i", 2)):
+        scores = result.scores[result.scores.layer == layer]["score_mean"].to_numpy()
+        np.testing.assert_allclose(inter[inter.stage == stage]["value"].to_numpy(), scores)
+    # Gram matrices of normalised rows: (a) and (f) diagonals are the mean squared norms, positive
+    for stage in "adefgh":
+        diag = inter[(inter.stage == stage) & (inter.query_pos == inter.key_pos)]["value"]
+        assert (diag > 0).all()
+
+
+def test_a_layer_that_is_not_prenorm_fails_loudly(saved):
+    """A layer whose output is not FFN(LN(O)) + O (here: rescaled by a forward hook) is refused."""
+    name, folder = saved
+    model = load(folder)
+    model.model.layers[0].register_forward_hook(lambda module, args, output: output * 1.5)
+    with pytest.raises(ExtractionError, match="differs from the model's own output"):
+        extract(model, tokens(4, 10), name, "trained", intermediates_layer=0, probe_sequences=0)
+
+
+def test_bad_requests_name_the_setting(saved):
+    name, folder = saved
+    model = load(folder)
+    with pytest.raises(ExtractionError, match="exceeds model .* context"):
+        extract(model, tokens(2, 80), name, "trained", probe_sequences=0)
+    with pytest.raises(ExtractionError, match="extraction.intermediates_layer = 2 is out of range"):
+        extract(model, tokens(2, 10), name, "trained", intermediates_layer=2, probe_sequences=0)
+    with pytest.raises(ExtractionError, match="attn_implementation"):
+        extract(load(folder, "sdpa"), tokens(2, 10), name, "trained", probe_sequences=0)
+
+
+def test_position_probe_finds_position_when_it_is_there():
+    rng = np.random.default_rng(0)
+    seq, pos = np.repeat(np.arange(40), 20), np.tile(np.arange(20), 40)
+    informative = np.c_[pos + rng.normal(0, 0.5, len(pos)), rng.normal(size=(len(pos), 7))]
+    blind = rng.normal(size=(len(pos), 8))
+    good, bad = fit_position_probe(informative, pos, seq), fit_position_probe(blind, pos, seq)
+    assert good["mae"] < 0.2 * good["mae_baseline"]
+    assert bad["mae"] > 0.8 * bad["mae_baseline"]
+
+
+def test_probe_runs_on_every_hidden_state(saved):
+    name, folder = saved
+    result = extract(load(folder), tokens(20, 16), name, "trained", batch_size=8, intermediates_layer=None,
+                     probe_sequences=20)
+    assert list(result.probe["layer"]) == [0, 1, 2, 3]
+    assert (result.probe["mae_baseline"] > 0).all()
+    assert isinstance(result.probe, pd.DataFrame)

@@ -1,0 +1,196 @@
+"""Summary numbers on synthetic score matrices whose answers are known in advance."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from causalpos.io import read_metadata
+from causalpos.summary import (INCREASING_COLUMNS, NONRELATIVENESS_COLUMNS, PROBE_SUMMARY_COLUMNS,
+                               increasing_fraction, nonrelativeness, probe_summary, write_summaries)
+
+N = 10
+
+
+def diagnorm_by_loops(matrix: np.ndarray) -> np.ndarray:
+    """Each lower-triangle entry minus the mean of its band i - j, written out with plain loops."""
+    n = matrix.shape[0]
+    out = np.full((n, n), np.nan)
+    for offset in range(n):
+        band = [(i, i - offset) for i in range(offset, n)]
+        mean = sum(matrix[i, j] for i, j in band) / len(band)
+        for i, j in band:
+            out[i, j] = matrix[i, j] - mean
+    return out
+
+
+def long_table(layers, model="toy", kind="trained", sem=0.01, n_sequences=100) -> pd.DataFrame:
+    """Long scores table (lower triangle incl. diagonal) of a list of [query, key] matrices."""
+    rows = []
+    for layer, matrix in enumerate(layers):
+        n = matrix.shape[0]
+        norm = diagnorm_by_loops(matrix)
+        for i in range(n):
+            for j in range(i + 1):
+                rows.append({"model": model, "kind": kind, "layer": layer, "query_pos": i, "key_pos": j,
+                             "score_mean": matrix[i, j], "score_sem": sem, "score_diagnorm": norm[i, j],
+                             "n_sequences": n_sequences, "seq_len": n})
+    return pd.DataFrame(rows)
+
+
+def toeplitz(n=N, seed=0) -> np.ndarray:
+    f = np.random.default_rng(seed).normal(size=n)
+    i, j = np.indices((n, n))
+    return f[i - j]
+
+
+def keys(n=N):
+    return np.indices((n, n))[1].astype(float)
+
+
+def one(frame, **where):
+    rows = frame
+    for column, value in where.items():
+        rows = rows[rows[column] == value]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+# ---------------------------------------------------------------- non-relativeness
+
+
+def test_relative_matrix_has_zero_index_and_deficit():
+    row = one(nonrelativeness(long_table([toeplitz()])))
+    for column in ("index", "index_no_sink", "deficit", "deficit_no_sink"):
+        assert row[column] == pytest.approx(0.0, abs=1e-12), column
+    assert row["score_std"] > 0.1  # the matrix is not constant, only relative
+    assert row["pattern_std"] == pytest.approx(0.0, abs=1e-12)
+    assert row["left_keys"] == 3 and row["seq_len"] == N and row["n_pairs"] == N * (N - 1) // 2
+
+
+def test_absolute_key_term_gives_positive_index_and_negative_deficit():
+    matrix = toeplitz() - 2.0 / (1.0 + keys())  # the first keys score lower, whatever the distance
+    table = long_table([matrix])
+    row = one(nonrelativeness(table))
+    assert 0.05 < row["index"] <= 1.0
+    assert 0.0 < row["index_no_sink"] <= 1.0
+    assert row["index"] > 10 * row["index_noise"]
+    assert row["deficit"] < -0.1 and row["deficit_no_sink"] < -0.01
+    # with every key, the index is Var(score_diagnorm) / Var(score_mean) of the table's own columns
+    off = table[table["key_pos"] < table["query_pos"]]
+    assert row["index"] == pytest.approx(off["score_diagnorm"].var(ddof=0) / off["score_mean"].var(ddof=0))
+    assert row["pattern_std"] == pytest.approx(off["score_diagnorm"].std(ddof=0))
+    left = off[off["key_pos"] < 3]
+    assert row["deficit"] == pytest.approx(left["score_diagnorm"].mean())
+    assert row["score_q01"] == pytest.approx(off["score_mean"].quantile(0.01))
+
+
+def test_brighter_left_region_gives_positive_deficit():
+    row = one(nonrelativeness(long_table([toeplitz() + 2.0 / (1.0 + keys())])))
+    assert row["deficit"] > 0.1 and row["deficit_no_sink"] > 0.01
+
+
+def test_sink_column_alone_vanishes_without_key_zero():
+    matrix = toeplitz() + 5.0 * (keys() == 0)
+    row = one(nonrelativeness(long_table([matrix])))
+    assert row["index"] > 0.05 and row["deficit"] > 0.1  # key 0 is brighter than its diagonals
+    assert row["index_no_sink"] == pytest.approx(0.0, abs=1e-12)
+    assert row["deficit_no_sink"] == pytest.approx(0.0, abs=1e-12)
+    darker = one(nonrelativeness(long_table([toeplitz() - 5.0 * (keys() == 0)])))
+    assert darker["deficit"] < -0.1 and darker["deficit_no_sink"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_noise_floor_and_constant_matrix():
+    row = one(nonrelativeness(long_table([toeplitz()], sem=0.1)))
+    off_var = np.var([toeplitz()[i, j] for i in range(N) for j in range(i)])
+    assert row["index_noise"] == pytest.approx(0.01 / off_var)
+    flat = one(nonrelativeness(long_table([np.ones((N, N))])))
+    assert np.isnan(flat["index"]) and flat["score_std"] == 0.0
+
+
+def test_groups_are_separate_and_row_order_does_not_matter():
+    relative = long_table([toeplitz(), toeplitz(seed=1)], model="rel")
+    absolute = long_table([toeplitz() - 2.0 / (1.0 + keys())], model="abs", kind="pretrained")
+    table = pd.concat([absolute, relative]).sample(frac=1.0, random_state=0)
+    out = nonrelativeness(table)
+    assert list(out.columns) == NONRELATIVENESS_COLUMNS
+    assert list(zip(out["model"], out["layer"])) == [("abs", 0), ("rel", 0), ("rel", 1)]
+    assert (out.loc[out["model"] == "rel", "index"].abs() < 1e-12).all()
+    assert one(out, model="abs")["index"] > 0.05 and one(out, model="abs")["kind"] == "pretrained"
+
+
+def test_left_region_width_follows_seq_len():
+    assert one(nonrelativeness(long_table([toeplitz(n=20)])))["left_keys"] == 5
+    assert one(nonrelativeness(long_table([toeplitz(n=4)])))["left_keys"] == 2
+    assert one(nonrelativeness(long_table([toeplitz(n=20)]), left_fraction=0.5))["left_keys"] == 10
+
+
+def test_missing_column_is_named():
+    with pytest.raises(ValueError, match="score_sem"):
+        nonrelativeness(long_table([toeplitz()]).drop(columns="score_sem"))
+
+
+# ---------------------------------------------------------------- increasing fraction
+
+
+def test_increasing_and_decreasing_rows():
+    up = one(increasing_fraction(long_table([keys() + 0.1 * toeplitz()[:, :1]])))  # row offsets do not matter
+    assert up["fraction"] == 1.0 and up["fraction_no_sink"] == 1.0 and up["fraction_with_diagonal"] == 1.0
+    assert up["n_pairs"] == (N - 1) * (N - 2) // 2  # steps (i, j) -> (i, j + 1) with j + 1 < i
+    assert up["n_pairs_no_sink"] == (N - 2) * (N - 3) // 2
+    assert up["n_pairs_with_diagonal"] == N * (N - 1) // 2
+    assert up["fraction_sem"] == pytest.approx(0.0, abs=1e-12)  # steps of 1 against sem 0.01
+    assert up["mean_step"] == pytest.approx(1.0) and up["unresolved"] == 0.0
+    down = one(increasing_fraction(long_table([-keys()])))
+    assert down["fraction"] == 0.0 and down["fraction_no_sink"] == 0.0 and down["fraction_with_diagonal"] == 0.0
+
+
+def test_sink_column_changes_the_fraction():
+    row = one(increasing_fraction(long_table([keys() + 100.0 * (keys() == 0)])))
+    steps_from_0 = N - 2  # rows i >= 2 have an off-diagonal step 0 -> 1, now going down
+    assert row["fraction"] == pytest.approx(1.0 - steps_from_0 / row["n_pairs"])
+    assert row["fraction_no_sink"] == 1.0
+
+
+def test_diagonal_steps_only_in_the_with_diagonal_variant():
+    row = one(increasing_fraction(long_table([keys() - 100.0 * np.eye(N)])))  # self-score very low
+    assert row["fraction"] == 1.0
+    assert row["fraction_with_diagonal"] == pytest.approx(1.0 - (N - 1) / (N * (N - 1) // 2))
+
+
+def test_sem_of_unresolved_steps():
+    row = one(increasing_fraction(long_table([np.zeros((N, N))], sem=0.5)))
+    assert row["fraction"] == 0.0  # ties do not count as increasing
+    assert row["unresolved"] == 1.0
+    assert row["fraction_sem"] == pytest.approx(0.5 / np.sqrt(row["n_pairs"]))  # every p = 1/2
+    assert list(increasing_fraction(long_table([keys()])).columns) == INCREASING_COLUMNS
+
+
+# ---------------------------------------------------------------- probe and files
+
+
+def probe_table():
+    return pd.DataFrame({"model": "nope", "kind": "trained", "layer": [1, 0], "mae": [2.0, 12.0],
+                         "mae_baseline": [12.5, 12.5], "n_train": 800, "n_test": 200, "seq_len": 50})
+
+
+def test_probe_ratio():
+    out = probe_summary(probe_table())
+    assert list(out.columns) == PROBE_SUMMARY_COLUMNS and list(out["layer"]) == [0, 1]
+    assert out["ratio"].tolist() == pytest.approx([12.0 / 12.5, 2.0 / 12.5])
+    assert (out["ratio"] < 1).all()
+    with pytest.raises(ValueError, match="mae_baseline"):
+        probe_summary(probe_table().drop(columns="mae_baseline"))
+
+
+def test_write_summaries(tmp_path):
+    table = pd.concat([long_table([toeplitz(), keys()], model="nope"),
+                       long_table([toeplitz()], model="rope")])
+    paths = write_summaries(table, probe_table(), tmp_path / "summary", metadata={"source": "test"})
+    assert sorted(p.name for p in (tmp_path / "summary").iterdir()) == [
+        "increasing_fraction.parquet", "nonrelativeness.parquet", "position_probe.parquet"]
+    back = pd.read_parquet(paths["nonrelativeness"])
+    pd.testing.assert_frame_equal(back, nonrelativeness(table))
+    assert read_metadata(paths["nonrelativeness"]) == {"source": "test", "table": "nonrelativeness",
+                                                       "left_fraction": 0.25}
+    assert len(pd.read_parquet(paths["increasing_fraction"])) == 3
+    assert len(pd.read_parquet(paths["position_probe"])) == 2

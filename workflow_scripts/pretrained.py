@@ -1,0 +1,14 @@
+# Snakemake adapter for rule pretrained: read the job, call the library.
+import os
+import sys
+
+sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
+
+from causalpos.stages import log_to_file, run_pretrained
+
+with log_to_file(snakemake.log[0]):
+    run_pretrained(
+        snakemake.wildcards.model,
+        dict(snakemake.params.spec),
+        os.path.dirname(snakemake.output[0]),
+    )
