@@ -159,3 +159,27 @@ def test_cli_names_a_missing_corpus_path(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "data.sources[0].paths" in err
     assert not (tmp_path / "r" / "data" / "documents.parquet").exists()
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda c: c["extraction"]["pretrained"]["models"].update(nope={"gguf": "embedded"}),
+     "extraction.pretrained.models.nope: 'nope' is the name of a trained model"),
+    (lambda c: c["extraction"]["pretrained"]["models"].update(mine={"path": "/no/such/folder"}),
+     "extraction.pretrained.models.mine.path: folder /no/such/folder does not exist"),
+    (lambda c: c["extraction"]["pretrained"]["models"].update(two={"name": "a/b", "path": "/tmp"}),
+     "extraction.pretrained.models.two: give exactly one of gguf, path, name"),
+    (lambda c: c["extraction"].update(intermediates_layer=3), "extraction.intermediates_layer = 3 is out of range"),
+    (lambda c: c["figures"]["fig03_intermediates"].update(model="gpt2"), "figures.fig03_intermediates.model = 'gpt2'"),
+    (lambda c: c["figures"]["fig05_llms"].update(models=["llama"]), "figures.fig05_llms.models: ['llama']"),
+    (lambda c: c["extraction"]["pretrained"].update(models={}), "figures.fig05_llms: name at least one model"),
+])
+def test_extraction_settings_are_checked_with_the_config(config, change, expected):
+    change(config)
+    with pytest.raises(ConfigError) as err:
+        validate_config(config)
+    assert expected in str(err.value)
+
+
+def test_cli_names_an_unknown_model(capsys):
+    assert main(["--configfile", str(ROOT / ".test" / "config.yaml"), "extract", "gpt5"]) == 2
+    assert "unknown model 'gpt5'" in capsys.readouterr().err

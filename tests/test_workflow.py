@@ -130,21 +130,28 @@ def test_data_stages_write_documents_tokens_and_snippets(finished):
 
 TRAINING_JOBS = {("train", "nope"), ("train", "rope"), ("length_eval", "nope"), ("length_eval", "rope"),
                  ("figure", "figT1_training_loss"), ("figure", "figT2_length_generalization")}
+# what reads the trained models' activations (the summary and the figures drawn from them)
+TRAINED_ANALYSIS = {("extract", "nope"), ("extract", "rope"), ("model_figure", "nope"), ("model_figure", "rope"),
+                    ("summary", ""), ("figure", "fig03_intermediates"), ("figure", "fig08_model_layers"),
+                    ("figure", "figC1_nope_vs_rope"), ("figure", "figM1_nonrelativeness"),
+                    ("figure", "figM2_increasing_fraction"), ("figure", "figM3_position_probe")}
+LLM_ANALYSIS = {("extract", "smollm2_135m"), ("model_figure", "smollm2_135m"), ("figure", "fig05_llms")}
 
 
-def test_editing_data_code_reruns_the_data_and_training_branch_only(rerun_copy):
+def test_editing_data_code_reruns_the_data_branch_only(rerun_copy):
     touch_source(rerun_copy, "data")
-    assert planned_jobs(rerun_copy, "all") == {("sample", ""), ("tokenizer", "")} | TRAINING_JOBS
+    expected = {("sample", ""), ("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS | LLM_ANALYSIS
+    assert planned_jobs(rerun_copy, "all") == expected  # the documents feed the LLM's sequences too
 
 
-def test_changing_the_vocabulary_reruns_tokenizer_and_training(rerun_copy):
+def test_changing_the_vocabulary_reruns_tokenizer_training_and_their_analysis(rerun_copy):
     edit_config(rerun_copy, lambda c: c["tokenizer"].update(vocab_size=450))
-    assert planned_jobs(rerun_copy, "all") == {("tokenizer", "")} | TRAINING_JOBS
+    assert planned_jobs(rerun_copy, "all") == {("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS
 
 
-def test_changing_a_training_setting_reruns_training_only(rerun_copy):
+def test_changing_a_training_setting_reruns_training_and_its_analysis_only(rerun_copy):
     edit_config(rerun_copy, lambda c: c["training"].update(steps=25))
-    assert planned_jobs(rerun_copy, "all") == TRAINING_JOBS
+    assert planned_jobs(rerun_copy, "all") == TRAINING_JOBS | TRAINED_ANALYSIS
 
 
 def test_training_outputs(finished):
@@ -177,10 +184,15 @@ def test_changing_a_default_reruns_every_variant_that_inherits_it(rerun_copy):
     assert ("theory", "") not in jobs
 
 
+def all_figure_jobs(config: dict) -> set[tuple[str, str]]:
+    models = ["nope", "rope", *config["extraction"]["pretrained"]["models"]]
+    return {("figure", f) for f in config["figures"]} | {("model_figure", m) for m in models}
+
+
 def test_changing_a_plot_option_reruns_only_figures(rerun_copy):
     edit_config(rerun_copy, lambda c: c["plot"].update(dpi=72))
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
-    assert planned_jobs(rerun_copy) == {("figure", f) for f in config["figures"]}
+    assert planned_jobs(rerun_copy) == all_figure_jobs(config)
 
 
 def test_editing_simulation_code_reruns_simulations_and_figures(rerun_copy):
@@ -194,7 +206,12 @@ def test_editing_simulation_code_reruns_simulations_and_figures(rerun_copy):
 def test_editing_figure_code_reruns_only_figures(rerun_copy):
     touch_source(rerun_copy, "figures")
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
-    assert planned_jobs(rerun_copy) == {("figure", f) for f in config["figures"]}
+    assert planned_jobs(rerun_copy) == all_figure_jobs(config)
+
+
+def test_editing_extraction_code_reruns_extraction_summary_and_their_figures(rerun_copy):
+    touch_source(rerun_copy, "extract")
+    assert planned_jobs(rerun_copy, "all") == TRAINED_ANALYSIS | LLM_ANALYSIS
 
 
 def test_editing_theory_code_reruns_theory_and_figures_not_simulations(rerun_copy):
@@ -244,3 +261,41 @@ def test_cli_train_gives_the_rule_model(rerun_copy):
     assert by_rule.keys() == by_cli.keys()
     for name, tensor in by_rule.items():
         np.testing.assert_allclose(by_cli[name].numpy(), tensor.numpy(), atol=1e-5, err_msg=name)
+
+
+def test_extraction_outputs_read_as_one_table(finished):
+    """results/activations opens as one pandas table over every model; lower triangles only; summaries exist."""
+    scores = pd.read_parquet(finished / "results" / "activations", filters=[("table", "==", "scores")])
+    config = yaml.safe_load((finished / "config.yaml").read_text())
+    pretrained = list(config["extraction"]["pretrained"]["models"])
+    assert set(scores["model"]) == {"nope", "rope", *pretrained}
+    assert (scores["key_pos"] <= scores["query_pos"]).all()
+    assert set(scores.loc[scores.model == "nope", "seq_len"]) == {config["evaluation"]["snippet_len"]}
+    assert set(scores.loc[scores.model.isin(pretrained), "seq_len"]) == {config["extraction"]["pretrained"]["seq_len"]}
+    for model in ("nope", *pretrained):
+        inter = pd.read_parquet(finished / "results" / "activations" / model / "intermediates.parquet")
+        assert sorted(inter["stage"].unique()) == list("abcdefghi")
+        figure = finished / "results" / "figures" / f"fig_all_layers_{model}.png"
+        assert figure.stat().st_size > 1000
+    summary = pd.read_parquet(finished / "results" / "summary" / "nonrelativeness.parquet")
+    assert set(summary["model"]) == {"nope", "rope", *pretrained}
+    assert (finished / "results" / "pretrained" / pretrained[0] / "model.safetensors").exists()
+
+
+def test_changing_the_llm_length_reruns_only_its_extraction(rerun_copy):
+    edit_config(rerun_copy, lambda c: c["extraction"]["pretrained"].update(seq_len=24))
+    jobs = planned_jobs(rerun_copy, "all")
+    assert ("extract", "smollm2_135m") in jobs and ("model_figure", "smollm2_135m") in jobs
+    assert not {("extract", "nope"), ("extract", "rope"), ("pretrained", "smollm2_135m")} & jobs
+    assert not any(rule in ("train", "tokenizer", "simulate") for rule, _ in jobs)
+
+
+def test_cli_extract_gives_the_rule_tables(rerun_copy):
+    """`causalpos extract nope` writes what rule extract wrote."""
+    tables = rerun_copy / "results" / "activations" / "nope"
+    by_rule = {name: pd.read_parquet(tables / f"{name}.parquet") for name in ("scores", "intermediates", "probe")}
+    env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
+    subprocess.run([sys.executable, "-m", "causalpos.cli", "extract", "nope"], cwd=rerun_copy, env=env, check=True,
+                   capture_output=True)
+    for name, frame in by_rule.items():
+        pd.testing.assert_frame_equal(pd.read_parquet(tables / f"{name}.parquet"), frame, rtol=1e-6)

@@ -56,6 +56,7 @@ DIAGNORM = "scores minus their diagonal's mean"
 
 
 BUILD_DPI = 20  # see _figure
+IMAGE_ABOVE = 64  # heatmaps with more rows than this are drawn as one image (see heatmap)
 
 
 # ---------------------------------------------------------------- helpers
@@ -155,6 +156,16 @@ def heatmap(ax, matrix: np.ndarray, cmap: str, title: str, center: float | None 
     limits = limits or _limits(matrix, clip, center)
     shown, factor = _binned(matrix, max_size)
     draw_heatmap(ax, shown, cmap, title, center=center)
+    if shown.shape[0] > IMAGE_ABOVE:
+        # Big matrices as one image sharing the mesh's colour map and norm (so the colour bar and
+        # set_clim still apply): a rasterised mesh costs the PDF backend a full-figure raster per
+        # panel, gigabytes for a 30-layer model, where an image is embedded as it is.
+        mesh, n = ax.collections[0], shown.shape[0]
+        ax.imshow(np.ma.masked_invalid(shown), cmap=mesh.get_cmap(), norm=mesh.norm, extent=(0, n, n, 0),
+                  interpolation="nearest", zorder=mesh.get_zorder())
+        mesh.set_visible(False)
+        ax.set_xlim(0, n)
+        ax.set_ylim(n, 0)
     if limits is not None:
         ax.collections[0].set_clim(*limits)  # the colour bar follows its mappable
     if factor > 1:  # ticks name real positions: block k starts at position k * factor

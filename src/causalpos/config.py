@@ -150,6 +150,10 @@ def check_extraction(config: dict, training: dict) -> None:
         if len(sources) != 1:
             raise ConfigError(f"extraction.pretrained.models.{name}: give exactly one of gguf, path, name "
                               f"(got {sorted(spec)})")
+        if "path" in spec and not Path(spec["path"]).is_dir():
+            raise ConfigError(f"extraction.pretrained.models.{name}.path: folder {spec['path']} does not exist")
+        if spec.get("gguf", "embedded") != "embedded" and not Path(spec["gguf"]).is_file():
+            raise ConfigError(f"extraction.pretrained.models.{name}.gguf: file {spec['gguf']} does not exist")
     layer, n_layers = extraction["intermediates_layer"], training["model"]["n_layers"]
     if layer > n_layers - 2:
         raise ConfigError(f"extraction.intermediates_layer = {layer} is out of range: Figure 3 needs layer l and "

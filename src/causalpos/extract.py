@@ -36,7 +36,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from causalpos.simulate import diagonal_normalise
+from causalpos.matrices import diagonal_normalise
 
 log = logging.getLogger("causalpos")
 

@@ -69,6 +69,11 @@ def draw_heatmap(ax, matrix: np.ndarray, cmap: str, title: str | None = None, ce
     labels = np.arange(1, n + 1) if one_based else _tick_step(n)
     sns.heatmap(matrix, ax=ax, mask=~np.isfinite(matrix), cmap=cmap, square=True, cbar=True,
                 xticklabels=labels, yticklabels=labels, **kwargs)
+    colorbar = ax.collections[0].colorbar
+    # matplotlib rasterises colour bars of 50+ colours, and in a PDF each rasterised artist costs a
+    # raster of the whole figure: gigabytes for a 60-panel figure. Its 256 colours stay vector.
+    colorbar.n_rasterize = np.iinfo(np.int32).max
+    colorbar.update_normal(ax.collections[0])
     ax.set_xlabel("Key position")
     ax.set_ylabel("Query position")
     ax.tick_params(axis="y", labelrotation=0)

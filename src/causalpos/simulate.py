@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from causalpos.matrices import diagonal_normalise, visible_pairs  # noqa: F401  (re-exported)
 from causalpos.variant import LAYERNORM_EPS, MASKS, NORMS, PES, SCALES, Variant  # noqa: F401
 
 SAMPLERS = ("auto", "full", "reduced")
@@ -281,21 +282,6 @@ def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
 
 
 # ---------------------------------------------------------------- tables
-
-
-def diagonal_normalise(matrix: np.ndarray, visible: np.ndarray) -> np.ndarray:
-    """Subtract from every visible entry the mean of its diagonal (key - query offset)."""
-    n = matrix.shape[-1]
-    offset = np.arange(n)[None, :] - np.arange(n)[:, None]
-    out = np.full_like(matrix, np.nan, dtype=float)
-    for k in np.unique(offset[visible]):
-        band = visible & (offset == k)
-        out[..., band] = matrix[..., band] - matrix[..., band].mean(axis=-1, keepdims=True)
-    return out
-
-
-def visible_pairs(n: int, mask: str) -> np.ndarray:
-    return np.tril(np.ones((n, n), dtype=bool)) if mask == "causal" else np.ones((n, n), dtype=bool)
 
 
 def result_frame(result: SimulationResult, name: str) -> pd.DataFrame:

@@ -23,12 +23,14 @@ STAGE_MODULES = {
     "sample": ["causalpos.data", "causalpos.io"],
     "tokenizer": ["causalpos.tokenizer", "causalpos.io"],
     "theory": ["causalpos.theory", "causalpos.io"],
-    "simulate": ["causalpos.variant", "causalpos.simulate", "causalpos.cpu_kernel", "causalpos.io"],
-    "plot": ["causalpos.figures", "causalpos.theory", "causalpos.io"],
+    "simulate": ["causalpos.variant", "causalpos.simulate", "causalpos.cpu_kernel", "causalpos.matrices",
+                 "causalpos.io"],
+    "plot": ["causalpos.figures", "causalpos.activation_figures", "causalpos.summary", "causalpos.theory",
+             "causalpos.io"],
     "train": ["causalpos.train", "causalpos.train_settings", "causalpos.model", "causalpos.io"],
     "length_eval": ["causalpos.train", "causalpos.train_settings", "causalpos.model", "causalpos.io"],
     "pretrained": ["causalpos.pretrained"],
-    "extract": ["causalpos.extract", "causalpos.pretrained", "causalpos.tokenizer", "causalpos.simulate",
+    "extract": ["causalpos.extract", "causalpos.pretrained", "causalpos.tokenizer", "causalpos.matrices",
                 "causalpos.io"],
     "summary": ["causalpos.summary", "causalpos.io"],
 }
@@ -104,10 +106,11 @@ def run_tokenizer(documents_path, name, vocab_size: int, block_len: int, snippet
 
 
 def checkpoint_folder(root, model: str, settings: dict, blocks_json) -> str:
-    """Checkpoints of one training run: keyed by its settings and data, so a changed
-    config starts afresh while a killed run with the same ones resumes."""
+    """Checkpoints of one training run: keyed by its settings, data and training code, so a
+    changed config or code starts afresh while a killed run with the same ones resumes."""
     with open(blocks_json, "rb") as fh:
-        key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + fh.read()).hexdigest()[:12]
+        key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + fh.read()
+                             + code_digest("train").encode()).hexdigest()[:12]
     return os.path.join(root, model, key)
 
 
@@ -187,7 +190,8 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
     meta = {"stage": "extract", "model": name, "location": str(location), "settings": settings,
             "device": str(dev), "seconds": result.seconds, "version": __version__}
     for table in ("intermediates", "probe", "scores"):
-        write_parquet(getattr(result, table), outputs[table], meta)
+        # the `table` column keeps the three apart when the whole results/activations folder is read at once
+        write_parquet(getattr(result, table).assign(table=table), outputs[table], meta)
     log.info("extract %s: %.1f s (%.0f tokens/s) -> %s", name, result.seconds, tokens.size / result.seconds,
              ", ".join(map(str, outputs.values())))
 
