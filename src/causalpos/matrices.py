@@ -6,13 +6,19 @@ import numpy as np
 
 
 def diagonal_normalise(matrix: np.ndarray, visible: np.ndarray) -> np.ndarray:
-    """Subtract from every visible entry the mean of its diagonal (key - query offset)."""
+    """Subtract from every visible entry the mean of its diagonal (key - query offset); NaN where not visible.
+
+    `matrix` is [..., n, n]; one pass per leading index, so memory stays that of one [n, n] slice.
+    """
     n = matrix.shape[-1]
-    offset = np.arange(n)[None, :] - np.arange(n)[:, None]
-    out = np.full_like(matrix, np.nan, dtype=float)
-    for k in np.unique(offset[visible]):
-        band = visible & (offset == k)
-        out[..., band] = matrix[..., band] - matrix[..., band].mean(axis=-1, keepdims=True)
+    offset = (np.arange(n)[None, :] - np.arange(n)[:, None] + n - 1)[visible]  # 0 .. 2n - 2
+    counts = np.bincount(offset, minlength=2 * n - 1)
+    out = np.full(matrix.shape, np.nan)
+    flat_in, flat_out = matrix.reshape(-1, n, n), out.reshape(-1, n, n)
+    for index in range(len(flat_in)):
+        values = flat_in[index][visible]
+        means = np.bincount(offset, weights=values, minlength=2 * n - 1) / np.maximum(counts, 1)
+        flat_out[index][visible] = values - means[offset]
     return out
 
 

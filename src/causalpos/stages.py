@@ -173,10 +173,11 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
     setting = f"extraction.pretrained.models.{name}" if settings["kind"] == "pretrained" else f"model {name}"
     dev = resolve_device(device)
     started = time.perf_counter()
-    model, tokenizer = load_for_extraction(str(location), setting, dev, ATTENTION_NAME)
+    pretrained = settings["kind"] == "pretrained"  # trained models read token ids: no tokenizer needed
+    model, tokenizer = load_for_extraction(str(location), setting, dev, ATTENTION_NAME, with_tokenizer=pretrained)
     log.info("extract %s: %s loaded from %s on %s in %.1f s", name, type(model).__name__, location, dev,
              time.perf_counter() - started)
-    if settings["kind"] == "trained":
+    if not pretrained:
         tokens = np.load(snippets)
     else:
         tokens, _ = snippet_tokens(pd.read_parquet(documents), tokenizer, settings["seq_len"], settings["n_sequences"],
