@@ -48,7 +48,7 @@ def config():
 
 
 def test_default_and_test_configs_are_valid():
-    for path in (ROOT / "config.yaml", ROOT / ".test" / "config.yaml"):
+    for path in (ROOT / "config.yaml", ROOT / ".test" / "config.yaml", ROOT / "config" / "paper.yaml"):
         load_config(path)
 
 

@@ -341,3 +341,24 @@ def test_trains_on_cuda_in_bf16(data, tmp_path):
     assert evaluated.iloc[-1] < evaluated.iloc[0] - 1.0
     lengths = evaluate_lengths(tmp_path / "out", data / "blocks", factors=(1, 2), max_sequences=4)
     assert lengths["heldout_loss"].notna().all()
+
+
+def test_paper_config_is_the_papers_recipe():
+    """config/paper.yaml: 1.5B parameters, 22 layers, hidden 2048, head dim 64, context 1024,
+    peak lr 3e-4, a 1M-token global batch and 20B tokens (Section 4.2)."""
+    from transformers import SmolLM3ForCausalLM
+
+    from causalpos.config import load_config
+    from causalpos.model import model_config
+
+    config = load_config(Path(__file__).resolve().parents[1] / "config" / "paper.yaml")
+    training, block = config["training"], config["tokenizer"]["block_len"]
+    shape = training["model"]
+    assert (shape["n_layers"], shape["hidden_size"], shape["head_dim"], block) == (22, 2048, 64, 1024)
+    with torch.device("meta"):  # no memory: shapes only
+        model = SmolLM3ForCausalLM(model_config(shape, 128256, rope=False))  # the Llama-3 vocabulary
+    assert 1.4e9 < sum(p.numel() for p in model.parameters()) < 1.6e9
+    global_tokens = training["micro_batch"] * training["grad_accum"] * config["train_processes"] * block
+    assert global_tokens == 2 ** 20
+    assert abs(training["steps"] * global_tokens - 20e9) < 0.01 * 20e9
+    assert training["lr"] == 3e-4 and training["warmup_steps"] > 0
