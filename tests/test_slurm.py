@@ -1,0 +1,218 @@
+"""The workflow on a real SLURM cluster: `snakemake --profile profiles/slurm-test all_figures`.
+
+Needs root and a machine where scripts/local-slurm.sh can bring up a one-node
+cluster (Debian 12 packages: munge, slurmctld, slurmd, slurm-client, slurmdbd,
+mariadb-server; installed by the script when missing), so the module is skipped
+unless CAUSALPOS_SLURM=1:
+
+    CAUSALPOS_SLURM=1 pytest -m slurm tests/test_slurm.py
+
+About 6 minutes on a 2-core machine: the tiny DAG as 37 SLURM jobs (~4 min,
+two at a time, each job a Snakemake process of its own), the same DAG run
+locally for comparison (~1.5 min), a failing job (~20 s).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slurm
+
+if os.environ.get("CAUSALPOS_SLURM") != "1":
+    pytest.skip("SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); "
+                "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
+
+try:  # tests/ is on sys.path under pytest's default (prepend) import mode
+    from test_workflow import ROOT, SNAKEMAKE, copy_workflow, snakemake
+except ImportError:  # tests/ as a package
+    from tests.test_workflow import ROOT, SNAKEMAKE, copy_workflow, snakemake
+
+LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
+RUN_TIMEOUT = 900  # seconds for one all_figures run
+JOB_ID = re.compile(r"SLURM job id (\d+) on (\S+)")
+
+
+def local_slurm(command: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(LOCAL_SLURM), command], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A running one-node cluster (partition debug, with accounting); stopped afterwards if this started it."""
+    was_running = local_slurm("status").returncode == 0
+    start = time.perf_counter()
+    proc = local_slurm("start")
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/local-slurm.sh start failed:\n{proc.stdout}\n{proc.stderr}")
+    print(f"\nlocal SLURM cluster up in {time.perf_counter() - start:.1f} s")
+    yield
+    if not was_running:
+        proc = local_slurm("stop")
+        assert proc.returncode == 0, proc.stderr
+
+
+def job_env(workdir: Path) -> dict:
+    """What the submitting process hands to its SLURM jobs (sbatch --export=ALL): the venv first on PATH."""
+    venv_bin = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
+            "PYTHONPATH": str(workdir / "src")}
+
+
+def run_with_profile(workdir: Path, profile: Path, *targets: str, timeout: int) -> tuple[int, str, float]:
+    """Run snakemake under a profile; on timeout interrupt it (SIGINT, which also cancels its SLURM jobs) and fail."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([SNAKEMAKE, "--profile", str(profile), *targets], cwd=workdir, env=job_env(workdir),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        pytest.fail(f"snakemake --profile {profile.name} {' '.join(targets)} still running after {timeout} s "
+                    f"(a lost SLURM job?):\n{out[-5000:]}")
+    return proc.returncode, out, time.perf_counter() - start
+
+
+def sacct_states(job_ids) -> dict[str, str]:
+    """SLURM job id -> state of the job allocation (-X), from accounting."""
+    proc = subprocess.run(["sacct", "-j", ",".join(map(str, job_ids)), "--format=JobID,State,ExitCode",
+                           "--noheader", "-X", "-P"], capture_output=True, text=True, check=True)
+    rows = [line.split("|") for line in proc.stdout.splitlines() if line.strip()]
+    return {job: state.split()[0] for job, state, _ in rows}
+
+
+def wait_for_accounting(job_ids, timeout: float = 30) -> dict[str, str]:
+    """sacct's states once every job has a final one (slurmctld sends the end record to slurmdbd asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = sacct_states(job_ids)
+        final = all(states.get(str(job), "PENDING") not in ("PENDING", "RUNNING", "COMPLETING") for job in job_ids)
+        if final or time.monotonic() > deadline:
+            return states
+        time.sleep(1)
+
+
+def copy_with_profiles(dest: Path) -> Path:
+    workdir = copy_workflow(dest)  # Snakefile, rules, scripts, src and .test/config.yaml as config.yaml
+    shutil.copytree(ROOT / "profiles", workdir / "profiles")  # profiles/default is the workflow profile there too
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, tmp_path_factory) -> Path:
+    """The tiny all_figures DAG, every job a SLURM job."""
+    workdir = copy_with_profiles(tmp_path_factory.mktemp("slurm_run"))
+    rc, out, seconds = run_with_profile(workdir, workdir / "profiles" / "slurm-test", "all_figures",
+                                        timeout=RUN_TIMEOUT)
+    assert rc == 0, f"snakemake --profile profiles/slurm-test all_figures failed:\n{out[-8000:]}"
+    print(f"\nall_figures on SLURM: {seconds:.0f} s")
+    (workdir / "snakemake.out").write_text(out)
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory) -> Path:
+    """The same DAG with the local executor, for the comparison."""
+    workdir = copy_with_profiles(tmp_path_factory.mktemp("local_run"))
+    start = time.perf_counter()
+    snakemake(workdir, "all_figures")  # snakemake --cores 2 all_figures
+    print(f"\nall_figures locally: {time.perf_counter() - start:.0f} s")
+    return workdir
+
+
+def test_test_profile_is_the_slurm_profile_with_small_jobs():
+    """profiles/slurm-test duplicates profiles/slurm (profiles cannot inherit) but for partition, sizes, waits."""
+    real = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    test = yaml.safe_load((ROOT / "profiles" / "slurm-test" / "config.yaml").read_text())
+    differs = {"jobs", "default-resources", "set-resources", "set-threads", "slurm-init-seconds-before-status-checks"}
+    assert set(real) == set(test)
+    assert {k: v for k, v in real.items() if k not in differs} == {k: v for k, v in test.items() if k not in differs}
+    assert real["executor"] == "slurm"
+    assert real["slurm-keep-successful-logs"] is True
+    assert set(real["set-resources"]) == set(test["set-resources"]) >= {"simulate", "train", "extract", "pretrained"}
+    for rule in ("train", "extract"):
+        assert real["set-resources"][rule]["gpu"] == 1 and real["set-resources"][rule]["cpus_per_gpu"] >= 1
+    assert not any("gpu" in key or key == "slurm_partition"
+                   for resources in test["set-resources"].values() for key in resources)
+    assert test["default-resources"]["slurm_partition"] == "debug"
+    assert set(test["set-threads"].values()) == {1}
+
+
+def test_failing_job_is_reported_failed_and_does_not_hang(cluster, tmp_path):
+    (tmp_path / "Snakefile").write_text(
+        'rule fail:\n'
+        '    output: "never.txt"\n'
+        '    log: "logs/fail.log"\n'
+        '    shell: "echo SLURM job id $SLURM_JOB_ID on $SLURMD_NODENAME > {log}; exit 3"\n'
+    )
+    rc, out, seconds = run_with_profile(tmp_path, ROOT / "profiles" / "slurm-test", "never.txt", timeout=180)
+    assert rc != 0, out
+    assert not (tmp_path / "never.txt").exists()
+    job = JOB_ID.search((tmp_path / "logs" / "fail.log").read_text()).group(1)
+    assert f"SLURM-job '{job}' failed" in out, out[-5000:]
+    assert wait_for_accounting([job])[job] == "FAILED"
+    # the SLURM log of a failed job is kept, and names the failing command
+    slurm_logs = list((tmp_path / ".snakemake" / "slurm_logs").rglob(f"{job}.log"))
+    assert len(slurm_logs) == 1 and "exit 3" in slurm_logs[0].read_text()
+    print(f"\nfailing job reported after {seconds:.0f} s")
+
+
+def test_every_job_ran_as_a_slurm_job_and_completed(slurm_run):
+    logs = sorted((slurm_run / "logs").rglob("*.log"))
+    out = (slurm_run / "snakemake.out").read_text()
+    assert len(logs) == out.count("Finished jobid") - 1 > 30  # every job but the local target all_figures
+    job_ids = {}
+    for log in logs:
+        match = JOB_ID.search(log.read_text())
+        assert match, f"{log} has no 'SLURM job id': the job did not run under SLURM"
+        job_ids[log.relative_to(slurm_run)] = match.group(1)
+    assert len(set(job_ids.values())) == len(job_ids)  # one SLURM job per Snakemake job
+    states = wait_for_accounting(job_ids.values())
+    assert {log: states.get(job) for log, job in job_ids.items()} == {log: "COMPLETED" for log in job_ids}
+    # the plugin kept every SLURM log (slurm-keep-successful-logs), one per job, named by the job id
+    slurm_logs = {p.stem for p in (slurm_run / ".snakemake" / "slurm_logs").rglob("*.log")}
+    assert slurm_logs == set(job_ids.values())
+    for rule in ("simulate", "train", "extract", "pretrained"):
+        assert any(log.parts[1] == rule for log in job_ids), rule
+
+
+def test_slurm_outputs_equal_local_outputs(slurm_run, local_run):
+    """The SLURM run computes what the local run computes.
+
+    Training, extraction and the closed forms match bit for bit (CPU, same
+    thread count, same seeds), and so do the model weights behind them. The
+    Monte Carlo tables match to float32 rounding only: the numba kernel is
+    compiled with fast-math reassociation and cached per copy of the workflow,
+    and which compiled specialisation a job runs depends on which job compiled
+    the kernel first (a fresh compile and a cache hit differ by ~4e-9 on
+    rope_nomask_alpha0.0 even outside SLURM, with the same thread count).
+    """
+    results = Path("results")
+    pd.testing.assert_frame_equal(pd.read_parquet(slurm_run / results / "simulation"),
+                                  pd.read_parquet(local_run / results / "simulation"),
+                                  check_exact=False, rtol=1e-6, atol=1e-8, obj="results/simulation")
+    tables = [results / "theory" / "layer2_scores.parquet"]
+    tables += sorted(p.relative_to(local_run) for p in (local_run / results / "activations").glob("*/scores.parquet"))
+    assert len(tables) == 1 + 3  # nope, rope, smollm2_135m
+    for table in tables:
+        pd.testing.assert_frame_equal(pd.read_parquet(slurm_run / table), pd.read_parquet(local_run / table),
+                                      check_exact=True, obj=str(table))
+    for model in ("nope", "rope"):  # the training curves too, but for the measured speed
+        metrics = [pd.read_parquet(run / results / "models" / model / "metrics.parquet").drop(columns="tokens_per_s")
+                   for run in (slurm_run, local_run)]
+        pd.testing.assert_frame_equal(*metrics, check_exact=True, obj=f"{model} metrics")
