@@ -55,7 +55,7 @@ def one_side(side: str, folder: str, seq_len: int, n: int, batch: int, threads: 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from causalpos.extract import ATTENTION_NAME, ScoreRecorder, extract
+    from causalpos.extract import ATTENTION_NAME, ScoreRecorder, extract, mean_probabilities_eager
 
     torch.set_num_threads(threads)
     attention = "eager" if side == "eager" else ATTENTION_NAME
@@ -78,11 +78,7 @@ def one_side(side: str, folder: str, seq_len: int, n: int, batch: int, threads: 
                 model.model(input_ids=tokens_batch, use_cache=False, causalpos_recorder=recorder)
             checksum = float(recorder.mean_and_sem()[0].sum())
         else:
-            total = 0
-            for tokens_batch in batches:
-                out = model.model(input_ids=tokens_batch, output_attentions=True, use_cache=False)
-                total = total + torch.stack([a.double().mean(dim=1).sum(dim=0) for a in out.attentions])
-            checksum = float((total / n).sum())
+            checksum = float(mean_probabilities_eager(model, tokens, batch_size=batch).sum())
     seconds = time.perf_counter() - start
     peak = rss_kib("VmHWM")
     return {"side": side, "seconds": seconds, "extra_mib": (peak - before) / 1024, "peak_mib": peak / 1024,

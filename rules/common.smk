@@ -10,8 +10,6 @@ from causalpos.config import (
     extracted_models,
     extraction_settings as config_extraction_settings,
     model_location,
-    pretrained_models,
-    pretrained_settings,
     figure_inputs as config_figure_inputs,
     figure_options,
     simulation_table,
@@ -20,6 +18,7 @@ from causalpos.config import (
 )
 from causalpos.variant import Variant
 from causalpos.stages import code_digest
+from causalpos.summary import SUMMARY_FILES
 
 # Snakemake's own validate (inside) against the JSON schema, plus cross-key
 # checks; a bad config stops here, before any job, naming the key.
@@ -33,10 +32,7 @@ DOCUMENTS = "results/data/documents.parquet"
 TOKENIZER_DIR = "results/tokenizer"
 TOKENS_DIR = "results/tokens"
 EXTRACTED = extracted_models(config)
-SUMMARY_TABLES = [
-    f"results/summary/{name}.parquet"
-    for name in ("nonrelativeness", "increasing_fraction", "position_probe")
-]
+SUMMARY_TABLES = [f"results/summary/{name}" for name in SUMMARY_FILES.values()]
 
 
 wildcard_constraints:

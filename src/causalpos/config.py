@@ -7,6 +7,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from causalpos.pretrained import source_kind
 from causalpos.train_settings import training_settings
 from causalpos.variant import Variant
 
@@ -146,10 +147,10 @@ def check_extraction(config: dict, training: dict) -> None:
         if name in MODELS:
             raise ConfigError(f"extraction.pretrained.models.{name}: {name!r} is the name of a trained model; "
                               f"choose another")
-        sources = [k for k in ("gguf", "path", "name") if k in spec]
-        if len(sources) != 1:
-            raise ConfigError(f"extraction.pretrained.models.{name}: give exactly one of gguf, path, name "
-                              f"(got {sorted(spec)})")
+        try:
+            source_kind(spec, f"extraction.pretrained.models.{name}")
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         if "path" in spec and not Path(spec["path"]).is_dir():
             raise ConfigError(f"extraction.pretrained.models.{name}.path: folder {spec['path']} does not exist")
         if spec.get("gguf", "embedded") != "embedded" and not Path(spec["gguf"]).is_file():

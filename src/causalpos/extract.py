@@ -378,7 +378,9 @@ def mean_probabilities_eager(model, tokens: np.ndarray, batch_size: int = 8) -> 
     total = None
     for start in range(0, len(tokens), batch_size):
         batch = torch.from_numpy(np.asarray(tokens[start:start + batch_size], dtype=np.int64))
-        out = model(input_ids=batch.to(next(model.parameters()).device), output_attentions=True, use_cache=False)
+        # the decoder without its LM head: no logits, only what the comparison needs
+        out = model.model(input_ids=batch.to(next(model.parameters()).device), output_attentions=True,
+                          use_cache=False)
         stacked = torch.stack([a.double().mean(dim=1).sum(dim=0) for a in out.attentions])
         total = stacked if total is None else total + stacked
     return (total / len(tokens)).cpu().numpy()

@@ -88,18 +88,6 @@ def convert_gguf(spec: dict, out_dir, setting: str) -> None:
              model.config.num_hidden_layers, n / 1e6, out_dir)
 
 
-def model_location(spec: dict, converted_dir, setting: str) -> str:
-    """What from_pretrained should load: the converted folder for GGUF, else the folder or hub id."""
-    kind = source_kind(spec, setting)
-    if kind == "gguf":
-        return str(converted_dir)
-    if kind == "path":
-        if not Path(spec["path"]).is_dir():
-            raise ValueError(f"{setting}.path: folder {spec['path']} does not exist")
-        return spec["path"]
-    return spec["name"]
-
-
 def load_for_extraction(location: str, setting: str, device, attn_implementation: str, with_tokenizer: bool = True):
     """Model (eval mode, on `device`; bf16 on CUDA, fp32 on CPU) and its tokenizer (None if not wanted)."""
     import torch

@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 from causalpos.io import atomic_path, write_parquet
 from causalpos.model import build_model, count_parameters
+from causalpos.stages import available_cpus  # noqa: F401  (re-exported for bench/)
 from causalpos.train_settings import DEFAULT_MODEL, DEFAULT_TRAIN, training_settings  # noqa: F401  (re-exported)
 
 # Settings that do not change the weights a run ends with: a run may resume
@@ -198,13 +199,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("training.device = cuda but no CUDA device is available")
     return torch.device(name)
-
-
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def setup(cfg: dict) -> Context:
