@@ -5,6 +5,9 @@
 configfile: "config.yaml"
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/theory.smk"
 include: "rules/data.smk"
@@ -12,6 +15,7 @@ include: "rules/train.smk"
 include: "rules/extract.smk"
 include: "rules/simulate.smk"
 include: "rules/figures.smk"
+include: "rules/report.smk"
 
 
 rule all:
@@ -21,6 +25,8 @@ rule all:
         expand("results/models/{model}/length_eval.parquet", model=MODELS),
         all_simulations(),
         SUMMARY_TABLES,
+        rules.runtimes.output,
+        rules.config_record.output,
         all_figure_files(),
         all_model_figures(),
 
@@ -29,3 +35,5 @@ rule all_figures:
     input:
         all_figure_files(),
         all_model_figures(),
+        rules.runtimes.output,
+        rules.config_record.output,

@@ -6,6 +6,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.config import (
+    ALL_LAYERS_FIGURE,
+    FIGURE_CAPTIONS,
     MODELS,
     extracted_models,
     extraction_settings as config_extraction_settings,
@@ -17,6 +19,7 @@ from causalpos.config import (
     variant_params,
 )
 from causalpos.variant import Variant
+from snakemake import io as snakemake_io  # a line opening with `report` is a directive
 from causalpos.stages import code_digest
 from causalpos.summary import SUMMARY_FILES
 
@@ -43,6 +46,31 @@ wildcard_constraints:
 
 def all_simulations():
     return [simulation_table(v) for v in VARIANTS]
+
+
+def report_figures(stem):
+    """One figure in every configured format, each shown in `snakemake --report`."""
+    return [
+        snakemake_io.report(
+            f"results/figures/{stem}{ext}",
+            caption="../report/figure.rst",
+            category="Figures",
+            subcategory=figure_section,
+            labels={"figure": stem, "format": ext[1:]},
+        )
+        for ext in FIGURE_EXTENSIONS
+    ]
+
+
+def figure_section(wildcards):
+    """The report's subcategory of a figure: the part of the paper it belongs to."""
+    figure = wildcards.get("figure", ALL_LAYERS_FIGURE)
+    return FIGURE_CAPTIONS[figure][0] if figure in FIGURE_CAPTIONS else "Figures"
+
+
+def figure_caption(wildcards):
+    figure = wildcards.get("figure", ALL_LAYERS_FIGURE)
+    return FIGURE_CAPTIONS.get(figure, ("", figure))[1]
 
 
 def figure_files(figure):
@@ -89,7 +117,7 @@ def extraction_inputs(wildcards):
         }
     inputs = {"documents": DOCUMENTS}
     if "gguf" in pretrained_spec(wildcards):
-        inputs["model"] = f"results/pretrained/{model}/model.safetensors"
+        inputs["model"] = f"results/pretrained/{model}"
     return inputs
 
 

@@ -20,6 +20,7 @@ rule tokenizer:
         DOCUMENTS,
     output:
         tokenizer=f"{TOKENIZER_DIR}/tokenizer.json",
+        tokenizer_config=f"{TOKENIZER_DIR}/tokenizer_config.json",
         train=f"{TOKENS_DIR}/train.npy",
         heldout=f"{TOKENS_DIR}/heldout.npy",
         blocks=f"{TOKENS_DIR}/blocks.json",
@@ -27,8 +28,7 @@ rule tokenizer:
         snippet_documents=f"{TOKENS_DIR}/snippets.parquet",
     log:
         "logs/tokenizer.log",
-    benchmark:
-        "benchmarks/tokenizer.tsv"
+    cache: True  # between workflows; no benchmark: allowed (see rule pretrained)
     conda:
         "../envs/causalpos.yaml"
     params:

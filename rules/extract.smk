@@ -1,10 +1,12 @@
+# Cached between workflows (cache: True, needs --cache and SNAKEMAKE_OUTPUT_CACHE): the
+# output depends only on params and inputs. Snakemake allows no benchmark: on a cached rule;
+# the job's run time is in the report's statistics and in results/summary/runtimes.parquet.
 rule pretrained:
     output:
-        "results/pretrained/{model}/model.safetensors",
+        directory("results/pretrained/{model}"),
     log:
         "logs/pretrained/{model}.log",
-    benchmark:
-        "benchmarks/pretrained/{model}.tsv"
+    cache: True
     conda:
         "../envs/causalpos.yaml"
     resources:
@@ -23,10 +25,10 @@ rule extract:
         scores="results/activations/{model}/scores.parquet",
         intermediates="results/activations/{model}/intermediates.parquet",
         probe="results/activations/{model}/probe.parquet",
+        groups="results/activations/{model}/groups.parquet",
     log:
         "logs/extract/{model}.log",
-    benchmark:
-        "benchmarks/extract/{model}.tsv"
+    cache: True
     conda:
         "../envs/causalpos.yaml"
     threads: config["simulation"]["threads"]
@@ -62,13 +64,14 @@ rule model_figure:
     input:
         scores="results/activations/{model}/scores.parquet",
     output:
-        multiext("results/figures/fig_all_layers_{model}", *FIGURE_EXTENSIONS),
+        report_figures("fig_all_layers_{model}"),
     log:
         "logs/figures/fig_all_layers_{model}.log",
     conda:
         "../envs/causalpos.yaml"
     params:
         options=model_figure_options,
+        caption=figure_caption,
         code=code_digest("plot"),
     script:
         "../workflow_scripts/model_figure.py"

@@ -2,13 +2,14 @@ rule figure:
     input:
         unpack(figure_inputs),
     output:
-        multiext("results/figures/{figure}", *FIGURE_EXTENSIONS),
+        report_figures("{figure}"),
     log:
         "logs/figures/{figure}.log",
     conda:
         "../envs/causalpos.yaml"
     params:
         options=plot_settings,
+        caption=figure_caption,
         code=code_digest("plot"),
     script:
         "../workflow_scripts/plot.py"

@@ -3,8 +3,7 @@ rule simulate:
         "results/simulation/{variant}.parquet",
     log:
         "logs/simulate/{variant}.log",
-    benchmark:
-        "benchmarks/simulate/{variant}.tsv"
+    cache: True  # between workflows; no benchmark: allowed (see rule pretrained)
     conda:
         "../envs/causalpos.yaml"
     threads: config["simulation"]["threads"]

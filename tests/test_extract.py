@@ -129,6 +129,42 @@ def test_intermediates_cover_nine_stages_and_b_i_are_the_scores(saved):
         assert (diag > 0).all()
 
 
+def test_group_sums_are_the_sums_of_separate_runs_on_each_group(saved):
+    """groups: contiguous runs of whole batches; each group's sums equal n x the means of a run on its sequences alone."""
+    name, folder = saved
+    ids = tokens(17, 12)
+    result = extract(load(folder), ids, name, "trained", batch_size=3, intermediates_layer=0, probe_sequences=0,
+                     n_groups=4)
+    groups = result.groups
+    assert sorted(groups["group"].unique()) == [0, 1, 2, 3]
+    scores = groups[groups.quantity == "scores"]
+    inter = groups[groups.quantity == "intermediate"]
+    assert sorted(inter["stage"].unique()) == list("abcdefghi") and set(inter["layer"]) == {0}
+    sizes = scores.groupby("group")["n_sequences"].first()
+    assert sizes.sum() == 17 and (sizes % 3 == 0).sum() >= 3  # whole batches of 3 (the last batch has 2)
+    start = 0
+    for group, n in sizes.items():
+        alone = extract(load(folder), ids[start:start + n], name, "trained", batch_size=3, intermediates_layer=0,
+                        probe_sequences=0)
+        start += n
+        for layer in range(3):
+            sums = scores[(scores.group == group) & (scores.layer == layer)]["sums"].iloc[0]
+            want = alone.scores[alone.scores.layer == layer]["score_mean"].to_numpy()
+            np.testing.assert_allclose(np.asarray(sums) / n, want, rtol=1e-5, atol=1e-6)
+        for stage in "acfi":
+            sums = inter[(inter.group == group) & (inter.stage == stage)]["sums"].iloc[0]
+            want = alone.intermediates[alone.intermediates.stage == stage]["value"].to_numpy()
+            np.testing.assert_allclose(np.asarray(sums) / n, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    # all groups together: the scores table
+    total = np.sum(np.stack(scores[scores.layer == 1]["sums"].to_list()), axis=0) / 17
+    np.testing.assert_allclose(total, result.scores[result.scores.layer == 1]["score_mean"], rtol=1e-5, atol=1e-6)
+    # fewer batches than groups: one group per batch; no groups at all is refused
+    few = extract(load(folder), ids[:6], name, "trained", batch_size=3, intermediates_layer=None, probe_sequences=0)
+    assert sorted(few.groups["group"].unique()) == [0, 1]
+    with pytest.raises(ExtractionError, match="bootstrap_groups"):
+        extract(load(folder), ids[:6], name, "trained", probe_sequences=0, n_groups=0)
+
+
 def test_a_layer_that_is_not_prenorm_fails_loudly(saved):
     """A layer whose output is not FFN(LN(O)) + O (here: rescaled by a forward hook) is refused."""
     name, folder = saved
@@ -184,9 +220,9 @@ def test_failed_extraction_leaves_no_table(saved, tmp_path):
 
     name, folder = saved
     np.save(tmp_path / "snippets.npy", tokens(4, 80))
-    outputs = {t: tmp_path / "out" / f"{t}.parquet" for t in ("scores", "intermediates", "probe")}
+    outputs = {t: tmp_path / "out" / f"{t}.parquet" for t in ("scores", "intermediates", "probe", "groups")}
     settings = {"kind": "trained", "batch_size": 2, "intermediates_layer": 0, "probe_sequences": 0,
-                "probe_positions": 8}
+                "probe_positions": 8, "bootstrap_groups": 4}
     with pytest.raises(ExtractionError, match="sequence length 80 exceeds"):
         run_extract(name, settings, folder, outputs, snippets=tmp_path / "snippets.npy", device="cpu")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -19,13 +19,15 @@ import pandas as pd
 import pytest
 import yaml
 
+from causalpos.config import ACTIVATION_TABLES
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 pytestmark = pytest.mark.workflow
 
 
 def copy_workflow(dest: Path) -> Path:
-    for name in ("Snakefile", "rules", "workflow_scripts", "envs"):
+    for name in ("Snakefile", "rules", "workflow_scripts", "envs", "report"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)
     shutil.copytree(ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
@@ -102,10 +104,14 @@ def test_all_figures_end_to_end(finished):
             "score_diagnorm", "alpha", "norm", "d", "n_samples", "seed"} <= set(table.columns)
     theory = pd.read_parquet(finished / "results" / "theory" / "layer2_scores.parquet")
     assert set(theory["alpha"]) == set(config["theory"]["alphas"])
-    # every rule logs, the simulations are benchmarked, and nothing half-written is left
+    # every rule logs, every simulation, extraction and training has its run time, nothing half-written is left
     assert (finished / "logs" / "theory.log").stat().st_size > 0
-    for variant in config["simulation"]["variants"]:
-        assert (finished / "benchmarks" / "simulate" / f"{variant}.tsv").exists()
+    runtimes = pd.read_parquet(finished / "results" / "summary" / "runtimes.parquet")
+    timed = set(zip(runtimes["rule"], runtimes["job"]))
+    assert {("simulate", v) for v in config["simulation"]["variants"]} <= timed
+    assert {("train", "nope"), ("train", "rope"), ("extract", "nope")} <= timed
+    assert (runtimes["seconds"] > 0).all()
+    assert runtimes.loc[runtimes.rule == "train", "max_rss_mb"].gt(0).all()
     assert not list((finished / "results").rglob("*.tmp*"))
 
 
@@ -264,8 +270,9 @@ def test_cli_train_gives_the_rule_model(rerun_copy):
 
 
 def test_extraction_outputs_read_as_one_table(finished):
-    """results/activations opens as one pandas table over every model; lower triangles only; summaries exist."""
-    scores = pd.read_parquet(finished / "results" / "activations", filters=[("table", "==", "scores")])
+    """The score files of every model open as one pandas table, as the README shows; lower triangles only."""
+    scores = pd.read_parquet(sorted(map(str, (finished / "results" / "activations").glob("*/scores.parquet"))))
+    assert {"score_mean", "score_sem", "score_diagnorm"} <= set(scores.columns)
     config = yaml.safe_load((finished / "config.yaml").read_text())
     pretrained = list(config["extraction"]["pretrained"]["models"])
     assert set(scores["model"]) == {"nope", "rope", *pretrained}
@@ -293,9 +300,49 @@ def test_changing_the_llm_length_reruns_only_its_extraction(rerun_copy):
 def test_cli_extract_gives_the_rule_tables(rerun_copy):
     """`causalpos extract nope` writes what rule extract wrote."""
     tables = rerun_copy / "results" / "activations" / "nope"
-    by_rule = {name: pd.read_parquet(tables / f"{name}.parquet") for name in ("scores", "intermediates", "probe")}
+    by_rule = {name: pd.read_parquet(tables / f"{name}.parquet") for name in ACTIVATION_TABLES}
     env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
     subprocess.run([sys.executable, "-m", "causalpos.cli", "extract", "nope"], cwd=rerun_copy, env=env, check=True,
                    capture_output=True)
     for name, frame in by_rule.items():
         pd.testing.assert_frame_equal(pd.read_parquet(tables / f"{name}.parquet"), frame, rtol=1e-6)
+
+
+def test_two_checkouts_share_simulations_through_the_output_cache(tmp_path, monkeypatch):
+    """cache: True on simulate: a second checkout with the same SNAKEMAKE_OUTPUT_CACHE takes the table
+    from the cache instead of simulating; a changed variant is simulated anew."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("SNAKEMAKE_OUTPUT_CACHE", str(cache))
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first, second = copy_workflow(tmp_path / "first"), copy_workflow(tmp_path / "second")
+    target = "results/simulation/l2_alpha0.2.parquet"
+    snakemake(first, target, "--cache")
+    assert len(list(cache.iterdir())) == 1
+    out = snakemake(second, target, "--cache")
+    assert f"Symlinking output file {target} from cache" in out.stdout + out.stderr
+    log = second / "logs" / "simulate" / "l2_alpha0.2.log"
+    assert not log.exists() or log.stat().st_size == 0  # the job never ran (Snakemake may create its log)
+    linked = second / target
+    assert linked.is_symlink() and Path(os.readlink(linked)).parent == cache
+    pd.testing.assert_frame_equal(pd.read_parquet(linked), pd.read_parquet(first / target))
+    # another seed is another result: simulated, and stored beside the first
+    edit_config(second, lambda c: c["simulation"]["variants"]["l2_alpha0.2"].update(seed=1))
+    snakemake(second, target, "--cache")
+    assert log.stat().st_size > 0
+    assert len(list(cache.iterdir())) == 2
+
+
+def test_report_holds_every_figure_the_runtimes_and_the_config(rerun_copy):
+    import json
+
+    snakemake(rerun_copy, "--report", "report.html")
+    page = (rerun_copy / "report.html").read_text()
+    categories = json.loads(re.search(r"var categories = (\{.*?\});\n", page).group(1))
+    shown = {path for sub in categories.values() for paths in sub.values() for path in paths}
+    figures = {str(p.relative_to(rerun_copy)) for p in (rerun_copy / "results" / "figures").iterdir()}
+    assert figures and figures <= shown
+    assert set(categories["Figures"]) >= {"Simulation", "Trained models", "Pretrained LLMs", "All layers"}
+    assert categories["Runtimes"] and categories["Configuration"]
+    assert "results/summary/runtimes.html" in shown and "results/summary/config.html" in shown

@@ -1,5 +1,4 @@
 # Snakemake adapter for rule pretrained: read the job, call the library.
-import os
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
@@ -10,5 +9,5 @@ with log_to_file(snakemake.log[0]):
     run_pretrained(
         snakemake.wildcards.model,
         dict(snakemake.params.spec),
-        os.path.dirname(snakemake.output[0]),
+        snakemake.output[0],
     )

@@ -10,6 +10,7 @@ from causalpos.config import (
     ALL_LAYERS_FIGURE,
     MODELS,
     ConfigError,
+    ACTIVATION_TABLES,
     activation_table,
     extracted_models,
     extraction_settings,
@@ -54,7 +55,7 @@ def cmd_extract(args, config):
 
     if args.model not in extracted_models(config):
         raise ConfigError(f"unknown model {args.model!r}; known: {extracted_models(config)}")
-    outputs = {t: activation_table(args.model, t, args.results) for t in ("scores", "intermediates", "probe")}
+    outputs = {t: activation_table(args.model, t, args.results) for t in ACTIVATION_TABLES}
     run_extract(args.model, extraction_settings(config, args.model), model_location(config, args.model, args.results),
                 outputs, documents=f"{args.results}/data/documents.parquet",
                 snippets=f"{args.results}/tokens/snippets.npy", device=config["extraction"]["device"],

@@ -29,6 +29,32 @@ ACTIVATION_FIGURES = {
 ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted model by rule model_figure
 SIMULATION_FREE_FIGURES = ("fig01_mechanism",) + TRAINING_FIGURES + tuple(ACTIVATION_FIGURES)
 MODELS = ("nope", "rope")  # the NoPE decoder and its RoPE twin (Section 4.2)
+# The report's section and caption of every figure (snakemake --report).
+FIGURE_CAPTIONS = {
+    "fig01_mechanism": ("Simulation", "Figure 1: how the causal mask makes h(i) decrease and the layer-2 score "
+                                      "g(i)/(h(i)h(j)) grow with the key position (closed form)."),
+    "fig02_l2norm": ("Simulation", "Figure 2: attention scores of the parameter-free l2-normalised model, "
+                                   "layers 1-4, alpha = 0 and 0.2 (Monte Carlo)."),
+    "fig04_rope": ("Simulation", "Figure 4: RoPE with the causal mask: scores minus their diagonal mean; the "
+                                 "non-relative pattern from layer 2 on."),
+    "fig06_alpha": ("Simulation", "Figure 6: larger alpha: the pattern appears faster and saturates."),
+    "fig07_layernorm": ("Simulation", "Figure 7 (Appendix B): LayerNorm with sqrt(d) and d scaling against l2."),
+    "fig09_rope_alpha": ("Simulation", "Figure 9: RoPE with the causal mask, alpha = 0.5."),
+    "fig10_rope_nomask": ("Simulation", "Figure 10: RoPE without the causal mask: no non-relative pattern."),
+    "figS1_mc_vs_closed_form": ("Simulation", "Monte Carlo against the closed form Eq. 4 as d grows."),
+    "figT1_training_loss": ("Trained models", "Training and held-out loss of the NoPE model and its RoPE twin."),
+    "figT2_length_generalization": ("Trained models", "Held-out loss at 1x, 2x and 4x the training length."),
+    "fig03_intermediates": ("Trained models", "Figure 3: Gram matrices of the intermediates (a)-(i) of the "
+                                              "trained NoPE model's first two layers."),
+    "fig08_model_layers": ("Trained models", "Figure 8: attention scores of every layer of the trained model."),
+    "figC1_nope_vs_rope": ("Trained models", "The NoPE model against its RoPE twin, layer by layer."),
+    "fig05_llms": ("Pretrained LLMs", "Figure 5: diagonal-normalised attention scores of pretrained RoPE LLMs."),
+    "figM1_nonrelativeness": ("Measurements", "Non-relativeness index per model and layer, with its noise floor "
+                                              "and without the sink column."),
+    "figM2_increasing_fraction": ("Measurements", "Fraction of adjacent keys where the nearer key scores higher."),
+    "figM3_position_probe": ("Measurements", "Absolute-position probe error per layer, against its baseline."),
+    ALL_LAYERS_FIGURE: ("All layers", "Figures 11-16: diagonal-normalised scores of every layer of one model."),
+}
 
 
 class ConfigError(ValueError):
@@ -124,7 +150,8 @@ def pretrained_settings(config: dict, name: str) -> dict:
 def extraction_settings(config: dict, model: str) -> dict:
     """Everything that decides one model's extraction tables (the rule's params: a change reruns that model)."""
     section = config["extraction"]
-    common = {key: section[key] for key in ("intermediates_layer", "probe_sequences", "probe_positions")}
+    common = {key: section[key] for key in ("intermediates_layer", "probe_sequences", "probe_positions",
+                                            "bootstrap_groups")}
     if model in MODELS:
         return {"kind": "trained", "batch_size": section["batch_size"], **common}
     return {"kind": "pretrained", **pretrained_settings(config, model), **common}
@@ -214,8 +241,11 @@ def figure_inputs(config: dict, figure: str, results: str = "results") -> dict[s
     }
 
 
+ACTIVATION_TABLES = ("scores", "intermediates", "probe", "groups")  # the extraction stage's tables per model
+
+
 def activation_table(model: str, table: str, results: str = "results") -> str:
-    """results/activations/{model}/{scores,intermediates,probe}.parquet"""
+    """results/activations/{model}/{table}.parquet, table one of ACTIVATION_TABLES"""
     return f"{results}/activations/{model}/{table}.parquet"
 
 

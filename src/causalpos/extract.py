@@ -49,6 +49,7 @@ SCORE_COLUMNS = ["model", "kind", "layer", "query_pos", "key_pos", "score_mean",
                  "n_sequences", "seq_len"]
 INTERMEDIATE_COLUMNS = ["model", "layer", "stage", "query_pos", "key_pos", "value", "n_sequences", "seq_len"]
 PROBE_COLUMNS = ["model", "kind", "layer", "mae", "mae_baseline", "n_train", "n_test", "seq_len"]
+GROUP_COLUMNS = ["model", "kind", "quantity", "stage", "layer", "group", "n_sequences", "seq_len", "sums"]
 
 
 class ExtractionError(RuntimeError):
@@ -72,12 +73,16 @@ class ScoreRecorder:
     prob_total: torch.Tensor | None = None
     av_gram: dict = field(default_factory=dict)  # layer -> [S, S] sum over sequences of the head-mean Gram of AV
     outputs: dict = field(default_factory=dict)  # layer -> this batch's attention output [B, S, H * D]
+    av_gram_batch: dict = field(default_factory=dict)  # layer -> this batch's Gram sum of AV
     n_sequences: int = 0
+    group_total: torch.Tensor | None = field(init=False, default=None)  # this group's sums, [layers, S, S]
+    group_n: int = 0
 
     def __post_init__(self):
         shape = (self.n_layers, self.seq_len, self.seq_len)
         self.total = torch.zeros(shape, dtype=torch.float64, device=self.device)
         self.total_sq = torch.zeros(shape, dtype=torch.float64, device=self.device)
+        self.group_total = torch.zeros(shape, dtype=torch.float64, device=self.device)
         if self.probabilities:
             self.prob_total = torch.zeros(shape, dtype=torch.float64, device=self.device)
 
@@ -87,10 +92,13 @@ class ScoreRecorder:
         # sum_h q_h . k_g(h) = sum_g (sum of the query heads of group g) . k_g: no repeated keys, 1/groups the work
         q = query.float().reshape(batch, groups, heads // groups, seq, dim).sum(dim=2)
         per_sequence = torch.einsum("bgqd,bgkd->bqk", q, key.float()).double() * (scaling / heads)
-        self.total[layer] += per_sequence.sum(dim=0)
+        batch_sum = per_sequence.sum(dim=0)
+        self.total[layer] += batch_sum
+        self.group_total[layer] += batch_sum
         self.total_sq[layer] += per_sequence.square().sum(dim=0)
         if layer == 0:
             self.n_sequences += batch
+            self.group_n += batch
         if self.probabilities:  # per-head scores: a [batch, heads, S, S] transient, for checks only
             k = key.float().repeat_interleave(heads // groups, dim=1)
             scores = torch.einsum("bhqd,bhkd->bhqk", query.float(), k) * scaling
@@ -105,7 +113,15 @@ class ScoreRecorder:
         heads = output.shape[2]
         gram = torch.einsum("bqhd,bkhd->qk", output.float(), output.float()).double() / heads
         self.av_gram[layer] = self.av_gram.get(layer, 0) + gram
+        self.av_gram_batch[layer] = gram
         self.outputs[layer] = output.reshape(output.shape[0], output.shape[1], -1)
+
+    def take_group(self) -> tuple[int, np.ndarray]:
+        """This group's sequence count and score sums [layers, S, S] (float64, on the CPU); starts the next group."""
+        n, sums = self.group_n, self.group_total.cpu().numpy().copy()
+        self.group_total.zero_()
+        self.group_n = 0
+        return n, sums
 
     def mean_and_sem(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean over sequences and its standard error, [layers, S, S]. Computed in place, layer by
@@ -265,16 +281,22 @@ class Extraction:
     intermediates: pd.DataFrame
     probe: pd.DataFrame
     seconds: float
+    groups: pd.DataFrame | None = None
 
 
 @torch.no_grad()
 def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8, intermediates_layer: int | None = 0,
-            probe_sequences: int = 200, probe_positions: int = 32, seed: int = 0, progress: bool = False) -> Extraction:
+            probe_sequences: int = 200, probe_positions: int = 32, seed: int = 0, progress: bool = False,
+            n_groups: int = 16) -> Extraction:
     """Scores of every layer over all `tokens` [n_sequences, S]; intermediates and the probe on them too.
 
     `model` must have been loaded with attn_implementation=ATTENTION_NAME. The probe
     uses the first `probe_sequences` sequences and at most `probe_positions`
     positions of each (seeded choice), so its memory stays small for long sequences.
+
+    The sequences also fall into `n_groups` contiguous groups of whole batches (fewer when
+    there are fewer batches), whose sums are kept (`groups`, see group_frame): a bootstrap over
+    sequences resamples them, so any statistic of the mean matrices gets an uncertainty.
     """
     if model.config._attn_implementation != ATTENTION_NAME:
         raise ExtractionError(f"model {name!r} was loaded with attention {model.config._attn_implementation!r}; "
@@ -300,6 +322,8 @@ def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8
 
     started = time.perf_counter()
     batches = range(0, n_sequences, batch_size)
+    group_of_batch = batch_groups(len(batches), n_groups)
+    group_rows, group_grams = [], {}
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -311,6 +335,12 @@ def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8
         if capture:
             for stage, gram in _intermediates_of_batch(layers, capture[0], seen, recorder, name).items():
                 grams[stage] = grams.get(stage, 0) + gram
+                group_grams[stage] = group_grams.get(stage, 0) + gram
+            group_grams["c"] = group_grams.get("c", 0) + recorder.av_gram_batch[capture[0]]
+        index = start // batch_size
+        if index + 1 == len(batches) or group_of_batch[index + 1] != group_of_batch[index]:
+            group_rows.append(_close_group(recorder, group_grams, int(group_of_batch[index]), capture[:1]))
+            group_grams = {}
         take = min(len(batch), n_probe - start) if start < n_probe else 0
         for b in range(take):
             pos = positions if positions is not None else np.sort(rng.choice(seq_len, probe_positions, replace=False))
@@ -341,7 +371,49 @@ def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8
         probe = pd.DataFrame([{"model": name, "kind": kind, "layer": layer, "seq_len": seq_len,
                                **fit_position_probe(np.concatenate(rows), pos, seq)}
                               for layer, rows in probe_rows.items()], columns=PROBE_COLUMNS)
-    return Extraction(scores, intermediates, probe, seconds)
+    groups = group_frame(group_rows, name, kind, seq_len, capture[0] if capture else None)
+    return Extraction(scores, intermediates, probe, seconds, groups)
+
+
+def batch_groups(n_batches: int, n_groups: int) -> np.ndarray:
+    """Group of each batch: min(n_groups, n_batches) contiguous runs of batches, sizes within one batch."""
+    if n_groups < 1:
+        raise ExtractionError(f"extraction.bootstrap_groups must be at least 1, got {n_groups}")
+    return np.arange(n_batches) * min(n_groups, n_batches) // max(n_batches, 1)
+
+
+def _close_group(recorder: ScoreRecorder, grams: dict, group: int, capture: tuple) -> tuple:
+    """(group, n, score sums [layers, S, S], {stage: sums [S, S]}) of the group just finished."""
+    n, sums = recorder.take_group()
+    stages = {}
+    if capture:
+        layer = capture[0]
+        stages = {stage: gram.cpu().numpy() for stage, gram in grams.items()}
+        stages["b"], stages["i"] = sums[layer], sums[layer + 1]
+    return group, n, sums, stages
+
+
+def group_frame(rows: list, name: str, kind: str, seq_len: int, intermediates_layer: int | None = None) -> pd.DataFrame:
+    """The per-group sums as one row per (quantity, stage, layer, group), lower triangle in a float32 list.
+
+    `sums` holds sum over the group's sequences of the quantity at (query q, key k <= q), row-major:
+    position q (q + 1) / 2 + k, the order of np.nonzero(np.tril(ones)). Scores: quantity "scores",
+    stage "", the attention layer. Figure 3's stages: quantity "intermediate", the stage letter and
+    the intermediates layer l (as in intermediates.parquet, except that (h), (i) keep l here too).
+    """
+    query, key = np.nonzero(np.tril(np.ones((seq_len, seq_len), dtype=bool)))
+    records = []
+    for group, n, sums, stages in rows:
+        for layer, matrix in enumerate(sums):
+            records.append(("scores", "", layer, group, n, matrix[query, key].astype(np.float32)))
+        for stage in sorted(stages):
+            records.append(("intermediate", stage, intermediates_layer, group, n,
+                            stages[stage][query, key].astype(np.float32)))
+    frame = pd.DataFrame(records, columns=["quantity", "stage", "layer", "group", "n_sequences", "sums"])
+    frame.insert(0, "model", name)
+    frame.insert(1, "kind", kind)
+    frame["seq_len"] = seq_len
+    return frame[GROUP_COLUMNS]
 
 
 def score_frame(mean: np.ndarray, sem: np.ndarray, name: str, kind: str, n_sequences: int) -> pd.DataFrame:

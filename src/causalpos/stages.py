@@ -12,6 +12,7 @@ import sys
 import time
 
 from causalpos import __version__
+from causalpos.config import ACTIVATION_TABLES
 from causalpos.io import read_tables, write_parquet
 
 log = logging.getLogger("causalpos")
@@ -33,11 +34,14 @@ STAGE_MODULES = {
     "extract": ["causalpos.extract", "causalpos.pretrained", "causalpos.tokenizer", "causalpos.matrices",
                 "causalpos.io"],
     "summary": ["causalpos.summary", "causalpos.io"],
+    "runtimes": ["causalpos.runtimes", "causalpos.io"],
+    "config_record": ["causalpos.io"],
 }
 STAGE_RUNNERS = {"sample": "run_sample", "tokenizer": "run_tokenizer", "theory": "run_theory",
                  "simulate": "run_simulation", "plot": "run_figure", "train": "run_train",
                  "length_eval": "run_length_eval", "pretrained": "run_pretrained", "extract": "run_extract",
-                 "summary": "run_summary"}
+                 "summary": "run_summary", "runtimes": "run_runtimes",
+                 "config_record": "run_config_record"}
 
 
 def _source(module: str) -> str:
@@ -187,10 +191,10 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
     result = extract(model, tokens, name, settings["kind"], batch_size=settings["batch_size"],
                      intermediates_layer=settings["intermediates_layer"],
                      probe_sequences=settings["probe_sequences"], probe_positions=settings["probe_positions"],
-                     seed=seed, progress=sys.stderr.isatty())
+                     seed=seed, progress=sys.stderr.isatty(), n_groups=settings["bootstrap_groups"])
     meta = {"stage": "extract", "model": name, "location": str(location), "settings": settings,
             "device": str(dev), "seconds": result.seconds, "version": __version__}
-    for table in ("intermediates", "probe", "scores"):
+    for table in ACTIVATION_TABLES:
         # the `table` column keeps the three apart when the whole results/activations folder is read at once
         write_parquet(getattr(result, table).assign(table=table), outputs[table], meta)
     log.info("extract %s: %.1f s (%.0f tokens/s) -> %s", name, result.seconds, tokens.size / result.seconds,
@@ -203,6 +207,33 @@ def run_summary(scores, probes, out_dir) -> None:
 
     written = write_summaries(read_tables(scores), read_tables(probes), out_dir)
     log.info("summary -> %s", ", ".join(map(str, written.values())))
+
+
+def run_runtimes(benchmarks: dict, parquets: dict, table, html) -> None:
+    """Run times of the expensive jobs (benchmark files and Parquet metadata) to a table and an HTML page."""
+    from causalpos.io import atomic_path
+    from causalpos.runtimes import runtime_frame, runtime_html
+
+    frame = runtime_frame(benchmarks, parquets)
+    write_parquet(frame, table, {"stage": "runtimes", "version": __version__})
+    with atomic_path(html) as tmp:
+        tmp.write_text(runtime_html(frame))
+    log.info("runtimes: %d jobs, %.0f s in all -> %s, %s", len(frame), frame["seconds"].sum(), table, html)
+
+
+def run_config_record(config: dict, output) -> None:
+    """The configuration the run used (defaults filled in by validation) as an HTML page for the report."""
+    import html
+
+    import yaml
+
+    from causalpos.io import atomic_path
+
+    text = yaml.safe_dump(config, sort_keys=False, default_flow_style=None)
+    with atomic_path(output) as tmp:
+        tmp.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Configuration</title></head>"
+                       f"<body><pre>{html.escape(text)}</pre></body></html>")
+    log.info("configuration -> %s", output)
 
 
 def run_theory(seq_len: int, alphas, output) -> None:

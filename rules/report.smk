@@ -1,0 +1,44 @@
+# `snakemake --report report.html`: every figure (rules figure, model_figure), the
+# claims, the configuration and this table of run times.
+
+
+rule runtimes:
+    input:
+        train=expand("benchmarks/train/{model}.tsv", model=MODELS),
+        simulate=all_simulations(),
+        extract=expand("results/activations/{model}/scores.parquet", model=EXTRACTED),
+    output:
+        table="results/summary/runtimes.parquet",
+        html=report(
+            "results/summary/runtimes.html",
+            caption="../report/runtimes.rst",
+            category="Runtimes",
+        ),
+    log:
+        "logs/runtimes.log",
+    conda:
+        "../envs/causalpos.yaml"
+    params:
+        code=code_digest("runtimes"),
+    script:
+        "../workflow_scripts/runtimes.py"
+
+
+# Snakemake 9's HTML report does not show the config files; this page does, with
+# every default the schema filled in.
+rule config_record:
+    output:
+        report(
+            "results/summary/config.html",
+            caption="../report/config.rst",
+            category="Configuration",
+        ),
+    log:
+        "logs/config_record.log",
+    conda:
+        "../envs/causalpos.yaml"
+    params:
+        config=config,
+        code=code_digest("config_record"),
+    script:
+        "../workflow_scripts/config_record.py"
