@@ -15,6 +15,7 @@ include: "rules/train.smk"
 include: "rules/extract.smk"
 include: "rules/simulate.smk"
 include: "rules/figures.smk"
+include: "rules/claims.smk"
 include: "rules/report.smk"
 
 
@@ -25,6 +26,7 @@ rule all:
         expand("results/models/{model}/length_eval.parquet", model=MODELS),
         all_simulations(),
         SUMMARY_TABLES,
+        rules.claims.output,
         rules.runtimes.output,
         rules.config_record.output,
         all_figure_files(),
@@ -35,5 +37,6 @@ rule all_figures:
     input:
         all_figure_files(),
         all_model_figures(),
+        rules.claims.output,
         rules.runtimes.output,
         rules.config_record.output,

@@ -7,6 +7,9 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.config import (
     ALL_LAYERS_FIGURE,
+    CLAIMS_FIGURE,
+    CLAIMS_TABLE,
+    claims_inputs as config_claims_inputs,
     FIGURE_CAPTIONS,
     MODELS,
     extracted_models,
@@ -48,24 +51,28 @@ def all_simulations():
     return [simulation_table(v) for v in VARIANTS]
 
 
-def report_figures(stem):
+def report_figures(stem, caption="../report/figure.rst", category="Figures"):
     """One figure in every configured format, each shown in `snakemake --report`."""
     return [
         snakemake_io.report(
             f"results/figures/{stem}{ext}",
-            caption="../report/figure.rst",
-            category="Figures",
-            subcategory=figure_section,
+            caption=caption,
+            category=category,
+            subcategory=lambda wildcards: figure_section(stem.format(**wildcards)),
             labels={"figure": stem, "format": ext[1:]},
         )
         for ext in FIGURE_EXTENSIONS
     ]
 
 
-def figure_section(wildcards):
+def figure_section(name):
     """The report's subcategory of a figure: the part of the paper it belongs to."""
-    figure = wildcards.get("figure", ALL_LAYERS_FIGURE)
+    figure = ALL_LAYERS_FIGURE if name.startswith(ALL_LAYERS_FIGURE) else name
     return FIGURE_CAPTIONS[figure][0] if figure in FIGURE_CAPTIONS else "Figures"
+
+
+def claims_inputs(wildcards):
+    return config_claims_inputs(config)
 
 
 def figure_caption(wildcards):

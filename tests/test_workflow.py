@@ -144,20 +144,33 @@ TRAINED_ANALYSIS = {("extract", "nope"), ("extract", "rope"), ("model_figure", "
 LLM_ANALYSIS = {("extract", "smollm2_135m"), ("model_figure", "smollm2_135m"), ("figure", "fig05_llms")}
 
 
+CONFIG_PAGE = {("config_record", "")}  # the report's copy of the configuration: any config edit
+
+
+def with_ledger(jobs: set) -> set:
+    """The jobs plus what gathers their results: the run-time table and the claims ledger."""
+    rules = {rule for rule, _ in jobs}
+    extra = {("runtimes", "")} if rules & {"simulate", "train", "extract"} else set()
+    if rules & {"simulate", "extract", "theory"}:
+        extra.add(("claims", ""))
+    return jobs | extra
+
+
 def test_editing_data_code_reruns_the_data_branch_only(rerun_copy):
     touch_source(rerun_copy, "data")
     expected = {("sample", ""), ("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS | LLM_ANALYSIS
-    assert planned_jobs(rerun_copy, "all") == expected  # the documents feed the LLM's sequences too
+    assert planned_jobs(rerun_copy, "all") == with_ledger(expected)  # the documents feed the LLM's sequences too
 
 
 def test_changing_the_vocabulary_reruns_tokenizer_training_and_their_analysis(rerun_copy):
     edit_config(rerun_copy, lambda c: c["tokenizer"].update(vocab_size=450))
-    assert planned_jobs(rerun_copy, "all") == {("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS
+    expected = {("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS
+    assert planned_jobs(rerun_copy, "all") == with_ledger(expected) | CONFIG_PAGE
 
 
 def test_changing_a_training_setting_reruns_training_and_its_analysis_only(rerun_copy):
     edit_config(rerun_copy, lambda c: c["training"].update(steps=25))
-    assert planned_jobs(rerun_copy, "all") == TRAINING_JOBS | TRAINED_ANALYSIS
+    assert planned_jobs(rerun_copy, "all") == with_ledger(TRAINING_JOBS | TRAINED_ANALYSIS) | CONFIG_PAGE
 
 
 def test_training_outputs(finished):
@@ -179,7 +192,7 @@ def test_changing_one_variant_reruns_it_and_its_figures(rerun_copy):
     edit_config(rerun_copy, lambda c: c["simulation"]["variants"]["l2_alpha0.2"].update(alpha=0.3))
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
     expected = {("simulate", "l2_alpha0.2")} | figures_using(config, "l2_alpha0.2")
-    assert planned_jobs(rerun_copy) == expected
+    assert planned_jobs(rerun_copy) == with_ledger(expected) | CONFIG_PAGE
 
 
 def test_changing_a_default_reruns_every_variant_that_inherits_it(rerun_copy):
@@ -198,7 +211,7 @@ def all_figure_jobs(config: dict) -> set[tuple[str, str]]:
 def test_changing_a_plot_option_reruns_only_figures(rerun_copy):
     edit_config(rerun_copy, lambda c: c["plot"].update(dpi=72))
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
-    assert planned_jobs(rerun_copy) == all_figure_jobs(config)
+    assert planned_jobs(rerun_copy) == all_figure_jobs(config) | {("claims", "")} | CONFIG_PAGE
 
 
 def test_editing_simulation_code_reruns_simulations_and_figures(rerun_copy):
@@ -206,18 +219,18 @@ def test_editing_simulation_code_reruns_simulations_and_figures(rerun_copy):
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
     expected = {("simulate", v) for v in config["simulation"]["variants"]}
     expected |= {("figure", f) for f, spec in config["figures"].items() if spec.get("variants")}
-    assert planned_jobs(rerun_copy) == expected
+    assert planned_jobs(rerun_copy) == with_ledger(expected)
 
 
 def test_editing_figure_code_reruns_only_figures(rerun_copy):
     touch_source(rerun_copy, "figures")
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
-    assert planned_jobs(rerun_copy) == all_figure_jobs(config)
+    assert planned_jobs(rerun_copy) == all_figure_jobs(config) | {("claims", "")}  # the ledger draws its figure
 
 
 def test_editing_extraction_code_reruns_extraction_summary_and_their_figures(rerun_copy):
     touch_source(rerun_copy, "extract")
-    assert planned_jobs(rerun_copy, "all") == TRAINED_ANALYSIS | LLM_ANALYSIS
+    assert planned_jobs(rerun_copy, "all") == with_ledger(TRAINED_ANALYSIS | LLM_ANALYSIS)
 
 
 def test_editing_theory_code_reruns_theory_and_figures_not_simulations(rerun_copy):

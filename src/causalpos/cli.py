@@ -11,6 +11,8 @@ from causalpos.config import (
     MODELS,
     ConfigError,
     ACTIVATION_TABLES,
+    CLAIMS_FIGURE,
+    claims_inputs,
     activation_table,
     extracted_models,
     extraction_settings,
@@ -68,6 +70,15 @@ def cmd_summary(args, config):
     models = extracted_models(config)
     run_summary([activation_table(m, "scores", args.results) for m in models],
                 [activation_table(m, "probe", args.results) for m in models], f"{args.results}/summary")
+
+
+def cmd_claims(args, config):
+    from causalpos.stages import run_claims
+
+    summary, figures = f"{args.results}/summary", f"{args.results}/figures"
+    run_claims(claims_inputs(config, args.results), config["claims"], f"{summary}/claims.parquet",
+               f"{summary}/claims.md", [f"{figures}/{CLAIMS_FIGURE}.{fmt}" for fmt in config["plot"]["formats"]],
+               config["plot"])
 
 
 def cmd_theory(args, config):
@@ -160,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("summary", help="per-layer measured claims of every extracted model to results/summary")
     p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("claims", help="the claims ledger (every claim of the paper as a verdict) to results/summary")
+    p.set_defaults(func=cmd_claims)
 
     p = sub.add_parser("theory", help="closed-form layer-2 scores to Parquet")
     p.add_argument("-o", "--output")

@@ -26,6 +26,8 @@ ACTIVATION_FIGURES = {
     "figM2_increasing_fraction": (("scores",), "all"),
     "figM3_position_probe": (("probe",), "all"),
 }
+CLAIMS_TABLE = "results/summary/claims.parquet"
+CLAIMS_FIGURE = "figL1_claims"  # drawn by rule claims, beside the ledger
 ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted model by rule model_figure
 SIMULATION_FREE_FIGURES = ("fig01_mechanism",) + TRAINING_FIGURES + tuple(ACTIVATION_FIGURES)
 MODELS = ("nope", "rope")  # the NoPE decoder and its RoPE twin (Section 4.2)
@@ -54,6 +56,7 @@ FIGURE_CAPTIONS = {
     "figM2_increasing_fraction": ("Measurements", "Fraction of adjacent keys where the nearer key scores higher."),
     "figM3_position_probe": ("Measurements", "Absolute-position probe error per layer, against its baseline."),
     ALL_LAYERS_FIGURE: ("All layers", "Figures 11-16: diagonal-normalised scores of every layer of one model."),
+    CLAIMS_FIGURE: ("Claims", "The claims ledger: each claim's metric with its uncertainty against its threshold."),
 }
 
 
@@ -242,6 +245,17 @@ def figure_inputs(config: dict, figure: str, results: str = "results") -> dict[s
 
 
 ACTIVATION_TABLES = ("scores", "intermediates", "probe", "groups")  # the extraction stage's tables per model
+
+
+def claims_inputs(config: dict, results: str = "results") -> dict[str, list[str]]:
+    """Every Parquet result the claims ledger reads; the rule and the CLI share it."""
+    models = extracted_models(config)
+    return {
+        "simulations": [simulation_table(v, results) for v in config["simulation"]["variants"]],
+        "theory": [f"{results}/theory/layer2_scores.parquet"],
+        **{table: [activation_table(m, table, results) for m in models]
+           for table in ("scores", "intermediates", "groups")},
+    }
 
 
 def activation_table(model: str, table: str, results: str = "results") -> str:

@@ -157,7 +157,7 @@ def _layer_grid(rows: list[tuple[str, list[np.ndarray], str, float | None]]) -> 
 
 def fig_mechanism(tables: dict, options) -> Figure:
     """Figure 1: the 3 x 3 mechanism from layer-1 scores to layer-2 scores, values annotated."""
-    simulation, theory = tables.get("simulation"), tables.get("theory")
+    theory = tables.get("theory")
     alpha = float(options.get("alpha", 0.0))
     n = 3
     i = np.arange(1, n + 1)
@@ -190,8 +190,7 @@ def fig_mechanism(tables: dict, options) -> Figure:
 
 def fig_layer_grid(tables: dict, options) -> Figure:
     """Figures 2, 6, 7: rows are variants, columns are layers, raw mean scores."""
-    simulation, theory = tables.get("simulation"), tables.get("theory")
-    table, names = _select(simulation, options, GRID_COLUMNS)
+    table, names = _select(tables.get("simulation"), options, GRID_COLUMNS)
     cmap = options.get("cmap", "viridis")
     rows = []
     for name in names:
@@ -202,8 +201,7 @@ def fig_layer_grid(tables: dict, options) -> Figure:
 
 def fig_rope(tables: dict, options) -> Figure:
     """Figures 4, 9, 10: per variant, raw scores then diagonal-normalised scores, columns are layers."""
-    simulation, theory = tables.get("simulation"), tables.get("theory")
-    table, names = _select(simulation, options, GRID_COLUMNS + ("score_diagnorm",))
+    table, names = _select(tables.get("simulation"), options, GRID_COLUMNS + ("score_diagnorm",))
     rows = []
     for name in names:
         label = variant_label(_params(table, name))
@@ -218,8 +216,8 @@ def fig_rope(tables: dict, options) -> Figure:
 
 def fig_mc_vs_closed_form(tables: dict, options) -> Figure:
     """Figure S1: layer-2 Monte Carlo scores against Eq. 4 as the hidden size d grows."""
-    simulation, theory = tables.get("simulation"), tables.get("theory")
-    table, names = _select(simulation, options, GRID_COLUMNS + ("score_sem", "d", "n_layers"))
+    theory = tables.get("theory")
+    table, names = _select(tables.get("simulation"), options, GRID_COLUMNS + ("score_sem", "d", "n_layers"))
     if theory is None:
         raise ValueError("this figure needs the theory table, got None")
     params = table.drop_duplicates("variant").set_index("variant").loc[names]
@@ -353,30 +351,35 @@ FIGURES = {
 
 
 def render_figure(figure_id: str, tables: dict[str, pd.DataFrame], options: dict, outputs) -> None:
-    """Draw FIGURES[figure_id] and write it to every path in outputs (format from the suffix).
-
-    Each file is written under a temporary name in its folder and renamed only
-    after all of them were written, so no half-written figure looks complete.
-    """
+    """Draw FIGURES[figure_id] and write it to every path in outputs (format from the suffix)."""
     from causalpos.activation_figures import ACTIVATION_FIGURES  # it builds on this module's helpers
 
     figures = {**FIGURES, **ACTIVATION_FIGURES}
     if figure_id not in figures:
         raise ValueError(f"unknown figure {figure_id!r}; known: {sorted(figures)}")
+    save_figure(lambda: figures[figure_id](tables, options), options, outputs, figure_id)
+
+
+def save_figure(draw, options: dict, outputs, label: str = "figure") -> None:
+    """Call draw() -> Figure in the plot style of `options` and write it to every path in outputs.
+
+    Each file is written under a temporary name in its folder and renamed only
+    after all of them were written, so no half-written figure looks complete.
+    """
     outputs = [Path(p) for p in outputs]
     if not outputs:
-        raise ValueError(f"{figure_id}: no output paths given")
+        raise ValueError(f"{label}: no output paths given")
     supported = FigureCanvasBase.get_supported_filetypes()
     bad = [str(p) for p in outputs if p.suffix.lstrip(".").lower() not in supported]
     if bad:
-        raise ValueError(f"{figure_id}: unsupported figure format in {bad}; supported: {sorted(supported)}")
+        raise ValueError(f"{label}: unsupported figure format in {bad}; supported: {sorted(supported)}")
 
     font_scale = float(options.get("font_scale", 1.0))
     with sns.plotting_context("notebook", font_scale=font_scale), sns.axes_style("ticks"):
         try:
-            fig = figures[figure_id](tables, options)
+            fig = draw()
         except ValueError as err:
-            raise ValueError(f"{figure_id}: {err}") from err
+            raise ValueError(f"{label}: {err}") from err
         fig.set_size_inches(fig.get_size_inches() * font_scale)  # bigger text, bigger panels
         temps = []
         try:

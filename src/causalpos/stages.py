@@ -36,12 +36,13 @@ STAGE_MODULES = {
     "summary": ["causalpos.summary", "causalpos.io"],
     "runtimes": ["causalpos.runtimes", "causalpos.io"],
     "config_record": ["causalpos.io"],
+    "claims": ["causalpos.claims", "causalpos.summary", "causalpos.theory", "causalpos.figures", "causalpos.io"],
 }
 STAGE_RUNNERS = {"sample": "run_sample", "tokenizer": "run_tokenizer", "theory": "run_theory",
                  "simulate": "run_simulation", "plot": "run_figure", "train": "run_train",
                  "length_eval": "run_length_eval", "pretrained": "run_pretrained", "extract": "run_extract",
                  "summary": "run_summary", "runtimes": "run_runtimes",
-                 "config_record": "run_config_record"}
+                 "config_record": "run_config_record", "claims": "run_claims"}
 
 
 def _source(module: str) -> str:
@@ -219,6 +220,26 @@ def run_runtimes(benchmarks: dict, parquets: dict, table, html) -> None:
     with atomic_path(html) as tmp:
         tmp.write_text(runtime_html(frame))
     log.info("runtimes: %d jobs, %.0f s in all -> %s, %s", len(frame), frame["seconds"].sum(), table, html)
+
+
+def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: dict) -> None:
+    """The claims ledger from the other stages' Parquet results: a table, its Markdown and its figure."""
+    from causalpos.claims import build_ledger, ledger_markdown, plot_ledger
+    from causalpos.figures import save_figure
+    from causalpos.io import atomic_path
+
+    start = time.perf_counter()
+    tables = {name: read_tables(paths) if paths else None for name, paths in inputs.items()}
+    ledger = build_ledger(tables["simulations"], tables["theory"], tables["scores"], tables["intermediates"],
+                          tables["groups"], thresholds=settings.get("thresholds") or None,
+                          n_bootstrap=settings["n_bootstrap"], seed=settings["seed"])
+    write_parquet(ledger, table, {"stage": "claims", "settings": settings, "version": __version__})
+    with atomic_path(markdown) as tmp:
+        tmp.write_text(ledger_markdown(ledger))
+    save_figure(lambda: plot_ledger(ledger, options), options, figures)
+    counts = ledger["verdict"].value_counts().to_dict()
+    log.info("claims: %d rows (%s) in %.1f s -> %s, %s", len(ledger), counts, time.perf_counter() - start,
+             table, markdown)
 
 
 def run_config_record(config: dict, output) -> None:

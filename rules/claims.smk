@@ -1,0 +1,22 @@
+# Issue 6: every claim of the paper as a measured verdict, from the other stages' Parquet results.
+
+
+rule claims:
+    input:
+        unpack(claims_inputs),
+    output:
+        table=CLAIMS_TABLE,
+        markdown="results/summary/claims.md",
+        figures=report_figures(
+            CLAIMS_FIGURE, caption="../report/claims.rst", category="Claims"
+        ),
+    log:
+        "logs/claims.log",
+    conda:
+        "../envs/causalpos.yaml"
+    params:
+        settings=config["claims"],
+        options=config["plot"],
+        code=code_digest("claims"),
+    script:
+        "../workflow_scripts/claims.py"

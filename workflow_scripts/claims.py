@@ -1,0 +1,16 @@
+# Snakemake adapter for rule claims: read the job, call the library.
+import sys
+
+sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
+
+from causalpos.stages import log_to_file, run_claims
+
+with log_to_file(snakemake.log[0]):
+    run_claims(
+        {name: list(snakemake.input[name]) for name in snakemake.input.keys()},
+        dict(snakemake.params.settings),
+        snakemake.output.table,
+        snakemake.output.markdown,
+        list(snakemake.output.figures),
+        dict(snakemake.params.options),
+    )
