@@ -1,0 +1,543 @@
+"""The claims ledger on synthetic tables whose verdicts are known in advance."""
+
+import io
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from matplotlib.figure import Figure
+
+from causalpos import claims
+from causalpos.claims import (CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, band_statistics,
+                              build_ledger, concordance, ledger_markdown, nearer_key_advantage, plot_ledger, verdict)
+from causalpos.summary import nonrelativeness
+from causalpos.theory import layer2_scores, theory_frame
+
+S = 10
+R = 40  # bootstrap replicates in most tests: enough for a standard error, fast
+I, J = np.indices((S, S))
+LOWER = J <= I
+BASE = dict(norm="l2", scale="none", alpha=0.0, pe="none", rope_theta=10000.0, mask="causal", residual=True, d=64)
+
+
+# ---------------------------------------------------------------- synthetic tables
+
+
+def long(matrix: np.ndarray, full: bool = False) -> pd.DataFrame:
+    n = matrix.shape[0]
+    q, k = np.nonzero(np.ones((n, n), dtype=bool) if full else np.tril(np.ones((n, n), dtype=bool)))
+    return pd.DataFrame({"query_pos": q, "key_pos": k, "value": matrix[q, k]})
+
+
+def sim_table(name: str, layers: list, sem: float = 1e-4, seed: int = 0, **params) -> pd.DataFrame:
+    """A simulation table: layer l = layers[l] plus Gaussian noise of standard deviation `sem` (recorded)."""
+    p = {**BASE, **params}
+    rng = np.random.default_rng(seed)
+    frames = []
+    for layer, matrix in enumerate(layers):
+        rows = long(matrix, full=p["mask"] == "none")
+        noise = rng.normal(0.0, sem, len(rows))
+        frames.append(rows.assign(variant=name, layer=layer, score_mean=rows["value"] + noise, score_sem=sem)
+                      .drop(columns="value"))
+    out = pd.concat(frames, ignore_index=True)
+    n = layers[0].shape[0]
+    return out.assign(**p, seq_len=n, n_layers=len(layers), n_samples=100000, seed=0, sampler="full")
+
+
+def identity(alpha: float = 0.0, n: int = S) -> np.ndarray:
+    return np.where(np.eye(n, dtype=bool), 1.0, alpha)
+
+
+def with_diagonal(matrix: np.ndarray, value: float = 1.0) -> np.ndarray:
+    out = matrix.copy()
+    np.fill_diagonal(out, value)
+    return out
+
+
+def keys_up(slope: float, offset: float = 0.1) -> np.ndarray:
+    """Off-diagonal scores rising with the key position, 1 on the diagonal."""
+    return with_diagonal(offset + slope * J / S)
+
+
+def toeplitz(seed: int = 0, n: int = S, scale: float = 0.3) -> np.ndarray:
+    f = np.random.default_rng(seed).normal(0.0, scale, 2 * n)
+    return f[np.abs(np.subtract.outer(np.arange(n), np.arange(n)))]
+
+
+def rows_of(ledger: pd.DataFrame, claim_id: str) -> pd.DataFrame:
+    rows = ledger[ledger["claim_id"] == claim_id]
+    assert len(rows), claim_id
+    return rows
+
+
+def one(ledger: pd.DataFrame, claim_id: str) -> pd.Series:
+    rows = rows_of(ledger, claim_id)
+    assert len(rows) == 1, rows[["setting", "value", "verdict"]]
+    return rows.iloc[0]
+
+
+def ledger_of(simulations=None, theory=None, scores=None, intermediates=None, groups=None, **kw):
+    sims = pd.concat(simulations, ignore_index=True) if isinstance(simulations, list) else simulations
+    return build_ledger(sims, theory, scores, intermediates, groups, n_bootstrap=kw.pop("n_bootstrap", R), **kw)
+
+
+def packed(matrix: np.ndarray) -> np.ndarray:
+    q, k = np.tril_indices(matrix.shape[-1])
+    return matrix[..., q, k]
+
+
+def model_tables(model: str, kind: str, layers: list, stages: dict | None = None, n: int = 64, groups: int = 8,
+                 noise: float = 0.05, seed: int = 0):
+    """scores, intermediates and groups tables of a model whose per-sequence matrices are the given ones plus
+    Gaussian noise; groups are contiguous blocks of sequences."""
+    rng = np.random.default_rng(seed)
+    size = layers[0].shape[0]
+    sizes = np.diff(np.linspace(0, n, groups + 1).astype(int))
+    score_rows, inter_rows, group_rows = [], [], []
+
+    def draw(matrix):
+        per_sequence = packed(matrix)[None] + rng.normal(0.0, noise, (n, size * (size + 1) // 2))
+        sums = np.add.reduceat(per_sequence, np.r_[0, np.cumsum(sizes)[:-1]], axis=0)
+        return per_sequence.mean(0), per_sequence.std(0, ddof=1) / np.sqrt(n), sums
+
+    q, k = np.tril_indices(size)
+    for layer, matrix in enumerate(layers):
+        mean, sem, sums = draw(matrix)
+        score_rows.append(pd.DataFrame({"model": model, "kind": kind, "layer": layer, "query_pos": q, "key_pos": k,
+                                        "score_mean": mean, "score_sem": sem, "score_diagnorm": 0.0, "n_sequences": n,
+                                        "seq_len": size, "table": "scores"}))
+        group_rows += [{"model": model, "kind": kind, "table": "groups", "quantity": "scores", "stage": "",
+                        "layer": layer, "group": g, "n_sequences": int(sizes[g]), "seq_len": size,
+                        "sums": sums[g].astype(np.float32)} for g in range(groups)]
+    for stage, (layer, matrix) in (stages or {}).items():
+        mean, _, sums = draw(matrix)
+        inter_rows.append(pd.DataFrame({"model": model, "layer": layer, "stage": stage, "query_pos": q, "key_pos": k,
+                                        "value": mean, "n_sequences": n, "seq_len": size, "table": "intermediates"}))
+        group_rows += [{"model": model, "kind": kind, "table": "groups", "quantity": "intermediate", "stage": stage,
+                        "layer": 0, "group": g, "n_sequences": int(sizes[g]), "seq_len": size,
+                        "sums": sums[g].astype(np.float32)} for g in range(groups)]
+    inter = pd.concat(inter_rows, ignore_index=True) if inter_rows else None
+    return pd.concat(score_rows, ignore_index=True), inter, pd.DataFrame(group_rows)
+
+
+# ---------------------------------------------------------------- the verdict rule and the metrics
+
+
+def test_verdict_rule():
+    assert verdict(1.0, 0.1, 0.5, ">") == "supported"
+    assert verdict(0.65, 0.1, 0.5, ">") == "inconclusive"  # within 2 SE of the threshold
+    assert verdict(0.2, 0.1, 0.5, ">") == "not supported"
+    assert verdict(0.2, 0.1, 0.5, "<") == "supported"
+    assert verdict(1.0, 0.1, 0.5, "<") == "not supported"
+    assert verdict(0.7, 0.1, 0.5, ">", z=3.0) == "inconclusive"
+    assert verdict(np.nan, 0.1, 0.5, ">") == "inconclusive"
+    assert verdict(1.0, np.nan, 0.5, ">") == "inconclusive"  # no uncertainty, no verdict
+    with pytest.raises(ValueError, match="direction"):
+        verdict(1.0, 0.1, 0.5, ">=")
+
+
+def test_band_statistics_equal_summary_nonrelativeness():
+    rng = np.random.default_rng(3)
+    matrix = toeplitz() + rng.normal(0, 0.2, (S, S)) + 1.0 / (1.0 + J)
+    rows = long(matrix).rename(columns={"value": "score_mean"})
+    table = rows.assign(model="m", kind="trained", layer=0, score_sem=0.01, seq_len=S, n_sequences=10)
+    summary = nonrelativeness(table).iloc[0]
+    stats = band_statistics(packed(matrix)[:, None], S)
+    assert stats["share0"][0] == pytest.approx(summary["index"], rel=1e-10)
+    assert stats["share1"][0] == pytest.approx(summary["index_no_sink"], rel=1e-10)
+    off = matrix[J < I]
+    no_sink = matrix[(J < I) & (J >= 1)]
+    assert stats["deficit0"][0] * off.std() == pytest.approx(summary["deficit"], rel=1e-10)
+    assert stats["deficit1"][0] * no_sink.std() == pytest.approx(summary["deficit_no_sink"], rel=1e-10)
+
+
+def test_concordance_and_advantage_by_loops():
+    matrix = np.random.default_rng(1).normal(size=(S, S))
+    x = packed(matrix)[:, None]
+    for kmin in (0, 1):
+        steps = [matrix[i, b] - matrix[i, a] for i in range(S) for a in range(kmin, i) for b in range(a + 1, i)]
+        assert nearer_key_advantage(x, S, kmin)[0] == pytest.approx(np.mean(steps))
+        assert concordance(x, S, kmin)[0] == pytest.approx(np.mean(np.array(steps) > 0))
+    assert concordance(packed(keys_up(1.0))[:, None], S)[0] == 1.0
+    assert concordance(packed(keys_up(-1.0))[:, None], S)[0] == 0.0
+    assert concordance(packed(keys_up(0.0))[:, None], S)[0] == 0.5  # ties count one half
+
+
+def test_antisymmetric_share():
+    u = np.random.default_rng(2).normal(size=S)
+    symmetric = u[I] + u[S - 1 - J]  # s(i, j) = s(S-1-j, S-1-i): symmetric about the anti-diagonal
+    assert claims.antisymmetric_share(packed(symmetric)[:, None], S)[0] == pytest.approx(0.0, abs=1e-12)
+    assert claims.antisymmetric_share(packed(toeplitz())[:, None], S)[0] == pytest.approx(0.0, abs=1e-12)
+    assert claims.antisymmetric_share(packed(u[I] - u[S - 1 - J])[:, None], S)[0] == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------- claim 1: Eq. 4
+
+
+def eq4_variants(gap_of_d, ds=(16, 32, 64), alpha=0.0, sem=1e-4):
+    return [sim_table(f"v{d}", [identity(alpha), layer2_scores(S, alpha) + gap_of_d(d) * LOWER, keys_up(0.2)],
+                      sem=sem, seed=d, d=d, alpha=alpha) for d in ds]
+
+
+def test_claim1_closed_form_plus_noise_is_supported():
+    ledger = ledger_of(eq4_variants(lambda d: -0.03 / d), theory_frame(S, [0.0]))
+    a = rows_of(ledger, "1a")
+    assert list(a["verdict"]) == ["supported"] * 3
+    assert (a["value"] > 0.95).all() and (a["uncertainty"] < 0.01).all()
+    b = one(ledger, "1b")
+    assert b["value"] == pytest.approx(-1.0, abs=0.1) and b["verdict"] == "supported"
+
+
+def test_claim1_gap_within_noise_gives_no_trend():
+    ledger = ledger_of(eq4_variants(lambda d: 0.0), theory_frame(S, [0.0]))
+    assert (rows_of(ledger, "1a")["verdict"] == "supported").all()
+    b = one(ledger, "1b")  # the gap is noise at every d: no slope to measure
+    assert b["verdict"] == "inconclusive" and "below the noise" in b["note"]
+
+
+def test_claim1_wrong_pattern_and_growing_gap_are_not_supported():
+    flat = [sim_table("flat", [identity(), keys_up(0.0)])]
+    ledger = ledger_of(flat, theory_frame(S, [0.0]))
+    assert one(ledger, "1a")["verdict"] == "not supported"
+    growing = ledger_of(eq4_variants(lambda d: 1e-4 * d), theory_frame(S, [0.0]))
+    assert one(growing, "1b")["verdict"] == "not supported"
+
+
+def test_claim1_needs_the_theory_at_that_alpha():
+    ledger = ledger_of(eq4_variants(lambda d: 0.0, alpha=0.3), theory_frame(S, [0.0]))
+    a = rows_of(ledger, "1a")
+    assert (a["verdict"] == "inconclusive").all() and a["value"].isna().all()
+    assert a["note"].str.contains("theory table has no alpha = 0.3").all()
+
+
+# ---------------------------------------------------------------- claim 2: nearer keys score higher
+
+
+def test_claim2_increasing_matrix_is_supported_and_grows():
+    sims = [sim_table("a", [identity(), keys_up(0.1), keys_up(0.2), keys_up(0.3)])]
+    ledger = ledger_of(sims)
+    assert one(ledger, "2a")["verdict"] == "supported"
+    b = rows_of(ledger, "2b")
+    assert list(b["layer"]) == [2, 3] and list(b["verdict"]) == ["supported", "supported"]
+    assert b["value"].tolist() == pytest.approx([2.0, 3.0], rel=0.01)
+    assert "layer 3 (paper)" in b.iloc[0]["setting"]
+
+
+@pytest.mark.parametrize("slope", [0.0, -0.1])
+def test_claim2_flat_or_decreasing_matrix_is_not_supported(slope):
+    sims = [sim_table("a", [identity(), keys_up(slope), keys_up(0.2), keys_up(0.3)])]
+    ledger = ledger_of(sims)
+    row = one(ledger, "2a")
+    assert row["verdict"] == "not supported"
+    assert row["value"] == pytest.approx(0.5 if slope == 0 else 0.0, abs=0.1)
+    assert rows_of(ledger, "2b")["verdict"].eq("inconclusive").all()  # nothing at layer 2 to grow from
+
+
+def test_claim2_weaker_later_layers_are_not_supported():
+    ledger = ledger_of([sim_table("a", [identity(), keys_up(0.3), keys_up(0.1), keys_up(0.3)])])
+    assert list(rows_of(ledger, "2b")["verdict"]) == ["not supported", "inconclusive"]
+
+
+# ---------------------------------------------------------------- claim 3: alpha > 0
+
+
+def test_claim3_query_independent_pattern_is_supported():
+    query_free = keys_up(0.2)
+    query_bound = with_diagonal(0.5 / (1.0 + I) + 0.01 * J / S)  # decays with the query
+    sims = [sim_table("zero", [identity(), query_bound]),
+            sim_table("pos", [identity(0.2), query_free], alpha=0.2),
+            sim_table("bound", [identity(0.4), query_bound], alpha=0.4)]
+    ledger = ledger_of(sims)
+    a = rows_of(ledger, "3a").set_index("label")
+    assert a.loc["α=0.2", "verdict"] == "supported" and a.loc["α=0.2", "value"] < 0.01
+    assert a.loc["α=0.4", "verdict"] == "not supported"
+    b = rows_of(ledger, "3b").set_index("label")
+    assert b.loc["α=0.2", "verdict"] == "supported"  # advantage 0.2/S per key vs 0.01/S
+    assert b.loc["α=0.2", "value"] == pytest.approx(20.0, rel=0.05)
+    assert b.loc["α=0.4", "verdict"] == "inconclusive"  # the same advantage as alpha = 0: ratio 1
+
+
+def test_claim3_without_alpha_zero_partner_is_inconclusive():
+    ledger = ledger_of([sim_table("pos", [identity(0.2), keys_up(0.2)], alpha=0.2)])
+    assert one(ledger, "3a")["verdict"] == "supported"
+    b = one(ledger, "3b")
+    assert b["verdict"] == "inconclusive" and "no α=0 variant" in b["note"]
+
+
+# ---------------------------------------------------------------- claim 4: neither relative nor absolute
+
+
+def test_claim4_exactly_relative_matrix_is_not_supported():
+    relative = with_diagonal(toeplitz())
+    ledger = ledger_of([sim_table("rel", [identity(), relative, relative, relative])])
+    for claim_id in ("4a", "4b"):
+        row = one(ledger, claim_id)
+        assert row["verdict"] == "not supported", claim_id
+        assert row["value"] < 0.05
+
+
+def test_claim4_eq4_pattern_is_neither_relative_nor_symmetric():
+    eq4 = layer2_scores(S, 0.0)
+    ledger = ledger_of([sim_table("eq4", [identity(), eq4, eq4])])
+    assert one(ledger, "4a")["verdict"] == "supported"
+    assert one(ledger, "4b")["verdict"] == "supported"
+
+
+def test_claim4_absolute_like_symmetric_map_is_not_relative_but_symmetric():
+    u = np.random.default_rng(4).normal(0, 0.3, S)
+    absolute = with_diagonal(u[I] + u[S - 1 - J])  # symmetric about the anti-diagonal (Wang and Chen)
+    ledger = ledger_of([sim_table("abs", [identity(), absolute])])
+    assert one(ledger, "4a")["verdict"] == "supported"
+    assert one(ledger, "4b")["verdict"] == "not supported"
+
+
+# ---------------------------------------------------------------- claim 5: LayerNorm
+
+
+def layernorm_sims(sqrt_d_slope: float, d_slope: float):
+    d = 64
+    return [sim_table("l2", [identity(), keys_up(0.2), keys_up(0.3)]),
+            sim_table("ln_sqrt", [np.sqrt(d) * identity(), np.sqrt(d) * keys_up(sqrt_d_slope),
+                                  np.sqrt(d) * keys_up(1.5 * sqrt_d_slope)], norm="layernorm", scale="sqrt_d"),
+            sim_table("ln_d", [identity(), keys_up(d_slope), keys_up(1.5 * d_slope)], norm="layernorm", scale="d")]
+
+
+def test_claim5_weaker_sqrt_d_and_recovered_d_are_supported():
+    ledger = ledger_of(layernorm_sims(sqrt_d_slope=0.02, d_slope=0.2))
+    a, b = one(ledger, "5a"), one(ledger, "5b")
+    assert a["verdict"] == "supported" and a["value"] == pytest.approx(0.1, rel=0.05)  # cosine units
+    assert b["verdict"] == "supported" and b["value"] == pytest.approx(1.0, rel=0.05)
+
+
+def test_claim5_stronger_sqrt_d_and_lost_d_are_not_supported():
+    ledger = ledger_of(layernorm_sims(sqrt_d_slope=0.4, d_slope=0.0))
+    assert one(ledger, "5a")["verdict"] == "not supported"
+    assert one(ledger, "5b")["verdict"] == "not supported"
+
+
+def test_claim5_without_l2_partner_is_inconclusive():
+    sims = layernorm_sims(0.02, 0.2)[1:]
+    ledger = ledger_of(sims)
+    assert (rows_of(ledger, "5a")["verdict"] == "inconclusive").all()
+    assert rows_of(ledger, "5a")["note"].str.contains("no l2 variant").all()
+
+
+# ---------------------------------------------------------------- claim 6: RoPE with and without the mask
+
+
+def test_claim6_causal_non_relative_left_lower_and_encoder_relative():
+    relative = with_diagonal(toeplitz(5))
+    left_lower = with_diagonal(toeplitz(5) + 0.4 * np.minimum(J, 3))  # the first keys score lower
+    sims = [sim_table("causal", [identity(), left_lower, left_lower], pe="rope"),
+            sim_table("encoder", [identity(), relative, relative], pe="rope", mask="none")]
+    ledger = ledger_of(sims)
+    assert one(ledger, "6a")["verdict"] == "supported"
+    six_b = rows_of(ledger, "6b")
+    assert list(six_b["layer"]) == [1, 2] and (six_b["verdict"] == "supported").all()
+    assert (six_b["value"] < 0).all()
+    c = one(ledger, "6c")
+    assert c["verdict"] == "supported" and c["value"] < 0.05 and "causal twin causal" in c["note"]
+
+
+def test_claim6_relative_causal_and_non_relative_encoder_are_not_supported():
+    relative = with_diagonal(toeplitz(6))
+    left_higher = with_diagonal(toeplitz(6) - 0.4 * np.minimum(J, 3))
+    full_square = toeplitz(6) + 0.3 * np.random.default_rng(7).normal(size=(S, S))
+    sims = [sim_table("causal", [identity(), relative], pe="rope"),
+            sim_table("higher", [identity(0.5), left_higher], pe="rope", alpha=0.5),
+            sim_table("encoder", [identity(), full_square], pe="rope", mask="none")]
+    ledger = ledger_of(sims)
+    a = rows_of(ledger, "6a").set_index("label")
+    assert a.loc["α=0", "verdict"] == "not supported"
+    b = rows_of(ledger, "6b").set_index("label")
+    assert b.loc["α=0.5 L2", "verdict"] == "not supported"  # the left region is brighter
+    assert one(ledger, "6c")["verdict"] == "not supported"
+
+
+# ---------------------------------------------------------------- claim 7: the trained NoPE model
+
+
+def nope_tables(slope: float, seed: int = 0):
+    pattern = keys_up(slope)
+    pattern[:, 0] = 3.0  # an attention-sink column: high, whatever the order of the other keys
+    return model_tables("nope", "trained", [identity(), pattern], stages={"f": (0, pattern), "i": (1, pattern)},
+                        seed=seed)
+
+
+def test_claim7_increasing_model_is_supported_and_stronger_than_alpha0():
+    scores, inter, groups = nope_tables(slope=1.0)
+    faint = with_diagonal(0.1 + 0.02 * J / S + 0.05 * np.random.default_rng(8).normal(size=(S, S)))
+    sim = sim_table("l2", [identity(), faint])
+    ledger = ledger_of(sim, None, scores, inter, groups)
+    a = rows_of(ledger, "7a")
+    assert list(a["verdict"]) == ["supported", "supported"]
+    assert a["note"].str.contains("bootstrap over groups").all()
+    assert (a["uncertainty"] >= 0).all()  # 0 where every replicate is in perfect order
+    b = one(ledger, "7b")
+    assert b["verdict"] == "supported" and b["value"] > 2
+
+
+def test_claim7_decreasing_model_is_not_supported():
+    scores, inter, groups = nope_tables(slope=-1.0)
+    ledger = ledger_of(sim_table("l2", [identity(), keys_up(0.2)]), None, scores, inter, groups)
+    assert list(rows_of(ledger, "7a")["verdict"]) == ["not supported", "not supported"]
+    assert one(ledger, "7b")["verdict"] == "not supported"  # negative strength
+
+
+def test_claim7_without_groups_has_no_uncertainty():
+    scores, inter, _ = nope_tables(slope=1.0)
+    ledger = ledger_of(None, None, scores, inter, None)
+    a = rows_of(ledger, "7a")
+    assert a["uncertainty"].isna().all() and (a["verdict"] == "inconclusive").all()
+    assert a["note"].str.contains("no uncertainty").all()
+
+
+# ---------------------------------------------------------------- claim 8: pretrained LLMs
+
+
+def llm_tables(seed: int = 0, groups_as_arrow: bool = False):
+    rng = np.random.default_rng(seed)
+    relative = toeplitz(9, scale=1.0)
+    sink = relative.copy()
+    sink[:, 0] += 5.0 + rng.normal(0, 1.0, S)  # key 0: big and position-dependent (non-relative)
+    pattern = relative + 0.8 * np.sqrt(J + 1.0) * rng.normal(0, 1.0, (S, S))  # a non-relative pattern
+    scores, _, groups = model_tables("llm", "pretrained", [sink, pattern, pattern], noise=0.05, seed=seed)
+    if groups_as_arrow:
+        groups["sums"] = pd.array([list(map(float, v)) for v in groups["sums"]],
+                                  dtype=pd.ArrowDtype(pa.list_(pa.float32())))
+    return scores, groups
+
+
+def test_claim8_sink_alone_is_not_a_pattern_and_a_real_one_is():
+    scores, groups = llm_tables()
+    ledger = ledger_of(None, None, scores, None, groups)
+    a = rows_of(ledger, "8a")
+    assert list(a["layer"]) == [0, 1, 2]
+    first = a.iloc[0]
+    assert first["verdict"] == "not supported" and first["value"] < 0.05  # keys >= 1: relative
+    assert first["value_with_sink"] > 0.3  # with key 0 the sink column looks non-relative
+    assert list(a["verdict"].iloc[1:]) == ["supported", "supported"]
+    assert a["note"].str.contains("bootstrap over groups").all()
+    b = one(ledger, "8b")
+    assert b["verdict"] == "supported" and b["value"] == pytest.approx(a["value"].iloc[1:].median())
+
+
+def test_claim8_arrow_list_groups_and_parametric_fallback():
+    scores, groups = llm_tables()
+    plain = ledger_of(None, None, scores, None, groups)
+    _, arrow_groups = llm_tables(groups_as_arrow=True)
+    arrow = ledger_of(None, None, scores, None, arrow_groups)
+    columns = ["value", "uncertainty", "verdict"]
+    pd.testing.assert_frame_equal(rows_of(plain, "8a")[columns], rows_of(arrow, "8a")[columns])
+    fallback = rows_of(ledger_of(None, None, scores, None, None), "8a")
+    assert fallback["note"].str.contains("parametric").all()
+    assert fallback["uncertainty"].notna().all()
+
+
+def test_bootstrap_uncertainty_matches_the_sequence_standard_error():
+    """A linear metric's bootstrap SE over groups is close to its standard error over sequences."""
+    rng = np.random.default_rng(11)
+    n, groups, size = 240, 12, 8
+    per_sequence = rng.normal(0, 1.0, (n, size * (size + 1) // 2))
+    sums = per_sequence.reshape(groups, n // groups, -1).sum(axis=1)
+    table = pd.DataFrame({"model": "m", "kind": "pretrained", "quantity": "scores", "stage": "", "layer": 0,
+                          "group": np.arange(groups), "n_sequences": n // groups, "seq_len": size,
+                          "sums": list(sums.astype(np.float32))})
+    data = claims._Inputs(None, None, None, None, table, 400, 0)
+    reps = data._bootstrap("m", "scores", "", 0, size)
+    x = claims._stack(per_sequence.mean(0), reps)
+    sel, weights, pairs = claims._advantage_weights(size, 0)
+    value, se = claims._estimate(nearer_key_advantage(x, size))
+    exact = (per_sequence[:, sel] @ weights / pairs).std(ddof=1) / np.sqrt(n)
+    assert value == pytest.approx((per_sequence[:, sel] @ weights / pairs).mean())
+    assert se == pytest.approx(exact, rel=0.3)
+
+
+# ---------------------------------------------------------------- the ledger as a whole
+
+
+def small_inputs():
+    sims = [sim_table("zero", [identity(), layer2_scores(S, 0.0), keys_up(0.2), keys_up(0.3)]),
+            sim_table("zero16", [identity(), layer2_scores(S, 0.0) - 0.01, keys_up(0.2)], d=16),
+            sim_table("pos", [identity(0.2), layer2_scores(S, 0.2), keys_up(0.3)], alpha=0.2)]
+    scores, inter, groups = nope_tables(slope=1.0)
+    llm_scores, llm_groups = llm_tables()
+    return (pd.concat(sims, ignore_index=True), theory_frame(S, [0.0, 0.2]), pd.concat([scores, llm_scores]),
+            inter, pd.concat([groups, llm_groups], ignore_index=True))
+
+
+def test_every_claim_has_rows_and_the_columns_are_as_promised():
+    ledger = build_ledger(*small_inputs(), n_bootstrap=R)
+    assert list(ledger.columns) == LEDGER_COLUMNS + EXTRA_COLUMNS
+    assert list(dict.fromkeys(ledger["claim_id"])) == list(CLAIMS)
+    assert set(ledger["verdict"]) <= set(VERDICTS)
+    assert (ledger["z"] == THRESHOLDS["z"]).all()
+
+
+def test_missing_inputs_give_inconclusive_rows_with_notes():
+    ledger = build_ledger(None, None, None, None, None)
+    assert list(ledger["claim_id"]) == list(CLAIMS)
+    assert (ledger["verdict"] == "inconclusive").all() and ledger["value"].isna().all()
+    assert ledger["note"].str.len().gt(0).all()
+    empty = build_ledger(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
+    assert (empty["verdict"] == "inconclusive").all()
+
+
+def test_table_without_a_needed_column_is_an_error():
+    sims = sim_table("a", [identity(), keys_up(0.1)]).drop(columns="score_sem")
+    with pytest.raises(ValueError, match="simulations table lacks column"):
+        build_ledger(sims, None, None, None, None)
+
+
+def test_thresholds_override_key_by_key():
+    sims = [sim_table("a", [identity(), keys_up(0.1), keys_up(0.2)])]
+    assert one(ledger_of(sims), "2a")["verdict"] == "supported"
+    strict = ledger_of(sims, thresholds={"concordance": 1.5})
+    row = one(strict, "2a")
+    assert row["verdict"] == "not supported" and row["threshold"] == 1.5
+    assert one(strict, "2b")["threshold"] == THRESHOLDS["layer_growth"]  # the others keep their defaults
+    wide = ledger_of(sims, thresholds={"z": 1e6})
+    assert (rows_of(wide, "2b")["verdict"] == "inconclusive").all() and (wide["z"] == 1e6).all()
+    with pytest.raises(ValueError, match="'concordence'"):
+        ledger_of(sims, thresholds={"concordence": 0.9})
+    with pytest.raises(ValueError, match="n_bootstrap"):
+        ledger_of(sims, n_bootstrap=1)
+
+
+def test_same_seed_same_ledger_and_names_do_not_matter():
+    inputs = small_inputs()
+    first = build_ledger(*inputs, n_bootstrap=R, seed=3)
+    again = build_ledger(*inputs, n_bootstrap=R, seed=3)
+    pd.testing.assert_frame_equal(first, again)
+    other = build_ledger(*inputs, n_bootstrap=R, seed=4)
+    assert not np.allclose(first["uncertainty"].fillna(0), other["uncertainty"].fillna(0))
+    renamed = inputs[0].assign(variant=inputs[0]["variant"].map({"zero": "x1", "zero16": "x2", "pos": "x3"}))
+    moved = build_ledger(renamed, *inputs[1:], n_bootstrap=R, seed=3)
+    pd.testing.assert_frame_equal(first[["claim_id", "setting", "value", "verdict"]],
+                                  moved[["claim_id", "setting", "value", "verdict"]])
+
+
+def test_reference_d_is_the_papers_for_claims_2_to_4():
+    ledger = build_ledger(*small_inputs(), n_bootstrap=R)
+    assert rows_of(ledger, "1a")["label"].tolist() == ["α=0, d=16", "α=0, d=64", "α=0.2, d=64"]
+    assert rows_of(ledger, "2a")["setting"].str.endswith("d=64").all()
+    assert one(ledger, "1b")["setting"] == "l2, α=0, d=16/64"
+
+
+def test_markdown_and_figure():
+    ledger = build_ledger(*small_inputs(), n_bootstrap=R)
+    text = ledger_markdown(ledger)
+    assert "| claim | setting | metric | value | threshold | verdict |" in text
+    for claim_id in CLAIMS:
+        assert f"**{claim_id}**" in text
+    assert "Claim 8a per layer" in text and "| llm | 3 |" in text
+    assert " ± " in text
+    fig = plot_ledger(ledger, {"cmap": "viridis", "dpi": 40, "font_scale": 1.0, "formats": ["png"]})
+    assert isinstance(fig, Figure)
+    assert len([ax for ax in fig.axes if ax.axison]) == len(CLAIMS)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=40)
+    assert buffer.getvalue()[:4] == b"\x89PNG"
+    empty = plot_ledger(build_ledger(None, None, None, None, None), {})
+    assert len([ax for ax in empty.axes if ax.axison]) == len(CLAIMS)
