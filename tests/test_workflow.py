@@ -359,3 +359,21 @@ def test_report_holds_every_figure_the_runtimes_and_the_config(rerun_copy):
     assert set(categories["Figures"]) >= {"Simulation", "Trained models", "Pretrained LLMs", "All layers"}
     assert categories["Runtimes"] and categories["Configuration"]
     assert "results/summary/runtimes.html" in shown and "results/summary/config.html" in shown
+
+
+def test_claims_ledger_from_the_run_and_by_the_cli(rerun_copy):
+    """Rule claims writes one row per claim and setting with a verdict; `causalpos claims` writes the same."""
+    summary = rerun_copy / "results" / "summary"
+    ledger = pd.read_parquet(summary / "claims.parquet")
+    assert list(ledger.columns[:9]) == ["claim_id", "section", "statement", "setting", "metric", "value",
+                                        "uncertainty", "threshold", "verdict"]
+    assert set(ledger["verdict"]) <= {"supported", "not supported", "inconclusive"}
+    assert {claim[0] for claim in ledger["claim_id"]} == set("12345678")  # all eight claims of issue 6
+    assert (summary / "claims.md").read_text().count("\n|") > len(set(ledger["claim_id"]))
+    assert (rerun_copy / "results" / "figures" / "figL1_claims.png").stat().st_size > 1000
+    env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
+    shutil.copytree(rerun_copy / "results", rerun_copy / "by_cli", dirs_exist_ok=True, symlinks=True)
+    (rerun_copy / "by_cli" / "summary" / "claims.parquet").unlink()
+    subprocess.run([sys.executable, "-m", "causalpos.cli", "--results", "by_cli", "claims"], cwd=rerun_copy,
+                   env=env, check=True, capture_output=True)
+    pd.testing.assert_frame_equal(pd.read_parquet(rerun_copy / "by_cli" / "summary" / "claims.parquet"), ledger)
