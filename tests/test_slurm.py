@@ -38,28 +38,9 @@ try:  # tests/ is on sys.path under pytest's default (prepend) import mode
 except ImportError:  # tests/ as a package
     from tests.test_workflow import ROOT, SNAKEMAKE, copy_workflow, snakemake
 
-LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
 RUN_TIMEOUT = 900  # seconds for one all_figures run
 JOB_ID = re.compile(r"SLURM job id (\d+) on (\S+)")
-
-
-def local_slurm(command: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(LOCAL_SLURM), command], capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A running one-node cluster (partition debug, with accounting); stopped afterwards if this started it."""
-    was_running = local_slurm("status").returncode == 0
-    start = time.perf_counter()
-    proc = local_slurm("start")
-    if proc.returncode != 0:
-        pytest.fail(f"scripts/local-slurm.sh start failed:\n{proc.stdout}\n{proc.stderr}")
-    print(f"\nlocal SLURM cluster up in {time.perf_counter() - start:.1f} s")
-    yield
-    if not was_running:
-        proc = local_slurm("stop")
-        assert proc.returncode == 0, proc.stderr
+# the fixture `cluster` (tests/conftest.py) starts scripts/local-slurm.sh once per session
 
 
 def job_env(workdir: Path) -> dict:
