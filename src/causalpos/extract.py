@@ -71,9 +71,8 @@ class ScoreRecorder:
     total_sq: torch.Tensor = field(init=False)
     probabilities: bool = False  # also sum the head-averaged attention probabilities (for checks against eager)
     prob_total: torch.Tensor | None = None
-    av_gram: dict = field(default_factory=dict)  # layer -> [S, S] sum over sequences of the head-mean Gram of AV
     outputs: dict = field(default_factory=dict)  # layer -> this batch's attention output [B, S, H * D]
-    av_gram_batch: dict = field(default_factory=dict)  # layer -> this batch's Gram sum of AV
+    av_gram: dict = field(default_factory=dict)  # layer -> this batch's sum over sequences of the head-mean Gram of AV
     n_sequences: int = 0
     group_total: torch.Tensor | None = field(init=False, default=None)  # this group's sums, [layers, S, S]
     group_n: int = 0
@@ -112,8 +111,7 @@ class ScoreRecorder:
             return
         heads = output.shape[2]
         gram = torch.einsum("bqhd,bkhd->qk", output.float(), output.float()).double() / heads
-        self.av_gram[layer] = self.av_gram.get(layer, 0) + gram
-        self.av_gram_batch[layer] = gram
+        self.av_gram[layer] = gram
         self.outputs[layer] = output.reshape(output.shape[0], output.shape[1], -1)
 
     def take_group(self) -> tuple[int, np.ndarray]:
@@ -312,7 +310,6 @@ def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8
     device = next(model.parameters()).device
     capture = () if intermediates_layer is None else (intermediates_layer, intermediates_layer + 1)
     recorder = ScoreRecorder(n_layers, seq_len, device, capture_layers=capture[:1])
-    grams: dict = {}
     rng = np.random.default_rng(seed)
     n_probe = min(probe_sequences, n_sequences)
     positions = np.arange(seq_len) if seq_len <= probe_positions else None
@@ -333,10 +330,10 @@ def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8
         with layer_io(layers, wanted) as seen:
             model.model(input_ids=batch, use_cache=False, causalpos_recorder=recorder)  # no LM head: no logits
         if capture:
-            for stage, gram in _intermediates_of_batch(layers, capture[0], seen, recorder, name).items():
-                grams[stage] = grams.get(stage, 0) + gram
+            batch_grams = _intermediates_of_batch(layers, capture[0], seen, recorder, name)
+            batch_grams["c"] = recorder.av_gram[capture[0]]
+            for stage, gram in batch_grams.items():
                 group_grams[stage] = group_grams.get(stage, 0) + gram
-            group_grams["c"] = group_grams.get("c", 0) + recorder.av_gram_batch[capture[0]]
         index = start // batch_size
         if index + 1 == len(batches) or group_of_batch[index + 1] != group_of_batch[index]:
             group_rows.append(_close_group(recorder, group_grams, int(group_of_batch[index]), capture[:1]))
@@ -361,9 +358,10 @@ def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8
     intermediates = pd.DataFrame(columns=INTERMEDIATE_COLUMNS)
     if capture:
         l = capture[0]
-        matrices = {stage: (gram / n_sequences).cpu().numpy() for stage, gram in grams.items()}
+        # the groups' float64 sums add up to the whole: (a), (c)-(h); (b) and (i) are the scores' means
+        matrices = {stage: sum(stages[stage] for *_, stages in group_rows) / n_sequences
+                    for stage in group_rows[0][3] if stage not in "bi"}
         matrices["b"], matrices["i"] = mean[l], mean[l + 1]
-        matrices["c"] = (recorder.av_gram[l] / n_sequences).cpu().numpy()
         intermediates = intermediate_frame(matrices, l, name, n_sequences)
     probe = pd.DataFrame(columns=PROBE_COLUMNS)
     if n_probe:
