@@ -38,9 +38,11 @@ if os.environ.get("CAUSALPOS_SLURM") != "1":
                 "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
 
 try:  # tests/ is on sys.path under pytest's default (prepend) import mode
+    from test_workflow import edit_config
     from test_slurm import (JOB_ID, ROOT, SNAKEMAKE, copy_with_profiles, job_env, run_with_profile,
                             wait_for_accounting)
 except ImportError:  # tests/ as a package
+    from tests.test_workflow import edit_config
     from tests.test_slurm import (JOB_ID, ROOT, SNAKEMAKE, copy_with_profiles, job_env, run_with_profile,
                                   wait_for_accounting)
 
@@ -84,13 +86,6 @@ def running_jobs(workdir: Path) -> dict[str, str]:
     return {job: comment for job, comment, cwd in rows if Path(cwd) == workdir}
 
 
-def edit_config(workdir: Path, section: str, values: dict) -> None:
-    path = workdir / "config.yaml"
-    config = yaml.safe_load(path.read_text())
-    config[section].update(values)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-
-
 def test_profiles_take_job_status_from_squeue():
     """sacct says 'CANCELLED by <uid>' for a scancel'd job; plugin 2.8.0 waits forever on that state."""
     for profile in ("slurm", "slurm-test"):
@@ -100,7 +95,7 @@ def test_profiles_take_job_status_from_squeue():
 
 def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkpoint(cluster, tmp_path):
     workdir = copy_with_profiles(tmp_path)
-    edit_config(workdir, "training", KILL_TRAINING)
+    edit_config(workdir, lambda config: config["training"].update(KILL_TRAINING))
     log = workdir / "logs" / "train" / "nope.log"
 
     # 1. sample, tokenizer and train as SLURM jobs; cancel train once it has written a checkpoint
