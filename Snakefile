@@ -21,11 +21,11 @@ include: "rules/report.smk"
 
 rule all:
     input:
-        THEORY_TABLE,
+        paths.theory_table(),
         rules.tokenizer.output,
-        expand("results/models/{model}/length_eval.parquet", model=MODELS),
+        [paths.model_file(m, "length_eval.parquet") for m in MODELS],
         all_simulations(),
-        SUMMARY_TABLES,
+        paths.summary_tables(),
         rules.claims.output,
         rules.runtimes.output,
         rules.config_record.output,

@@ -55,7 +55,7 @@ def one_side(side: str, folder: str, seq_len: int, n: int, batch: int, threads: 
     import torch
     from transformers import AutoModelForCausalLM
 
-    from causalpos.extract import ATTENTION_NAME, ScoreRecorder, extract, mean_probabilities_eager
+    from causalpos.models.extract import ATTENTION_NAME, ScoreRecorder, extract, mean_probabilities_eager
 
     torch.set_num_threads(threads)
     attention = "eager" if side == "eager" else ATTENTION_NAME
@@ -92,7 +92,7 @@ def model_folder(path: str | None) -> str:
     default = ROOT / "results" / "pretrained" / "smollm2_135m"
     if (default / "model.safetensors").exists():
         return str(default)
-    from causalpos.pretrained import convert_gguf
+    from causalpos.models.pretrained import convert_gguf
 
     out = Path(tempfile.mkdtemp(prefix="bench_extract_")) / "smollm2_135m"
     convert_gguf({"gguf": "embedded"}, out, "bench")

@@ -31,7 +31,7 @@ SIDES = ("engine", "naive")
 
 
 def parse_args(argv=None):
-    from causalpos.simulate import Variant
+    from causalpos.simulation.variant import Variant
 
     defaults = Variant()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -55,7 +55,7 @@ def parse_args(argv=None):
 
 
 def variant_from(args):
-    from causalpos.simulate import Variant
+    from causalpos.simulation.variant import Variant
 
     return Variant(norm=args.norm, scale=args.scale, alpha=args.alpha, pe=args.pe, rope_theta=args.rope_theta,
                    mask=args.mask, residual=args.residual, d=args.d, seq_len=args.seq_len,
@@ -70,7 +70,7 @@ def peak_rss_mib() -> float:
 
 
 def run_engine(v):
-    from causalpos.simulate import simulate
+    from causalpos.simulation.engine import simulate
 
     start = time.perf_counter()
     simulate(dataclasses.replace(v, n_samples=2))  # compile the kernel or load it from numba's cache
@@ -184,7 +184,7 @@ def _timed(fn) -> float:
 
 def agreement(engine, naive, v):
     """z-scores of the mean differences over visible, non-degenerate entries of every layer."""
-    from causalpos.simulate import visible_pairs
+    from causalpos.matrices import visible_pairs
 
     visible = visible_pairs(v.seq_len, v.mask)
     zs, flat = [], 0.0
@@ -206,10 +206,10 @@ def main(argv=None):
         return side_main(args)
     import torch
 
-    from causalpos.simulate import _resolve_sampler
+    from causalpos.simulation.sampling import resolve_sampler
 
     v = variant_from(args)
-    sampler = _resolve_sampler(v, "auto")
+    sampler = resolve_sampler(v, "auto")
     print(f"variant: {v}")
     print(f"machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
           f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}")

@@ -37,8 +37,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from causalpos.model import DEFAULT_MODEL, build_model
-from causalpos.train import DEFAULT_TRAIN, available_cpus, lm_loss, make_optimizer, resolve_device, train
+from causalpos.devices import available_cpus, resolve_device
+from causalpos.models.model import build_model
+from causalpos.models.settings import DEFAULT_MODEL, DEFAULT_TRAIN
+from causalpos.models.train import lm_loss, make_optimizer, train
 
 
 def parse_args(argv=None):

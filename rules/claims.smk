@@ -5,8 +5,8 @@ rule claims:
     input:
         unpack(claims_inputs),
     output:
-        table=CLAIMS_TABLE,
-        markdown="results/summary/claims.md",
+        table=paths.summary_file("claims.parquet"),
+        markdown=paths.summary_file("claims.md"),
         figures=report_figures(
             CLAIMS_FIGURE, caption="../report/claims.rst", category="Claims"
         ),

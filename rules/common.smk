@@ -5,26 +5,22 @@ from pathlib import Path
 # The workflow runs the library of its own checkout, whatever else is installed.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from causalpos.config import (
-    ALL_LAYERS_FIGURE,
-    CLAIMS_FIGURE,
-    CLAIMS_TABLE,
-    claims_inputs as config_claims_inputs,
-    FIGURE_CAPTIONS,
+from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, FIGURES as FIGURE_SPECS
+from causalpos.simulation.variant import Variant
+from causalpos.workflow import paths
+from causalpos.workflow.config import (
     MODELS,
+    claims_inputs as config_claims_inputs,
     extracted_models,
     extraction_settings as config_extraction_settings,
-    model_location,
     figure_inputs as config_figure_inputs,
     figure_options,
-    simulation_table,
+    model_location,
     validate_config,
     variant_params,
 )
-from causalpos.variant import Variant
+from causalpos.workflow.digest import code_digest
 from snakemake import io as snakemake_io  # a line opening with `report` is a directive
-from causalpos.stages import code_digest
-from causalpos.summary import SUMMARY_FILES
 
 # Snakemake's own validate (inside) against the JSON schema, plus cross-key
 # checks; a bad config stops here, before any job, naming the key.
@@ -32,13 +28,8 @@ validate_config(config)
 
 VARIANTS = list(config["simulation"]["variants"])
 FIGURES = list(config["figures"])
-FIGURE_EXTENSIONS = [f".{fmt}" for fmt in config["plot"]["formats"]]
-THEORY_TABLE = "results/theory/layer2_scores.parquet"
-DOCUMENTS = "results/data/documents.parquet"
-TOKENIZER_DIR = "results/tokenizer"
-TOKENS_DIR = "results/tokens"
+FORMATS = list(config["plot"]["formats"])
 EXTRACTED = extracted_models(config)
-SUMMARY_TABLES = [f"results/summary/{name}" for name in SUMMARY_FILES.values()]
 
 
 wildcard_constraints:
@@ -48,27 +39,27 @@ wildcard_constraints:
 
 
 def all_simulations():
-    return [simulation_table(v) for v in VARIANTS]
+    return [paths.simulation_table(v) for v in VARIANTS]
 
 
 def report_figures(stem, caption="../report/figure.rst", category="Figures"):
     """One figure in every configured format, each shown in `snakemake --report`."""
     return [
         snakemake_io.report(
-            f"results/figures/{stem}{ext}",
+            path,
             caption=caption,
             category=category,
             subcategory=lambda wildcards: figure_section(stem.format(**wildcards)),
-            labels={"figure": stem, "format": ext[1:]},
+            labels={"figure": stem, "format": path.rsplit(".", 1)[1]},
         )
-        for ext in FIGURE_EXTENSIONS
+        for path in paths.figure_files(stem, FORMATS)
     ]
 
 
 def figure_section(name):
     """The report's subcategory of a figure: the part of the paper it belongs to."""
     figure = ALL_LAYERS_FIGURE if name.startswith(ALL_LAYERS_FIGURE) else name
-    return FIGURE_CAPTIONS[figure][0] if figure in FIGURE_CAPTIONS else "Figures"
+    return FIGURE_SPECS[figure].section if figure in FIGURE_SPECS else "Figures"
 
 
 def claims_inputs(wildcards):
@@ -77,15 +68,11 @@ def claims_inputs(wildcards):
 
 def figure_caption(wildcards):
     figure = wildcards.get("figure", ALL_LAYERS_FIGURE)
-    return FIGURE_CAPTIONS.get(figure, ("", figure))[1]
-
-
-def figure_files(figure):
-    return [f"results/figures/{figure}{ext}" for ext in FIGURE_EXTENSIONS]
+    return FIGURE_SPECS[figure].caption if figure in FIGURE_SPECS else figure
 
 
 def all_figure_files():
-    return [path for figure in FIGURES for path in figure_files(figure)]
+    return [path for figure in FIGURES for path in paths.figure_files(figure, FORMATS)]
 
 
 def figure_inputs(wildcards):
@@ -93,7 +80,7 @@ def figure_inputs(wildcards):
 
 
 def training_settings_param(wildcards):
-    """The training section as configured (defaults live in causalpos.train, covered by its code digest)."""
+    """The training section as configured (defaults live in causalpos.models.settings, covered by the code digest)."""
     return dict(config.get("training") or {})
 
 
@@ -119,12 +106,12 @@ def extraction_inputs(wildcards):
     model = wildcards.model
     if not is_pretrained(model):
         return {
-            "model": f"results/models/{model}/model.safetensors",
-            "tokens": f"{TOKENS_DIR}/snippets.npy",
+            "model": paths.model_file(model, "model.safetensors"),
+            "tokens": paths.tokens_file("snippets.npy"),
         }
-    inputs = {"documents": DOCUMENTS}
+    inputs = {"documents": paths.documents()}
     if "gguf" in pretrained_spec(wildcards):
-        inputs["model"] = f"results/pretrained/{model}"
+        inputs["model"] = paths.pretrained_dir(model)
     return inputs
 
 
@@ -142,7 +129,7 @@ def model_figure_options(wildcards):
 
 def all_model_figures():
     return [
-        f"results/figures/fig_all_layers_{model}{ext}"
+        path
         for model in EXTRACTED
-        for ext in FIGURE_EXTENSIONS
+        for path in paths.figure_files(f"{ALL_LAYERS_FIGURE}_{model}", FORMATS)
     ]

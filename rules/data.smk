@@ -1,6 +1,6 @@
 rule sample:
     output:
-        DOCUMENTS,
+        paths.documents(),
     log:
         "logs/sample.log",
     conda:
@@ -17,15 +17,15 @@ rule sample:
 
 rule tokenizer:
     input:
-        DOCUMENTS,
+        paths.documents(),
     output:
-        tokenizer=f"{TOKENIZER_DIR}/tokenizer.json",
-        tokenizer_config=f"{TOKENIZER_DIR}/tokenizer_config.json",
-        train=f"{TOKENS_DIR}/train.npy",
-        heldout=f"{TOKENS_DIR}/heldout.npy",
-        blocks=f"{TOKENS_DIR}/blocks.json",
-        snippets=f"{TOKENS_DIR}/snippets.npy",
-        snippet_documents=f"{TOKENS_DIR}/snippets.parquet",
+        tokenizer=f"{paths.tokenizer_dir()}/tokenizer.json",
+        tokenizer_config=f"{paths.tokenizer_dir()}/tokenizer_config.json",
+        train=paths.tokens_file("train.npy"),
+        heldout=paths.tokens_file("heldout.npy"),
+        blocks=paths.tokens_file("blocks.json"),
+        snippets=paths.tokens_file("snippets.npy"),
+        snippet_documents=paths.tokens_file("snippets.parquet"),
     log:
         "logs/tokenizer.log",
     cache: True  # between workflows; no benchmark: allowed (see rule pretrained)

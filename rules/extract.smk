@@ -3,7 +3,7 @@
 # the job's run time is in the report's statistics and in results/summary/runtimes.parquet.
 rule pretrained:
     output:
-        directory("results/pretrained/{model}"),
+        directory(paths.pretrained_dir("{model}")),
     log:
         "logs/pretrained/{model}.log",
     cache: True
@@ -22,10 +22,7 @@ rule extract:
     input:
         unpack(extraction_inputs),
     output:
-        scores="results/activations/{model}/scores.parquet",
-        intermediates="results/activations/{model}/intermediates.parquet",
-        probe="results/activations/{model}/probe.parquet",
-        groups="results/activations/{model}/groups.parquet",
+        **paths.activation_tables("{model}"),
     log:
         "logs/extract/{model}.log",
     cache: True
@@ -46,10 +43,10 @@ rule extract:
 
 rule summary:
     input:
-        scores=expand("results/activations/{model}/scores.parquet", model=EXTRACTED),
-        probe=expand("results/activations/{model}/probe.parquet", model=EXTRACTED),
+        scores=[paths.activation_table(m, "scores") for m in EXTRACTED],
+        probe=[paths.activation_table(m, "probe") for m in EXTRACTED],
     output:
-        SUMMARY_TABLES,
+        paths.summary_tables(),
     log:
         "logs/summary.log",
     conda:
@@ -62,7 +59,7 @@ rule summary:
 
 rule model_figure:
     input:
-        scores="results/activations/{model}/scores.parquet",
+        scores=paths.activation_table("{model}", "scores"),
     output:
         report_figures("fig_all_layers_{model}"),
     log:

@@ -4,13 +4,13 @@
 
 rule runtimes:
     input:
-        train=expand("benchmarks/train/{model}.tsv", model=MODELS),
+        train=[paths.train_benchmark(m) for m in MODELS],
         simulate=all_simulations(),
-        extract=expand("results/activations/{model}/scores.parquet", model=EXTRACTED),
+        extract=[paths.activation_table(m, "scores") for m in EXTRACTED],
     output:
-        table="results/summary/runtimes.parquet",
+        table=paths.summary_file("runtimes.parquet"),
         html=report(
-            "results/summary/runtimes.html",
+            paths.summary_file("runtimes.html"),
             caption="../report/runtimes.rst",
             category="Runtimes",
         ),
@@ -29,7 +29,7 @@ rule runtimes:
 rule config_record:
     output:
         report(
-            "results/summary/config.html",
+            paths.summary_file("config.html"),
             caption="../report/config.rst",
             category="Configuration",
         ),

@@ -1,6 +1,6 @@
 rule simulate:
     output:
-        "results/simulation/{variant}.parquet",
+        paths.simulation_table("{variant}"),
     log:
         "logs/simulate/{variant}.log",
     cache: True  # between workflows; no benchmark: allowed (see rule pretrained)

@@ -1,6 +1,6 @@
 rule theory:
     output:
-        THEORY_TABLE,
+        paths.theory_table(),
     log:
         "logs/theory.log",
     conda:

@@ -1,17 +1,17 @@
 rule train:
     input:
-        blocks=f"{TOKENS_DIR}/blocks.json",
-        train=f"{TOKENS_DIR}/train.npy",
-        heldout=f"{TOKENS_DIR}/heldout.npy",
-        tokenizer=f"{TOKENIZER_DIR}/tokenizer.json",
+        blocks=paths.tokens_file("blocks.json"),
+        train=paths.tokens_file("train.npy"),
+        heldout=paths.tokens_file("heldout.npy"),
+        tokenizer=f"{paths.tokenizer_dir()}/tokenizer.json",
     output:
-        model="results/models/{model}/model.safetensors",
-        config="results/models/{model}/config.json",
-        metrics="results/models/{model}/metrics.parquet",
+        model=paths.model_file("{model}", "model.safetensors"),
+        config=paths.model_file("{model}", "config.json"),
+        metrics=paths.model_file("{model}", "metrics.parquet"),
     log:
         "logs/train/{model}.log",
     benchmark:
-        "benchmarks/train/{model}.tsv"
+        paths.train_benchmark("{model}")
     conda:
         "../envs/causalpos.yaml"
     threads: config["simulation"]["threads"]
@@ -20,7 +20,7 @@ rule train:
     params:
         settings=training_settings_param,
         processes=config["train_processes"],
-        checkpoint_root="results/checkpoints",
+        checkpoint_root=paths.checkpoints_dir(),
         code=code_digest("train"),
     script:
         "../workflow_scripts/train.py"
@@ -28,11 +28,11 @@ rule train:
 
 rule length_eval:
     input:
-        model="results/models/{model}/model.safetensors",
-        blocks=f"{TOKENS_DIR}/blocks.json",
-        heldout=f"{TOKENS_DIR}/heldout.npy",
+        model=paths.model_file("{model}", "model.safetensors"),
+        blocks=paths.tokens_file("blocks.json"),
+        heldout=paths.tokens_file("heldout.npy"),
     output:
-        "results/models/{model}/length_eval.parquet",
+        paths.model_file("{model}", "length_eval.parquet"),
     log:
         "logs/length_eval/{model}.log",
     conda:

@@ -4,8 +4,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalpos.activation_figures import ACTIVATION_FIGURES
-from causalpos.figures import PANEL_SIZE
+from causalpos.figures.registry import FIGURES
+from causalpos.figures.render import DRAW
+from causalpos.figures.style import PANEL_SIZE
+
+# the figures drawn from the extraction tables
+ACTIVATION_FIGURES = {figure: DRAW[figure] for figure, spec in FIGURES.items() if spec.models}
 
 MODELS = {"nope": ("trained", 3, 10), "rope": ("trained", 3, 10), "smol": ("pretrained", 7, 12)}
 PLOT = dict(cmap="viridis", diverging_cmap="coolwarm", dpi=50, formats=["png"], font_scale=1.0, unknown="ignored")

@@ -8,11 +8,13 @@ import pyarrow as pa
 import pytest
 from matplotlib.figure import Figure
 
-from causalpos import claims
-from causalpos.claims import (CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, band_statistics,
-                              build_ledger, concordance, ledger_markdown, nearer_key_advantage, plot_ledger, verdict)
-from causalpos.summary import nonrelativeness
-from causalpos.theory import layer2_scores, theory_frame
+from causalpos.analysis import triangles
+from causalpos.analysis.claims.catalogue import CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, verdict
+from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
+from causalpos.analysis.claims.replicates import LedgerInputs, estimate, stack
+from causalpos.analysis.triangles import advantage_weights, band_statistics, concordance, nearer_key_advantage
+from causalpos.figures.ledger import plot_ledger
+from causalpos.simulation.theory import layer2_scores, theory_frame
 
 S = 10
 R = 40  # bootstrap replicates in most tests: enough for a standard error, fast
@@ -137,19 +139,24 @@ def test_verdict_rule():
         verdict(1.0, 0.1, 0.5, ">=")
 
 
-def test_band_statistics_equal_summary_nonrelativeness():
+def test_band_statistics_by_loops():
+    """The variance share and left-region deficit against a direct computation with plain loops."""
     rng = np.random.default_rng(3)
     matrix = toeplitz() + rng.normal(0, 0.2, (S, S)) + 1.0 / (1.0 + J)
-    rows = long(matrix).rename(columns={"value": "score_mean"})
-    table = rows.assign(model="m", kind="trained", layer=0, score_sem=0.01, seq_len=S, n_sequences=10)
-    summary = nonrelativeness(table).iloc[0]
     stats = band_statistics(packed(matrix)[:, None], S)
-    assert stats["share0"][0] == pytest.approx(summary["index"], rel=1e-10)
-    assert stats["share1"][0] == pytest.approx(summary["index_no_sink"], rel=1e-10)
-    off = matrix[J < I]
-    no_sink = matrix[(J < I) & (J >= 1)]
-    assert stats["deficit0"][0] * off.std() == pytest.approx(summary["deficit"], rel=1e-10)
-    assert stats["deficit1"][0] * no_sink.std() == pytest.approx(summary["deficit_no_sink"], rel=1e-10)
+    left_keys = max(2, int(np.ceil(0.25 * S)))
+    for kmin in (0, 1):
+        pairs = [(i, j) for i in range(S) for j in range(kmin, i)]
+        bands = {}
+        for i, j in pairs:
+            bands.setdefault(i - j, []).append(matrix[i, j])
+        pattern = {(i, j): matrix[i, j] - np.mean(bands[i - j]) for i, j in pairs}
+        scores = np.array([matrix[p] for p in pairs])
+        share = np.var(list(pattern.values())) / np.var(scores)
+        left = np.mean([pattern[(i, j)] for i, j in pairs if j < left_keys])
+        assert stats[f"share{kmin}"][0] == pytest.approx(share, rel=1e-10)
+        assert stats[f"left{kmin}"][0] == pytest.approx(left, rel=1e-10)
+        assert stats[f"deficit{kmin}"][0] == pytest.approx(left / scores.std(), rel=1e-10)
 
 
 def test_concordance_and_advantage_by_loops():
@@ -167,9 +174,9 @@ def test_concordance_and_advantage_by_loops():
 def test_antisymmetric_share():
     u = np.random.default_rng(2).normal(size=S)
     symmetric = u[I] + u[S - 1 - J]  # s(i, j) = s(S-1-j, S-1-i): symmetric about the anti-diagonal
-    assert claims.antisymmetric_share(packed(symmetric)[:, None], S)[0] == pytest.approx(0.0, abs=1e-12)
-    assert claims.antisymmetric_share(packed(toeplitz())[:, None], S)[0] == pytest.approx(0.0, abs=1e-12)
-    assert claims.antisymmetric_share(packed(u[I] - u[S - 1 - J])[:, None], S)[0] == pytest.approx(1.0)
+    assert triangles.antisymmetric_share(packed(symmetric)[:, None], S)[0] == pytest.approx(0.0, abs=1e-12)
+    assert triangles.antisymmetric_share(packed(toeplitz())[:, None], S)[0] == pytest.approx(0.0, abs=1e-12)
+    assert triangles.antisymmetric_share(packed(u[I] - u[S - 1 - J])[:, None], S)[0] == pytest.approx(1.0)
 
 
 # ---------------------------------------------------------------- claim 1: Eq. 4
@@ -444,11 +451,11 @@ def test_bootstrap_uncertainty_matches_the_sequence_standard_error():
     table = pd.DataFrame({"model": "m", "kind": "pretrained", "quantity": "scores", "stage": "", "layer": 0,
                           "group": np.arange(groups), "n_sequences": n // groups, "seq_len": size,
                           "sums": list(sums.astype(np.float32))})
-    data = claims._Inputs(None, None, None, None, table, 400, 0)
-    reps = data._bootstrap("m", "scores", "", 0, size)
-    x = claims._stack(per_sequence.mean(0), reps)
-    sel, weights, pairs = claims._advantage_weights(size, 0)
-    value, se = claims._estimate(nearer_key_advantage(x, size))
+    data = LedgerInputs(None, None, None, None, table, 400, 0)
+    reps = data.bootstrap("m", "scores", "", 0, size)
+    x = stack(per_sequence.mean(0), reps)
+    sel, weights, pairs = advantage_weights(size, 0)
+    value, se = estimate(nearer_key_advantage(x, size))
     exact = (per_sequence[:, sel] @ weights / pairs).std(ddof=1) / np.sqrt(n)
     assert value == pytest.approx((per_sequence[:, sel] @ weights / pairs).mean())
     assert se == pytest.approx(exact, rel=0.3)

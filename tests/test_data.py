@@ -6,7 +6,7 @@ import os
 import pandas as pd
 import pytest
 
-from causalpos.data import sample_documents, split_of, summarize
+from causalpos.models.data import sample_documents, split_of, summarize
 
 EMBEDDED = [{"type": "embedded", "name": "bbc_news"}, {"type": "embedded", "name": "shakespeare"}]
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from causalpos.extract import (
+from causalpos.models.extract import (
     ATTENTION_NAME,
     ExtractionError,
     ScoreRecorder,
@@ -18,7 +18,7 @@ from causalpos.extract import (
     fit_position_probe,
     mean_probabilities_eager,
 )
-from causalpos.model import build_model
+from causalpos.models.model import build_model
 
 TINY = {"n_layers": 3, "hidden_size": 64, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16,
         "intermediate_size": 96, "context": 64}
@@ -207,7 +207,7 @@ def test_probe_runs_on_every_hidden_state(saved):
 def test_a_model_without_llama_layers_is_refused():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from causalpos.extract import decoder_layers
+    from causalpos.models.extract import decoder_layers
 
     gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
     with pytest.raises(ExtractionError, match="model 'gpt2' \\(GPT2LMHeadModel\\) has no decoder layers"):
@@ -216,7 +216,7 @@ def test_a_model_without_llama_layers_is_refused():
 
 def test_failed_extraction_leaves_no_table(saved, tmp_path):
     """Snippets longer than the model's context: the stage stops before writing anything."""
-    from causalpos.stages import run_extract
+    from causalpos.workflow.stages import run_extract
 
     name, folder = saved
     np.save(tmp_path / "snippets.npy", tokens(4, 80))

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from causalpos.cli import main
-from causalpos.config import ConfigError, load_config, validate_config, variant_params
+from causalpos.workflow.cli import main
+from causalpos.workflow.config import ConfigError, load_config, validate_config, variant_params
 from causalpos.io import atomic_path, read_metadata, write_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +125,7 @@ def test_cli_reports_config_errors_without_traceback(tmp_path, capsys):
 def test_cli_stages_write_parquet_and_figures(tmp_path):
     cfg = str(ROOT / ".test" / "config.yaml")
     results = str(tmp_path / "results")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "causalpos.cli", "--configfile", cfg,
+    run = lambda *a: subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "--configfile", cfg,
                                      "--results", results, *a], check=True, capture_output=True, text=True)
     run("theory")
     run("simulate", "l2_alpha0.0_d16")
@@ -141,7 +141,7 @@ def test_cli_data_and_training_stages(tmp_path):
     cfg = str(ROOT / ".test" / "config.yaml")
     results = tmp_path / "results"
     for stage in (["sample"], ["tokenizer"], ["train", "rope"], ["evaluate", "rope"]):
-        subprocess.run([sys.executable, "-m", "causalpos.cli", "--configfile", cfg, "--results", str(results),
+        subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "--configfile", cfg, "--results", str(results),
                         *stage], check=True, capture_output=True, text=True)
     assert len(pd.read_parquet(results / "data" / "documents.parquet")) > 100
     assert (results / "tokens" / "blocks.json").exists() and (results / "tokenizer" / "tokenizer.json").exists()

@@ -5,7 +5,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
-from causalpos.pretrained import bos_prefix, embedded_gguf, gguf_file, load_for_extraction, source_kind
+from causalpos.models.pretrained import bos_prefix, embedded_gguf, gguf_file, load_for_extraction, source_kind
 
 
 def test_embedded_gguf_is_found_without_importing_the_package():

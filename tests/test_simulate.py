@@ -10,20 +10,18 @@ import pandas as pd
 import pytest
 import torch
 
-from causalpos import cpu_kernel as kern
-from causalpos import simulate as sim
-from causalpos.cpu_kernel import block_inputs
-from causalpos.simulate import (
-    Variant,
-    decoder_layers,
-    diagonal_normalise,
-    result_frame,
+from causalpos.simulation import cpu_kernel as kern
+from causalpos.matrices import diagonal_normalise, visible_pairs
+from causalpos.simulation.cpu_kernel import block_inputs
+from causalpos.simulation.engine import decoder_layers, result_frame, simulate
+from causalpos.simulation.sampling import (
+    block_generator,
+    resolve_sampler,
     rope_tables,
     sample_inputs,
     sample_inputs_reduced,
-    simulate,
-    visible_pairs,
 )
+from causalpos.simulation.variant import Variant
 
 SMALL = dict(d=32, seq_len=12, n_layers=3, n_samples=3000)
 
@@ -153,7 +151,7 @@ def test_means_and_sems_equal_direct_numpy_on_the_same_samples(backend):
     if backend == "numba":
         x = np.concatenate([block_inputs(v, b) for b in range(3)])
     else:
-        gen = [sim._block_generator(v.seed, b, torch.device("cpu")) for b in range(3)]
+        gen = [block_generator(v.seed, b, torch.device("cpu")) for b in range(3)]
         x = torch.cat([sample_inputs_reduced(size, n, v.d, v.alpha, g)
                        for g, size in zip(gen, (256, 256, 188))]).numpy()
     assert x.shape[0] == v.n_samples
@@ -180,8 +178,8 @@ def test_means_and_sems_equal_direct_numpy_on_the_same_samples(backend):
 def test_cpu_kernel_equals_torch_decoder_on_identical_inputs(kwargs):
     """Sample by sample: the kernel's block sums equal the torch decoder's on the same X^(0)."""
     v = Variant(**{**dict(d=32, seq_len=11, n_layers=3, n_samples=256), **kwargs})
-    sampler = sim._resolve_sampler(v, "auto")
-    plan = kern._Plan(v, sampler == "reduced")
+    sampler = resolve_sampler(v, "auto")
+    plan = kern.KernelPlan(v, sampler == "reduced")
     x = plan.inputs(0, 256)
     sums = plan.run_block(0, 256, np.zeros((v.n_layers, 2, v.seq_len, plan.n_pad), np.float32))
     n = v.seq_len
@@ -203,7 +201,7 @@ def test_kernel_vector_exp_is_float32_accurate():
     def exp_rows(x, out):
         for i in range(x.shape[0]):
             for t in range(0, x.shape[1], 8):
-                kern._vstore(out, i, t, kern._vexp(kern._vload(x, i, t), np.float32(1.0), np.float32(0.0)))
+                kern.vstore(out, i, t, kern.vexp(kern.vload(x, i, t), np.float32(1.0), np.float32(0.0)))
 
     x = np.linspace(-87.0, 10.0, 64 * 1000, dtype=np.float32).reshape(1000, 64)
     out = np.empty_like(x)
@@ -345,7 +343,8 @@ def test_invalid_engine_options_rejected():
 
 _RSS_SCRIPT = textwrap.dedent("""
     import json, resource, sys
-    from causalpos.simulate import Variant, simulate
+    from causalpos.simulation.engine import simulate
+    from causalpos.simulation.variant import Variant
     backend, small, large = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB on Linux
     for _ in range(2):  # compile or load the kernel; let threads and allocators settle

@@ -15,11 +15,6 @@ locally for comparison (~1.5 min), a failing job (~20 s).
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -33,65 +28,10 @@ if os.environ.get("CAUSALPOS_SLURM") != "1":
     pytest.skip("SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); "
                 "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
 
-try:  # tests/ is on sys.path under pytest's default (prepend) import mode
-    from test_workflow import ROOT, SNAKEMAKE, copy_workflow, snakemake
-except ImportError:  # tests/ as a package
-    from tests.test_workflow import ROOT, SNAKEMAKE, copy_workflow, snakemake
+from conftest import ROOT, JOB_ID, copy_with_profiles, run_with_profile, snakemake, wait_for_accounting
 
 RUN_TIMEOUT = 900  # seconds for one all_figures run
-JOB_ID = re.compile(r"SLURM job id (\d+) on (\S+)")
 # the fixture `cluster` (tests/conftest.py) starts scripts/local-slurm.sh once per session
-
-
-def job_env(workdir: Path) -> dict:
-    """What the submitting process hands to its SLURM jobs (sbatch --export=ALL): the venv first on PATH."""
-    venv_bin = str(Path(sys.executable).parent)
-    return {**os.environ, "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
-            "PYTHONPATH": str(workdir / "src")}
-
-
-def run_with_profile(workdir: Path, profile: Path, *targets: str, timeout: int) -> tuple[int, str, float]:
-    """Run snakemake under a profile; on timeout interrupt it (SIGINT, which also cancels its SLURM jobs) and fail."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([SNAKEMAKE, "--profile", str(profile), *targets], cwd=workdir, env=job_env(workdir),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
-        try:
-            out, _ = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        pytest.fail(f"snakemake --profile {profile.name} {' '.join(targets)} still running after {timeout} s "
-                    f"(a lost SLURM job?):\n{out[-5000:]}")
-    return proc.returncode, out, time.perf_counter() - start
-
-
-def sacct_states(job_ids) -> dict[str, str]:
-    """SLURM job id -> state of the job allocation (-X), from accounting."""
-    proc = subprocess.run(["sacct", "-j", ",".join(map(str, job_ids)), "--format=JobID,State,ExitCode",
-                           "--noheader", "-X", "-P"], capture_output=True, text=True, check=True)
-    rows = [line.split("|") for line in proc.stdout.splitlines() if line.strip()]
-    return {job: state.split()[0] for job, state, _ in rows}
-
-
-def wait_for_accounting(job_ids, timeout: float = 30) -> dict[str, str]:
-    """sacct's states once every job has a final one (slurmctld sends the end record to slurmdbd asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        states = sacct_states(job_ids)
-        final = all(states.get(str(job), "PENDING") not in ("PENDING", "RUNNING", "COMPLETING") for job in job_ids)
-        if final or time.monotonic() > deadline:
-            return states
-        time.sleep(1)
-
-
-def copy_with_profiles(dest: Path) -> Path:
-    workdir = copy_workflow(dest)  # Snakefile, rules, scripts, src and .test/config.yaml as config.yaml
-    shutil.copytree(ROOT / "profiles", workdir / "profiles")  # profiles/default is the workflow profile there too
-    return workdir
 
 
 @pytest.fixture(scope="module")

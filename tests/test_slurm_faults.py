@@ -37,14 +37,8 @@ if os.environ.get("CAUSALPOS_SLURM") != "1":
     pytest.skip("SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); "
                 "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
 
-try:  # tests/ is on sys.path under pytest's default (prepend) import mode
-    from test_workflow import edit_config
-    from test_slurm import (JOB_ID, ROOT, SNAKEMAKE, copy_with_profiles, job_env, run_with_profile,
-                            wait_for_accounting)
-except ImportError:  # tests/ as a package
-    from tests.test_workflow import edit_config
-    from tests.test_slurm import (JOB_ID, ROOT, SNAKEMAKE, copy_with_profiles, job_env, run_with_profile,
-                                  wait_for_accounting)
+from conftest import (JOB_ID, ROOT, SNAKEMAKE, copy_with_profiles, edit_config, job_env, run_with_profile,
+                      wait_for_accounting)
 
 TEST_PROFILE = ROOT / "profiles" / "slurm-test"
 SUBMIT_LIMIT = 120  # seconds: a request SLURM refuses must fail this fast, not hang
@@ -135,7 +129,7 @@ def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkp
     last_logged = max(int(m.group(1)) for m in STEP_LINE.finditer(log.read_text()))
     assert last_logged < KILL_TRAINING["steps"], "training finished before it was cancelled: raise steps"
     # the checkpoint is no output of the rule: Snakemake leaves it where the training wrote it
-    from causalpos.train import load_checkpoint
+    from causalpos.models.train import load_checkpoint
 
     (checkpoint,) = workdir.glob("results/checkpoints/nope/*/last.ckpt")
     step = load_checkpoint(checkpoint)["step"]

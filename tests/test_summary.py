@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from causalpos.io import read_metadata
-from causalpos.summary import (INCREASING_COLUMNS, NONRELATIVENESS_COLUMNS, PROBE_SUMMARY_COLUMNS,
+from causalpos.analysis.summary import (INCREASING_COLUMNS, NONRELATIVENESS_COLUMNS, PROBE_SUMMARY_COLUMNS,
                                increasing_fraction, nonrelativeness, probe_summary, write_summaries)
 
 N = 10

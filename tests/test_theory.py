@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from causalpos import theory
-from causalpos.simulate import Variant, simulate
+from causalpos.simulation import theory
+from causalpos.simulation.engine import simulate
+from causalpos.simulation.variant import Variant
 
 ALPHAS = [0.0, 0.05, 0.2, 0.5, 0.9, 0.99]
 POSITIONS = np.arange(1, 301)

@@ -19,8 +19,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from causalpos.model import build_model, count_parameters, model_settings
-from causalpos.train import (
+from causalpos.models.model import build_model, count_parameters
+from causalpos.models.settings import model_settings, training_settings
+from causalpos.models.train import (
     CHECKPOINT_NAME,
     DEBUG_ENV,
     METRIC_COLUMNS,
@@ -31,7 +32,6 @@ from causalpos.train import (
     lr_at,
     micro_batch_blocks,
     train,
-    training_settings,
 )
 
 VOCAB, BLOCK = 300, 32
@@ -230,7 +230,7 @@ def test_outputs_load_and_the_model_learned(trained, data):
 
 
 def command(data: Path, root: Path, config: Path) -> list[str]:
-    return [sys.executable, "-m", "causalpos.train", "--blocks", str(data / "blocks"), "--out", str(root / "out"),
+    return [sys.executable, "-m", "causalpos.models.train", "--blocks", str(data / "blocks"), "--out", str(root / "out"),
             "--checkpoints", str(root / "ckpt"), "--config", str(config), "--model", "nope",
             "--tokenizer", str(data / "tokenizer")]
 
@@ -348,8 +348,8 @@ def test_paper_config_is_the_papers_recipe():
     peak lr 3e-4, a 1M-token global batch and 20B tokens (Section 4.2)."""
     from transformers import SmolLM3ForCausalLM
 
-    from causalpos.config import load_config
-    from causalpos.model import model_config
+    from causalpos.workflow.config import load_config
+    from causalpos.models.model import model_config
 
     config = load_config(Path(__file__).resolve().parents[1] / "config" / "paper.yaml")
     training, block = config["training"], config["tokenizer"]["block_len"]

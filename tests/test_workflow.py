@@ -19,29 +19,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from causalpos.config import ACTIVATION_TABLES
+from causalpos.tables import ACTIVATION_TABLES
+from conftest import copy_workflow, edit_config, snakemake
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 pytestmark = pytest.mark.workflow
-
-
-def copy_workflow(dest: Path) -> Path:
-    for name in ("Snakefile", "rules", "workflow_scripts", "envs", "report"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)
-    shutil.copytree(ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    shutil.copy2(ROOT / ".test" / "config.yaml", dest / "config.yaml")
-    return dest
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
-    proc = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def planned_jobs(workdir: Path, target: str = "all_figures") -> set[tuple[str, str]]:
@@ -59,14 +40,8 @@ def planned_jobs(workdir: Path, target: str = "all_figures") -> set[tuple[str, s
     return {job for job in jobs if job[0] not in ("all", "all_figures")}
 
 
-def edit_config(workdir: Path, change) -> None:
-    path = workdir / "config.yaml"
-    config = yaml.safe_load(path.read_text())
-    change(config)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-
-
 def touch_source(workdir: Path, module: str) -> None:
+    """Append a comment to src/causalpos/<module>.py of the copy (module as a path, e.g. "models/data")."""
     path = workdir / "src" / "causalpos" / f"{module}.py"
     path.write_text(path.read_text() + "\n# an edit\n")
 
@@ -157,7 +132,7 @@ def with_ledger(jobs: set) -> set:
 
 
 def test_editing_data_code_reruns_the_data_branch_only(rerun_copy):
-    touch_source(rerun_copy, "data")
+    touch_source(rerun_copy, "models/data")
     expected = {("sample", ""), ("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS | LLM_ANALYSIS
     assert planned_jobs(rerun_copy, "all") == with_ledger(expected)  # the documents feed the LLM's sequences too
 
@@ -215,7 +190,7 @@ def test_changing_a_plot_option_reruns_only_figures(rerun_copy):
 
 
 def test_editing_simulation_code_reruns_simulations_and_figures(rerun_copy):
-    touch_source(rerun_copy, "simulate")
+    touch_source(rerun_copy, "simulation/engine")
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
     expected = {("simulate", v) for v in config["simulation"]["variants"]}
     expected |= {("figure", f) for f, spec in config["figures"].items() if spec.get("variants")}
@@ -223,18 +198,18 @@ def test_editing_simulation_code_reruns_simulations_and_figures(rerun_copy):
 
 
 def test_editing_figure_code_reruns_only_figures(rerun_copy):
-    touch_source(rerun_copy, "figures")
+    touch_source(rerun_copy, "figures/style")
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
     assert planned_jobs(rerun_copy) == all_figure_jobs(config) | {("claims", "")}  # the ledger draws its figure
 
 
 def test_editing_extraction_code_reruns_extraction_summary_and_their_figures(rerun_copy):
-    touch_source(rerun_copy, "extract")
+    touch_source(rerun_copy, "models/extract")
     assert planned_jobs(rerun_copy, "all") == with_ledger(TRAINED_ANALYSIS | LLM_ANALYSIS)
 
 
 def test_editing_theory_code_reruns_theory_and_figures_not_simulations(rerun_copy):
-    touch_source(rerun_copy, "theory")
+    touch_source(rerun_copy, "simulation/theory")
     jobs = planned_jobs(rerun_copy)
     assert ("theory", "") in jobs
     assert not any(rule == "simulate" for rule, _ in jobs)
@@ -260,7 +235,7 @@ def test_bad_config_fails_before_any_job(tmp_path, change, message):
 def test_cli_stage_gives_the_rule_output(rerun_copy):
     """`causalpos simulate NAME` does what rule simulate did for that variant."""
     env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
-    subprocess.run([sys.executable, "-m", "causalpos.cli", "simulate", "l2_alpha0.2", "--threads", "1",
+    subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "simulate", "l2_alpha0.2", "--threads", "1",
                     "-o", "by_cli.parquet"], cwd=rerun_copy, env=env, check=True, capture_output=True)
     by_rule = pd.read_parquet(rerun_copy / "results" / "simulation" / "l2_alpha0.2.parquet")
     pd.testing.assert_frame_equal(pd.read_parquet(rerun_copy / "by_cli.parquet"), by_rule)
@@ -273,7 +248,7 @@ def test_cli_train_gives_the_rule_model(rerun_copy):
     for folder in ("tokens", "tokenizer"):  # the CLI trains under by_cli/, on the rule's data
         shutil.copytree(rerun_copy / "results" / folder, rerun_copy / "by_cli" / folder)
     env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
-    subprocess.run([sys.executable, "-m", "causalpos.cli", "--results", "by_cli", "train", "nope"], cwd=rerun_copy,
+    subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "--results", "by_cli", "train", "nope"], cwd=rerun_copy,
                    env=env, check=True, capture_output=True)
     by_rule = load_file(rerun_copy / "results" / "models" / "nope" / "model.safetensors")
     by_cli = load_file(rerun_copy / "by_cli" / "models" / "nope" / "model.safetensors")
@@ -315,7 +290,7 @@ def test_cli_extract_gives_the_rule_tables(rerun_copy):
     tables = rerun_copy / "results" / "activations" / "nope"
     by_rule = {name: pd.read_parquet(tables / f"{name}.parquet") for name in ACTIVATION_TABLES}
     env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
-    subprocess.run([sys.executable, "-m", "causalpos.cli", "extract", "nope"], cwd=rerun_copy, env=env, check=True,
+    subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "extract", "nope"], cwd=rerun_copy, env=env, check=True,
                    capture_output=True)
     for name, frame in by_rule.items():
         pd.testing.assert_frame_equal(pd.read_parquet(tables / f"{name}.parquet"), frame, rtol=1e-6)
@@ -374,6 +349,6 @@ def test_claims_ledger_from_the_run_and_by_the_cli(rerun_copy):
     env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
     shutil.copytree(rerun_copy / "results", rerun_copy / "by_cli", dirs_exist_ok=True, symlinks=True)
     (rerun_copy / "by_cli" / "summary" / "claims.parquet").unlink()
-    subprocess.run([sys.executable, "-m", "causalpos.cli", "--results", "by_cli", "claims"], cwd=rerun_copy,
+    subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "--results", "by_cli", "claims"], cwd=rerun_copy,
                    env=env, check=True, capture_output=True)
     pd.testing.assert_frame_equal(pd.read_parquet(rerun_copy / "by_cli" / "summary" / "claims.parquet"), ledger)

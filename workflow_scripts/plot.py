@@ -3,7 +3,7 @@ import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
 
-from causalpos.stages import log_to_file, run_figure
+from causalpos.workflow.stages import log_to_file, run_figure
 
 with log_to_file(snakemake.log[0]):
     run_figure(

@@ -4,7 +4,7 @@ import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
 
-from causalpos.stages import log_to_file, run_tokenizer
+from causalpos.workflow.stages import log_to_file, run_tokenizer
 
 p = snakemake.params
 with log_to_file(snakemake.log[0]):

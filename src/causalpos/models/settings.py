@@ -1,7 +1,7 @@
 """Settings of the training stage: defaults and checks, in plain Python.
 
 The workflow checks the `training` section with these before any job runs
-(no torch import at DAG time); `causalpos.model` and `causalpos.train` use the
+(no torch import at DAG time); `causalpos.models.model` and `causalpos.models.train` use the
 same functions, so a bad value is named the same way everywhere.
 """
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -12,71 +10,16 @@ import sys
 import time
 
 from causalpos import __version__
-from causalpos.config import ACTIVATION_TABLES
+from causalpos.devices import available_cpus, resolve_device
 from causalpos.io import read_tables, write_parquet
+from causalpos.tables import ACTIVATION_TABLES
+from causalpos.workflow.digest import code_digest
 
 log = logging.getLogger("causalpos")
 
-# The code that decides each stage's output: the library modules it runs and
-# its runner function below. The workflow passes code_digest(stage) as a param,
-# so an edit there reruns the stage, and an edit elsewhere does not.
-STAGE_MODULES = {
-    "sample": ["causalpos.data", "causalpos.io"],
-    "tokenizer": ["causalpos.tokenizer", "causalpos.io"],
-    "theory": ["causalpos.theory", "causalpos.io"],
-    "simulate": ["causalpos.variant", "causalpos.simulate", "causalpos.cpu_kernel", "causalpos.matrices",
-                 "causalpos.io"],
-    "plot": ["causalpos.figures", "causalpos.activation_figures", "causalpos.summary", "causalpos.theory",
-             "causalpos.io"],
-    "train": ["causalpos.train", "causalpos.train_settings", "causalpos.model", "causalpos.io"],
-    "length_eval": ["causalpos.train", "causalpos.train_settings", "causalpos.model", "causalpos.io"],
-    "pretrained": ["causalpos.pretrained"],
-    "extract": ["causalpos.extract", "causalpos.pretrained", "causalpos.tokenizer", "causalpos.matrices",
-                "causalpos.io"],
-    "summary": ["causalpos.summary", "causalpos.io"],
-    "runtimes": ["causalpos.runtimes", "causalpos.io"],
-    "config_record": ["causalpos.io"],
-    "claims": ["causalpos.claims", "causalpos.summary", "causalpos.theory", "causalpos.figures", "causalpos.io"],
-}
-STAGE_RUNNERS = {"sample": "run_sample", "tokenizer": "run_tokenizer", "theory": "run_theory",
-                 "simulate": "run_simulation", "plot": "run_figure", "train": "run_train",
-                 "length_eval": "run_length_eval", "pretrained": "run_pretrained", "extract": "run_extract",
-                 "summary": "run_summary", "runtimes": "run_runtimes",
-                 "config_record": "run_config_record", "claims": "run_claims"}
-
-
-def _source(module: str) -> str:
-    spec = importlib.util.find_spec(module)  # finds the file without importing the module
-    if spec is None or spec.origin is None:
-        raise ImportError(f"cannot find module {module}")
-    with open(spec.origin, encoding="utf-8") as fh:
-        return fh.read()
-
-
-def _function_source(module: str, name: str) -> str:
-    tree = ast.parse(source := _source(module))
-    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    return ast.get_source_segment(source, node)
-
-
-def code_digest(stage: str) -> str:
-    """SHA-256 over the source of the stage's modules and runner (content, not mtime)."""
-    digest = hashlib.sha256()
-    for module in STAGE_MODULES[stage]:
-        digest.update(module.encode() + b"\0" + _source(module).encode())
-    digest.update(_function_source(__name__, STAGE_RUNNERS[stage]).encode())
-    return digest.hexdigest()[:16]
-
-
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
 
 def run_sample(sources: list, heldout_fraction: float, seed: int, max_documents, output) -> None:
-    from causalpos.data import sample_documents, summarize
+    from causalpos.models.data import sample_documents, summarize
 
     documents = sample_documents(sources, heldout_fraction=heldout_fraction, seed=seed,
                                  max_documents=max_documents)
@@ -91,7 +34,7 @@ def run_tokenizer(documents_path, name, vocab_size: int, block_len: int, snippet
     """Train (name None) or load the tokenizer, save it, and write token blocks and snippets."""
     import pandas as pd
 
-    from causalpos.tokenizer import load_tokenizer, train_bpe, write_snippets, write_token_blocks
+    from causalpos.models.tokenizer import load_tokenizer, train_bpe, write_snippets, write_token_blocks
 
     documents = pd.read_parquet(documents_path)
     start = time.perf_counter()
@@ -129,14 +72,14 @@ def run_train(model: str, settings: dict, tokens_dir, tokenizer_dir, out_dir, ch
     checkpoints = checkpoint_folder(checkpoint_root, model, settings, os.path.join(tokens_dir, "blocks.json"))
     log.info("train %s: %s; checkpoints in %s", model, settings, checkpoints)
     if processes == 1:
-        from causalpos.train import train
+        from causalpos.models.train import train
 
         train(model, model == "rope", tokens_dir, out_dir, checkpoints, settings, tokenizer_dir=tokenizer_dir, log=log)
         return
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(settings, fh)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-               "-m", "causalpos.train", "--model", model, "--blocks", str(tokens_dir), "--out", str(out_dir),
+               "-m", "causalpos.models.train", "--model", model, "--blocks", str(tokens_dir), "--out", str(out_dir),
                "--checkpoints", checkpoints, "--config", fh.name, "--tokenizer", str(tokenizer_dir)]
     log.info("launch: %s", " ".join(command))
     try:
@@ -146,7 +89,7 @@ def run_train(model: str, settings: dict, tokens_dir, tokenizer_dir, out_dir, ch
 
 
 def run_length_eval(model_dir, tokens_dir, factors, max_sequences: int, output, device: str = "auto") -> None:
-    from causalpos.train import evaluate_lengths
+    from causalpos.models.train import evaluate_lengths
 
     frame = evaluate_lengths(model_dir, tokens_dir, factors=factors, max_sequences=max_sequences, device=device)
     write_parquet(frame, output, {"stage": "length_eval", "version": __version__})
@@ -155,7 +98,7 @@ def run_length_eval(model_dir, tokens_dir, factors, max_sequences: int, output, 
 
 def run_pretrained(name: str, spec: dict, out_dir) -> None:
     """Dequantise a GGUF model into a safetensors folder (loaded in a second by the extraction)."""
-    from causalpos.pretrained import convert_gguf
+    from causalpos.models.pretrained import convert_gguf
 
     convert_gguf(spec, out_dir, f"extraction.pretrained.models.{name}")
 
@@ -170,13 +113,12 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
     import numpy as np
     import pandas as pd
 
-    from causalpos.extract import ATTENTION_NAME, extract
-    from causalpos.pretrained import bos_prefix, load_for_extraction
-    from causalpos.tokenizer import snippet_tokens
-    from causalpos.train import resolve_device
+    from causalpos.models.extract import ATTENTION_NAME, extract
+    from causalpos.models.pretrained import bos_prefix, load_for_extraction
+    from causalpos.models.tokenizer import snippet_tokens
 
     setting = f"extraction.pretrained.models.{name}" if settings["kind"] == "pretrained" else f"model {name}"
-    dev = resolve_device(device)
+    dev = resolve_device(device, "extraction.device")
     started = time.perf_counter()
     pretrained = settings["kind"] == "pretrained"  # trained models read token ids: no tokenizer needed
     model, tokenizer = load_for_extraction(str(location), setting, dev, ATTENTION_NAME, with_tokenizer=pretrained)
@@ -204,7 +146,7 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
 
 def run_summary(scores, probes, out_dir) -> None:
     """The measured claims of Sections 4.2 and 5.2, per model and layer, to results/summary/."""
-    from causalpos.summary import write_summaries
+    from causalpos.analysis.summary import write_summaries
 
     written = write_summaries(read_tables(scores), read_tables(probes), out_dir)
     log.info("summary -> %s", ", ".join(map(str, written.values())))
@@ -213,7 +155,7 @@ def run_summary(scores, probes, out_dir) -> None:
 def run_runtimes(benchmarks: dict, parquets: dict, table, html) -> None:
     """Run times of the expensive jobs (benchmark files and Parquet metadata) to a table and an HTML page."""
     from causalpos.io import atomic_path
-    from causalpos.runtimes import runtime_frame, runtime_html
+    from causalpos.analysis.runtimes import runtime_frame, runtime_html
 
     frame = runtime_frame(benchmarks, parquets)
     write_parquet(frame, table, {"stage": "runtimes", "version": __version__})
@@ -224,8 +166,9 @@ def run_runtimes(benchmarks: dict, parquets: dict, table, html) -> None:
 
 def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: dict) -> None:
     """The claims ledger from the other stages' Parquet results: a table, its Markdown and its figure."""
-    from causalpos.claims import build_ledger, ledger_markdown, plot_ledger
-    from causalpos.figures import save_figure
+    from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
+    from causalpos.figures.ledger import plot_ledger
+    from causalpos.figures.style import save_figure
     from causalpos.io import atomic_path
 
     start = time.perf_counter()
@@ -258,7 +201,7 @@ def run_config_record(config: dict, output) -> None:
 
 
 def run_theory(seq_len: int, alphas, output) -> None:
-    from causalpos.theory import theory_frame
+    from causalpos.simulation.theory import theory_frame
 
     frame = theory_frame(seq_len, alphas)
     write_parquet(frame, output, {"stage": "theory", "version": __version__})
@@ -269,7 +212,8 @@ def run_simulation(name: str, params: dict, output, device: str = "auto", thread
                    chunk_size: int = 1024) -> None:
     import torch
 
-    from causalpos.simulate import Variant, result_frame, simulate
+    from causalpos.simulation.engine import result_frame, simulate
+    from causalpos.simulation.variant import Variant
 
     variant = Variant(**params)
     if threads:
@@ -296,7 +240,7 @@ def run_simulation(name: str, params: dict, output, device: str = "auto", thread
 
 def run_figure(figure: str, inputs: dict, options: dict, outputs) -> None:
     """Draw one figure; `inputs` maps a table name to the Parquet files it is read from."""
-    from causalpos.figures import render_figure
+    from causalpos.figures.render import render_figure
 
     start = time.perf_counter()
     tables = {name: read_tables(paths) for name, paths in inputs.items() if paths}

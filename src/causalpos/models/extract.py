@@ -37,19 +37,11 @@ from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from causalpos.matrices import diagonal_normalise
+from causalpos.tables import GROUP_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS, SCORE_COLUMNS
 
 log = logging.getLogger("causalpos")
 
 ATTENTION_NAME = "causalpos_scores"
-STAGES = {
-    "a": "LN(X)", "b": "QK^T/sqrt(d)", "c": "AV", "d": "AVW_O", "e": "O = AVW_O + X", "f": "LN(O)",
-    "g": "X' = FFN(LN(O)) + O", "h": "LN(X') (next layer)", "i": "QK^T/sqrt(d) (next layer)",
-}
-SCORE_COLUMNS = ["model", "kind", "layer", "query_pos", "key_pos", "score_mean", "score_sem", "score_diagnorm",
-                 "n_sequences", "seq_len"]
-INTERMEDIATE_COLUMNS = ["model", "layer", "stage", "query_pos", "key_pos", "value", "n_sequences", "seq_len"]
-PROBE_COLUMNS = ["model", "kind", "layer", "mae", "mae_baseline", "n_train", "n_test", "seq_len"]
-GROUP_COLUMNS = ["model", "kind", "quantity", "stage", "layer", "group", "n_sequences", "seq_len", "sums"]
 
 
 class ExtractionError(RuntimeError):

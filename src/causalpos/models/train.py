@@ -2,11 +2,11 @@
 
 The paper trains a 1.5B Llama-3 decoder without positional encoding (AdamW,
 cosine schedule with warmup, peak lr 3e-4, context 1024). Here the same recipe
-trains two small decoders that differ only in RoPE (`causalpos.model`):
+trains two small decoders that differ only in RoPE (`causalpos.models.model`):
 
-    python -m causalpos.train --blocks data/blocks --out models/nope \
+    python -m causalpos.models.train --blocks data/blocks --out models/nope \
         --checkpoints checkpoints/nope --config training.json --model nope
-    torchrun --standalone --nproc_per_node 2 -m causalpos.train ...   # same, data parallel
+    torchrun --standalone --nproc_per_node 2 -m causalpos.models.train ...   # same, data parallel
 
 A plain PyTorch loop (nanoGPT style): gradient accumulation, clipping, bf16
 autocast on CUDA (fp32 on CPU), DistributedDataParallel when WORLD_SIZE > 1,
@@ -43,10 +43,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from causalpos.devices import available_cpus, resolve_device
 from causalpos.io import atomic_path, write_parquet
-from causalpos.model import build_model, count_parameters
-from causalpos.stages import available_cpus  # noqa: F401  (re-exported for bench/)
-from causalpos.train_settings import DEFAULT_MODEL, DEFAULT_TRAIN, training_settings  # noqa: F401  (re-exported)
+from causalpos.models.model import build_model, count_parameters
+from causalpos.models.settings import training_settings
 
 # Settings that do not change the weights a run ends with: a run may resume
 # from a checkpoint written under different values of these.
@@ -193,20 +193,12 @@ class Context:
         return tensor.tolist()
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("training.device = cuda but no CUDA device is available")
-    return torch.device(name)
-
-
 def setup(cfg: dict) -> Context:
     """Rank, world size and device from torchrun's environment; a process group when WORLD_SIZE > 1."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = resolve_device(cfg["device"])
+    device = resolve_device(cfg["device"], "training.device")
     if device.type == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
@@ -589,7 +581,7 @@ def evaluate_lengths(model_dir, blocks_dir, factors=(1, 2, 4), max_sequences: in
         raise ValueError(f"factors = {factors} must be positive integers")
     if threads:
         torch.set_num_threads(threads)
-    dev = resolve_device(device)
+    dev = resolve_device(device, "training.device")
     model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").to(dev).eval()
     limit = model.config.max_position_embeddings
     longest = factors[-1] * blocks.block_len
@@ -628,7 +620,7 @@ def _trained_name(model_dir: Path) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m causalpos.train", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m causalpos.models.train", description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", required=True, help="token-blocks folder (train.npy, heldout.npy, blocks.json)")
     parser.add_argument("--out", required=True, help="folder for the trained model and metrics.parquet")
     parser.add_argument("--checkpoints", required=True, help="folder for last.ckpt (resumed from if present)")
@@ -646,7 +638,7 @@ def main(argv=None) -> int:
         train(args.model, args.model == "rope", args.blocks, args.out, args.checkpoints, cfg,
               tokenizer_dir=args.tokenizer)
     except (ValueError, CheckpointError, FileNotFoundError) as err:
-        print(f"causalpos.train: {err}", file=sys.stderr)
+        print(f"causalpos.models.train: {err}", file=sys.stderr)
         return 2
     return 0
 

@@ -1,7 +1,7 @@
 """The CPU backend of the Monte Carlo engine: the decoder of Eq. 1 compiled with numba.
 
-`simulate.simulate` calls `simulate_blocks` on the CPU. It draws exactly the
-samples of `simulate.sample_inputs` / `sample_inputs_reduced` (same law; its own
+`engine.simulate` calls `simulate_blocks` on the CPU. It draws exactly the
+samples of `sampling.sample_inputs` / `sample_inputs_reduced` (same law; its own
 seeded layout) and returns the same moments as the torch path.
 """
 
@@ -17,8 +17,8 @@ from llvmlite import ir as llvm_ir
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from causalpos.simulate import _block_generator, _block_sizes, _chi_dof, _mean_sem, _resolve_sampler, rope_tables
-from causalpos.variant import LAYERNORM_EPS, Variant
+from causalpos.simulation.sampling import block_generator, block_sizes, chi_dof, mean_sem, resolve_sampler, rope_tables
+from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 
 # # The kernel runs the decoder one sample at a time with every buffer small
 # enough to stay in L1/L2, and skips the work that structure makes zero:
@@ -122,7 +122,7 @@ def _exp_lanes(builder, x):
 
 
 @intrinsic
-def _vload(typingctx, array, row, col):
+def vload(typingctx, array, row, col):
     """array[row, col:col + 8] as a vector."""
     def codegen(context, builder, signature, args):
         ptr = _vector_pointer(context, builder, signature.args[0], *args)
@@ -131,7 +131,7 @@ def _vload(typingctx, array, row, col):
 
 
 @intrinsic
-def _vstore(typingctx, array, row, col, vec):
+def vstore(typingctx, array, row, col, vec):
     """array[row, col:col + 8] = vec."""
     def codegen(context, builder, signature, args):
         ptr = _vector_pointer(context, builder, signature.args[0], *args[:3])
@@ -183,7 +183,7 @@ def _vsum(typingctx, vec):
 
 
 @intrinsic
-def _vexp(typingctx, vec, scale, shift):
+def vexp(typingctx, vec, scale, shift):
     """exp(vec * scale - shift) per lane."""
     def codegen(context, builder, signature, args):
         x = _vintrinsic(builder, "fma", _as_vector(builder, args[0]), _broadcast(builder, args[1]),
@@ -313,17 +313,17 @@ def _score_row(QT, S, i, w, lo8, n8):
     """S[i, j] = <q_i, q_j> for j < n8[i]; column k of Q is zero in rows j < lo8[k]."""
     zero = _vzero()
     for t in range(0, n8[i], _PAD):
-        _vstore(S, i, t, zero)
+        vstore(S, i, t, zero)
     k = 0
     while k + 4 <= w[i]:  # four columns per pass: one load and store of S per four products
         a0, a1, a2, a3 = QT[k, i], QT[k + 1, i], QT[k + 2, i], QT[k + 3, i]
         for t in range(lo8[k], n8[i], _PAD):
-            q0, q1, q2, q3 = _vload(QT, k, t), _vload(QT, k + 1, t), _vload(QT, k + 2, t), _vload(QT, k + 3, t)
-            _vstore(S, i, t, _fma4(a0, a1, a2, a3, q0, q1, q2, q3, _vload(S, i, t)))
+            q0, q1, q2, q3 = vload(QT, k, t), vload(QT, k + 1, t), vload(QT, k + 2, t), vload(QT, k + 3, t)
+            vstore(S, i, t, _fma4(a0, a1, a2, a3, q0, q1, q2, q3, vload(S, i, t)))
         k += 4
     while k < w[i]:
         for t in range(lo8[k], n8[i], _PAD):
-            _vstore(S, i, t, _vfma(QT[k, i], _vload(QT, k, t), _vload(S, i, t)))
+            vstore(S, i, t, _vfma(QT[k, i], vload(QT, k, t), vload(S, i, t)))
         k += 1
 
 
@@ -333,22 +333,22 @@ def _score_row_pair(QT, S, i, w, lo8, n8):
     j = i + 1
     zero = _vzero()
     for t in range(0, n8[j], _PAD):
-        _vstore(S, i, t, zero)
-        _vstore(S, j, t, zero)
+        vstore(S, i, t, zero)
+        vstore(S, j, t, zero)
     k = 0
     while k + 4 <= w[j]:  # QT[k, i] = 0 where k >= w[i]
         a0, a1, a2, a3 = QT[k, i], QT[k + 1, i], QT[k + 2, i], QT[k + 3, i]
         b0, b1, b2, b3 = QT[k, j], QT[k + 1, j], QT[k + 2, j], QT[k + 3, j]
         for t in range(lo8[k], n8[j], _PAD):
-            q0, q1, q2, q3 = _vload(QT, k, t), _vload(QT, k + 1, t), _vload(QT, k + 2, t), _vload(QT, k + 3, t)
-            _vstore(S, i, t, _fma4(a0, a1, a2, a3, q0, q1, q2, q3, _vload(S, i, t)))
-            _vstore(S, j, t, _fma4(b0, b1, b2, b3, q0, q1, q2, q3, _vload(S, j, t)))
+            q0, q1, q2, q3 = vload(QT, k, t), vload(QT, k + 1, t), vload(QT, k + 2, t), vload(QT, k + 3, t)
+            vstore(S, i, t, _fma4(a0, a1, a2, a3, q0, q1, q2, q3, vload(S, i, t)))
+            vstore(S, j, t, _fma4(b0, b1, b2, b3, q0, q1, q2, q3, vload(S, j, t)))
         k += 4
     while k < w[j]:
         for t in range(lo8[k], n8[j], _PAD):
-            q0 = _vload(QT, k, t)
-            _vstore(S, i, t, _vfma(QT[k, i], q0, _vload(S, i, t)))
-            _vstore(S, j, t, _vfma(QT[k, j], q0, _vload(S, j, t)))
+            q0 = vload(QT, k, t)
+            vstore(S, i, t, _vfma(QT[k, i], q0, vload(S, i, t)))
+            vstore(S, j, t, _vfma(QT[k, j], q0, vload(S, j, t)))
         k += 1
 
 
@@ -380,15 +380,15 @@ def _softmax(S, P, n8, inv_div, causal):
         span = n8[i] if causal else width
         diag = S[i, i] * inv_div
         for t in range(0, span, _PAD):
-            _vstore(P, i, t, _vexp(_vload(S, i, t), inv_div, diag))
+            vstore(P, i, t, vexp(vload(S, i, t), inv_div, diag))
         for j in range(visible, span):
             P[i, j] = _ZERO
         total = _vzero()
         for t in range(0, span, _PAD):
-            total = _vadd(total, _vload(P, i, t))
+            total = _vadd(total, vload(P, i, t))
         r = _ONE / _vsum(total)
         for t in range(0, span, _PAD):
-            _vstore(P, i, t, _vscale(_vload(P, i, t), r))
+            vstore(P, i, t, _vscale(vload(P, i, t), r))
 
 
 @_kernel
@@ -407,12 +407,12 @@ def _mix_row(X, Y, P, i, hi, wp):
     while j + 4 <= hi:
         e0, e1, e2, e3 = P[i, j], P[i, j + 1], P[i, j + 2], P[i, j + 3]
         for k in range(0, wp[j + 3], _PAD):  # widths grow with j
-            y0, y1, y2, y3 = _vload(Y, j, k), _vload(Y, j + 1, k), _vload(Y, j + 2, k), _vload(Y, j + 3, k)
-            _vstore(X, i, k, _fma4(e0, e1, e2, e3, y0, y1, y2, y3, _vload(X, i, k)))
+            y0, y1, y2, y3 = vload(Y, j, k), vload(Y, j + 1, k), vload(Y, j + 2, k), vload(Y, j + 3, k)
+            vstore(X, i, k, _fma4(e0, e1, e2, e3, y0, y1, y2, y3, vload(X, i, k)))
         j += 4
     while j < hi:
         for k in range(0, wp[j], _PAD):
-            _vstore(X, i, k, _vfma(P[i, j], _vload(Y, j, k), _vload(X, i, k)))
+            vstore(X, i, k, _vfma(P[i, j], vload(Y, j, k), vload(X, i, k)))
         j += 1
 
 
@@ -425,15 +425,15 @@ def _mix_row_pair(X, Y, P, i, hi, wp):
         e0, e1, e2, e3 = P[i, j], P[i, j + 1], P[i, j + 2], P[i, j + 3]
         f0, f1, f2, f3 = P[i1, j], P[i1, j + 1], P[i1, j + 2], P[i1, j + 3]
         for k in range(0, wp[j + 3], _PAD):
-            y0, y1, y2, y3 = _vload(Y, j, k), _vload(Y, j + 1, k), _vload(Y, j + 2, k), _vload(Y, j + 3, k)
-            _vstore(X, i, k, _fma4(e0, e1, e2, e3, y0, y1, y2, y3, _vload(X, i, k)))
-            _vstore(X, i1, k, _fma4(f0, f1, f2, f3, y0, y1, y2, y3, _vload(X, i1, k)))
+            y0, y1, y2, y3 = vload(Y, j, k), vload(Y, j + 1, k), vload(Y, j + 2, k), vload(Y, j + 3, k)
+            vstore(X, i, k, _fma4(e0, e1, e2, e3, y0, y1, y2, y3, vload(X, i, k)))
+            vstore(X, i1, k, _fma4(f0, f1, f2, f3, y0, y1, y2, y3, vload(X, i1, k)))
         j += 4
     while j < hi:
         for k in range(0, wp[j], _PAD):
-            y0 = _vload(Y, j, k)
-            _vstore(X, i, k, _vfma(P[i, j], y0, _vload(X, i, k)))
-            _vstore(X, i1, k, _vfma(P[i1, j], y0, _vload(X, i1, k)))
+            y0 = vload(Y, j, k)
+            vstore(X, i, k, _vfma(P[i, j], y0, vload(X, i, k)))
+            vstore(X, i1, k, _vfma(P[i1, j], y0, vload(X, i1, k)))
         j += 1
 
 
@@ -515,7 +515,7 @@ def _decode_block(normals, chi, reduced, sqrt_a, sqrt_b, d, D, n_layers, layerno
                     _set_widths(w, wp, lo8, False, D)  # unmasked mixing fills every column
 
 
-class _Plan:
+class KernelPlan:
     """One variant's shapes, constants and random-number layout for the CPU kernel."""
 
     def __init__(self, v: Variant, reduced: bool):
@@ -525,7 +525,7 @@ class _Plan:
         self.width = 1 + self.k if reduced else v.d  # D: columns of X
         self.n_pad = -(-n // _PAD) * _PAD
         self.n_normals = sum(min(i, self.k) for i in range(n))  # below the Bartlett diagonal
-        self.chi_dof = _chi_dof(n, v.d).double().numpy()
+        self.chi_dof = chi_dof(n, v.d).double().numpy()
         self.sqrt_a, self.sqrt_b = _F32(math.sqrt(v.alpha)), _F32(math.sqrt(1.0 - v.alpha))
         if v.pe == "rope":
             self.cos, self.sin = (t.numpy() for t in rope_tables(n, v.d, v.rope_theta))
@@ -534,7 +534,7 @@ class _Plan:
 
     def draw(self, block: int, size: int):
         """The block's random numbers, from generators seeded by (seed, block)."""
-        v, gen = self.v, _block_generator(self.v.seed, block, torch.device("cpu"))
+        v, gen = self.v, block_generator(self.v.seed, block, torch.device("cpu"))
         if not self.reduced:
             return torch.randn(size, v.seq_len + 1, v.d, generator=gen).numpy(), np.zeros((size, 0), np.float32)
         normals = torch.randn(size, 1, self.n_normals, generator=gen)  # 3-D as for "full": one kernel signature
@@ -567,8 +567,8 @@ class _Plan:
 
 def block_inputs(v: Variant, block: int = 0, sampler: str = "auto") -> np.ndarray:
     """The inputs X^(0) [size, n, D] that the CPU kernel decodes for one seeded block."""
-    plan = _Plan(v, _resolve_sampler(v, sampler) == "reduced")
-    (_, size), = [bs for bs in _block_sizes(v.n_samples) if bs[0] == block]
+    plan = KernelPlan(v, resolve_sampler(v, sampler) == "reduced")
+    (_, size), = [bs for bs in block_sizes(v.n_samples) if bs[0] == block]
     return plan.inputs(block, size)
 
 
@@ -585,8 +585,8 @@ def _in_order(pool, fn, items, window: int):
 
 def simulate_blocks(v: Variant, sampler: str, threads: int, progress):
     """The CPU kernel over all blocks on a thread pool; returns like `_simulate_torch`."""
-    plan = _Plan(v, sampler == "reduced")
-    blocks = _block_sizes(v.n_samples)
+    plan = KernelPlan(v, sampler == "reduced")
+    blocks = block_sizes(v.n_samples)
     # shift = mean of block 0, so that the float32 block sums stay small
     first = plan.run_block(*blocks[0], np.zeros((v.n_layers, 2, v.seq_len, plan.n_pad), np.float32))
     shift = (first[:, 0::2] / blocks[0][1]).astype(np.float32)
@@ -600,8 +600,8 @@ def simulate_blocks(v: Variant, sampler: str, threads: int, progress):
             if progress is not None:
                 progress(done, v.n_samples)
     n = v.seq_len
-    score = _mean_sem(shift[:, 0, :, :n], total[:, 0, :, :n], total[:, 1, :, :n], v.n_samples)
-    prob = _mean_sem(shift[:, 1, :, :n], total[:, 2, :, :n], total[:, 3, :, :n], v.n_samples)
+    score = mean_sem(shift[:, 0, :, :n], total[:, 0, :, :n], total[:, 1, :, :n], v.n_samples)
+    prob = mean_sem(shift[:, 1, :, :n], total[:, 2, :, :n], total[:, 3, :, :n], v.n_samples)
     if v.mask == "causal":
         upper = np.triu(np.ones((n, n), dtype=bool), 1)
         for scores in score:  # S is symmetric: its upper triangle mirrors the lower one

@@ -6,14 +6,12 @@ import argparse
 import logging
 import sys
 
-from causalpos.config import (
-    ALL_LAYERS_FIGURE,
+from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE
+from causalpos.workflow import paths
+from causalpos.workflow.config import (
     MODELS,
     ConfigError,
-    ACTIVATION_TABLES,
-    CLAIMS_FIGURE,
     claims_inputs,
-    activation_table,
     extracted_models,
     extraction_settings,
     figure_inputs,
@@ -21,114 +19,113 @@ from causalpos.config import (
     figure_variants,
     load_config,
     model_location,
-    simulation_table,
     variant_params,
 )
 
 
 def cmd_sample(args, config):
-    from causalpos.stages import run_sample
+    from causalpos.workflow.stages import run_sample
 
     data = config["data"]
     run_sample(data["sources"], data["heldout_fraction"], data["seed"], data["max_documents"],
-               args.output or f"{args.results}/data/documents.parquet")
+               args.output or paths.documents(args.results))
 
 
 def cmd_tokenizer(args, config):
-    from causalpos.stages import run_tokenizer
+    from causalpos.workflow.stages import run_tokenizer
 
     tok, ev = config["tokenizer"], config["evaluation"]
-    run_tokenizer(f"{args.results}/data/documents.parquet", tok["name"], tok["vocab_size"], tok["block_len"],
+    run_tokenizer(paths.documents(args.results), tok["name"], tok["vocab_size"], tok["block_len"],
                   ev["snippet_len"], ev["n_snippets"], config["data"]["seed"],
-                  f"{args.results}/tokenizer", f"{args.results}/tokens")
+                  paths.tokenizer_dir(args.results), paths.tokens_dir(args.results))
 
 
 def cmd_pretrained(args, config):
-    from causalpos.stages import run_pretrained
+    from causalpos.workflow.stages import run_pretrained
 
     spec = config["extraction"]["pretrained"]["models"].get(args.model)
     if spec is None or "gguf" not in spec:
         raise ConfigError(f"extraction.pretrained.models.{args.model}: not a gguf model; only those are converted")
-    run_pretrained(args.model, spec, f"{args.results}/pretrained/{args.model}")
+    run_pretrained(args.model, spec, paths.pretrained_dir(args.model, args.results))
 
 
 def cmd_extract(args, config):
-    from causalpos.stages import run_extract
+    from causalpos.workflow.stages import run_extract
 
     if args.model not in extracted_models(config):
         raise ConfigError(f"unknown model {args.model!r}; known: {extracted_models(config)}")
-    outputs = {t: activation_table(args.model, t, args.results) for t in ACTIVATION_TABLES}
     run_extract(args.model, extraction_settings(config, args.model), model_location(config, args.model, args.results),
-                outputs, documents=f"{args.results}/data/documents.parquet",
-                snippets=f"{args.results}/tokens/snippets.npy", device=config["extraction"]["device"],
+                paths.activation_tables(args.model, args.results), documents=paths.documents(args.results),
+                snippets=paths.tokens_file("snippets.npy", args.results), device=config["extraction"]["device"],
                 seed=config["data"]["seed"])
 
 
 def cmd_summary(args, config):
-    from causalpos.stages import run_summary
+    from causalpos.workflow.stages import run_summary
 
     models = extracted_models(config)
-    run_summary([activation_table(m, "scores", args.results) for m in models],
-                [activation_table(m, "probe", args.results) for m in models], f"{args.results}/summary")
+    run_summary([paths.activation_table(m, "scores", args.results) for m in models],
+                [paths.activation_table(m, "probe", args.results) for m in models], paths.summary_dir(args.results))
 
 
 def cmd_claims(args, config):
-    from causalpos.stages import run_claims
+    from causalpos.workflow.stages import run_claims
 
-    summary, figures = f"{args.results}/summary", f"{args.results}/figures"
-    run_claims(claims_inputs(config, args.results), config["claims"], f"{summary}/claims.parquet",
-               f"{summary}/claims.md", [f"{figures}/{CLAIMS_FIGURE}.{fmt}" for fmt in config["plot"]["formats"]],
-               config["plot"])
+    run_claims(claims_inputs(config, args.results), config["claims"], paths.summary_file("claims.parquet", args.results),
+               paths.summary_file("claims.md", args.results),
+               paths.figure_files(CLAIMS_FIGURE, config["plot"]["formats"], args.results), config["plot"])
 
 
 def cmd_theory(args, config):
-    from causalpos.stages import run_theory
+    from causalpos.workflow.stages import run_theory
 
     run_theory(config["theory"]["seq_len"], config["theory"]["alphas"],
-               args.output or f"{args.results}/theory/layer2_scores.parquet")
+               args.output or paths.theory_table(args.results))
 
 
 def cmd_simulate(args, config):
-    from causalpos.stages import run_simulation
+    from causalpos.workflow.stages import run_simulation
 
     run_simulation(args.variant, variant_params(config, args.variant),
-                   args.output or simulation_table(args.variant, args.results),
+                   args.output or paths.simulation_table(args.variant, args.results),
                    device=args.device or config["device"],
                    threads=args.threads or config["simulation"]["threads"],
                    chunk_size=config["simulation"]["chunk_size"])
 
 
 def cmd_plot(args, config):
-    from causalpos.stages import run_figure
+    from causalpos.workflow.stages import run_figure
 
     if args.figure == ALL_LAYERS_FIGURE:  # Figures 11-16 for one model, as rule model_figure draws them
         if args.model not in extracted_models(config):
             raise ConfigError(f"{ALL_LAYERS_FIGURE} needs --model, one of {extracted_models(config)}")
         options = {**config["plot"], "model": args.model}
-        outputs = [f"{args.results}/figures/{ALL_LAYERS_FIGURE}_{args.model}.{fmt}" for fmt in options["formats"]]
-        run_figure(args.figure, {"scores": [activation_table(args.model, "scores", args.results)]}, options, outputs)
+        outputs = paths.figure_files(f"{ALL_LAYERS_FIGURE}_{args.model}", options["formats"], args.results)
+        run_figure(args.figure, {"scores": [paths.activation_table(args.model, "scores", args.results)]}, options,
+                   outputs)
         return
     if args.figure not in config["figures"]:
         raise ConfigError(f"figure {args.figure!r} is not in the config; configured: {sorted(config['figures'])}")
     options = figure_options(config, args.figure)
-    outputs = [f"{args.results}/figures/{args.figure}.{fmt}" for fmt in options["formats"]]
+    outputs = paths.figure_files(args.figure, options["formats"], args.results)
     run_figure(args.figure, figure_inputs(config, args.figure, args.results), options, outputs)
 
 
 def cmd_train(args, config):
-    from causalpos.stages import run_train
+    from causalpos.workflow.stages import run_train
 
-    run_train(args.model, dict(config.get("training") or {}), f"{args.results}/tokens", f"{args.results}/tokenizer",
-              f"{args.results}/models/{args.model}", f"{args.results}/checkpoints",
+    run_train(args.model, dict(config.get("training") or {}), paths.tokens_dir(args.results),
+              paths.tokenizer_dir(args.results), paths.model_dir(args.model, args.results),
+              paths.checkpoints_dir(args.results),
               processes=args.processes or config["train_processes"])
 
 
 def cmd_evaluate(args, config):
-    from causalpos.stages import run_length_eval
+    from causalpos.workflow.stages import run_length_eval
 
     ev = config["evaluation"]
-    run_length_eval(f"{args.results}/models/{args.model}", f"{args.results}/tokens", ev["length_factors"],
-                    ev["length_sequences"], f"{args.results}/models/{args.model}/length_eval.parquet",
+    run_length_eval(paths.model_dir(args.model, args.results), paths.tokens_dir(args.results), ev["length_factors"],
+                    ev["length_sequences"], paths.model_file(args.model, "length_eval.parquet", args.results),
                     device=(config.get("training") or {}).get("device", "auto"))
 
 

@@ -6,15 +6,8 @@ A = softmax(mask(S)); X' = AY + X (or AY without residual).
 The engine streams: samples are drawn in seeded blocks and only per-entry sums
 and sums of squares of S and A are kept, so memory does not grow with N.
 
-Two exact samplers feed it:
-- "full": token vectors in R^d, x_i = sqrt(a) u + sqrt(1-a) w_i with u a
-  random unit vector and w_i independent random unit vectors orthogonal to u.
-  Then ||x_i|| = 1 and E<x_i, x_j> = a exactly.
-- "reduced": the same distribution written in a basis of dimension
-  1 + min(n, d-1). Without RoPE and with l2 normalisation the decoder only
-  sees inner products, which are rotation invariant, so the Bartlett
-  decomposition of the Wishart Gram of the w_i gives the same law with far
-  fewer random numbers and flops when d > n (the convergence sweep in d).
+The inputs (two exact samplers of one law) and the per-block seeding are in
+`sampling`, shared with the CPU kernel.
 
 Two implementations of the decoder run the samples:
 - "numba" (CPU): one sample at a time in a compiled kernel whose buffers stay
@@ -27,7 +20,6 @@ agree statistically, not bitwise.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -35,12 +27,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from causalpos.matrices import diagonal_normalise, visible_pairs  # noqa: F401  (re-exported)
-from causalpos.variant import LAYERNORM_EPS, MASKS, NORMS, PES, SCALES, Variant  # noqa: F401
+from causalpos.devices import resolve_device
+from causalpos.matrices import diagonal_normalise, visible_pairs
+from causalpos.simulation.cpu_kernel import simulate_blocks
+from causalpos.simulation.sampling import (RNG_BLOCK, block_generator, block_sizes, mean_sem, resolve_sampler,
+                                           rope_tables, sample_inputs, sample_inputs_reduced)
+from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 
-SAMPLERS = ("auto", "full", "reduced")
 BACKENDS = ("auto", "numba", "torch")
-RNG_BLOCK = 256  # samples per seeded random block: results do not depend on the chunk size
 
 
 @dataclass
@@ -55,67 +49,7 @@ class SimulationResult:
     seconds: float
 
 
-# ---------------------------------------------------------------- sampling
-
-
-def _block_generator(seed: int, block: int, device: torch.device) -> torch.Generator:
-    state = np.random.SeedSequence([seed, block]).generate_state(1, dtype=np.uint64)[0]
-    gen = torch.Generator(device=device)
-    gen.manual_seed(int(state) & 0x7FFF_FFFF_FFFF_FFFF)
-    return gen
-
-
-def sample_inputs(batch: int, n: int, d: int, alpha: float, gen: torch.Generator,
-                  device="cpu", dtype=torch.float32) -> torch.Tensor:
-    """Unit vectors [batch, n, d] with exact E<x_i, x_j> = alpha (the "full" sampler)."""
-    shared = torch.randn(batch, 1, d, generator=gen, device=device, dtype=dtype)
-    shared = shared / torch.linalg.vector_norm(shared, dim=-1, keepdim=True)
-    noise = torch.randn(batch, n, d, generator=gen, device=device, dtype=dtype)
-    noise = noise - (noise * shared).sum(-1, keepdim=True) * shared
-    noise = noise / torch.linalg.vector_norm(noise, dim=-1, keepdim=True)
-    return math.sqrt(alpha) * shared + math.sqrt(1.0 - alpha) * noise
-
-
-def _chi_dof(n: int, d: int) -> torch.Tensor:
-    """Degrees of freedom d-1, d-2, ... of the Bartlett diagonal (one per row of the triangle)."""
-    m = d - 1
-    return torch.arange(m, m - min(n, m), -1, dtype=torch.float32)
-
-
-def _sample_chi(batch: int, n: int, d: int, gen: torch.Generator, device="cpu", dtype=torch.float32):
-    dof = _chi_dof(n, d).to(device, dtype).expand(batch, -1)
-    return (2.0 * torch._standard_gamma(dof / 2.0, generator=gen)).sqrt_()
-
-
-def sample_inputs_reduced(batch: int, n: int, d: int, alpha: float, gen: torch.Generator,
-                          device="cpu", dtype=torch.float32) -> torch.Tensor:
-    """The law of `sample_inputs` up to a rotation, in 1 + min(n, d-1) coordinates.
-
-    Coordinate 0 is the shared direction u. The noise vectors live in the
-    (d-1)-dimensional complement of u; their Gram matrix is Wishart, and its
-    Bartlett factor L (lower trapezoidal: N(0,1) below the diagonal, chi with
-    d-1-i degrees of freedom on it) has rows with the same inner products.
-    """
-    k = min(n, d - 1)
-    lower = torch.randn(batch, n, k, generator=gen, device=device, dtype=dtype).tril_(-1)
-    chi = _sample_chi(batch, n, d, gen, device, dtype)
-    lower[:, :k, :].diagonal(dim1=1, dim2=2).copy_(chi)
-    lower = lower / torch.linalg.vector_norm(lower, dim=-1, keepdim=True)
-    x = torch.empty(batch, n, k + 1, device=device, dtype=dtype)
-    x[..., 0] = math.sqrt(alpha)
-    x[..., 1:] = math.sqrt(1.0 - alpha) * lower
-    return x
-
-
 # ---------------------------------------------------------------- the decoder (torch)
-
-
-def rope_tables(n: int, d: int, theta: float, device="cpu", dtype=torch.float32):
-    """cos and sin of shape [n, d] for the half-split RoPE (pairs i and i + d/2)."""
-    inv_freq = theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angles = torch.arange(n, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    angles = torch.cat([angles, angles], dim=-1)
-    return angles.cos().to(device, dtype), angles.sin().to(device, dtype)
 
 
 def apply_rope(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -168,39 +102,7 @@ class _Moments:
         self.count += values.shape[0]
 
     def mean_sem(self):
-        return _mean_sem(self.shift.double(), self.total, self.total_sq, self.count)
-
-
-def _mean_sem(shift, total, total_sq, n):
-    """Mean and standard error from shifted sums (torch or numpy, float64)."""
-    mean_dev = total / n
-    var = (total_sq - n * mean_dev**2).clip(min=0) / (n - 1)
-    mean = shift + mean_dev
-    sem = (var / n) ** 0.5
-    if isinstance(mean, torch.Tensor):
-        return mean.cpu().numpy(), sem.cpu().numpy()
-    return mean, sem
-
-
-def resolve_device(device: str | None) -> torch.device:
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def _resolve_sampler(v: Variant, sampler: str) -> str:
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-    if sampler == "reduced" and not v.rotation_invariant:
-        raise ValueError("the reduced sampler needs norm 'l2' and pe 'none'")
-    if sampler == "auto":
-        return "reduced" if v.rotation_invariant and v.d - 1 > v.seq_len else "full"
-    return sampler
-
-
-def _block_sizes(n_samples: int):
-    """(block index, samples in it) for every seeded block."""
-    return [(b, min(RNG_BLOCK, n_samples - b * RNG_BLOCK)) for b in range(-(-n_samples // RNG_BLOCK))]
+        return mean_sem(self.shift.double(), self.total, self.total_sq, self.count)
 
 
 def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int, progress):
@@ -214,10 +116,10 @@ def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int
     rope = rope_tables(n, v.d, v.rope_theta, dev) if v.pe == "rope" else None
 
     def run(blocks):
-        x = torch.cat([draw(size, n, v.d, v.alpha, _block_generator(v.seed, b, dev), dev) for b, size in blocks])
+        x = torch.cat([draw(size, n, v.d, v.alpha, block_generator(v.seed, b, dev), dev) for b, size in blocks])
         return decoder_layers(x, v, mask, rope)
 
-    blocks = _block_sizes(v.n_samples)
+    blocks = block_sizes(v.n_samples)
     with torch.inference_mode():
         moments = [(_Moments(s.mean(0)), _Moments(p.mean(0))) for s, p in run(blocks[:1])]
         per_chunk = chunk_size // RNG_BLOCK
@@ -253,8 +155,8 @@ def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    sampler = _resolve_sampler(v, sampler)
-    dev = resolve_device(device)
+    sampler = resolve_sampler(v, sampler)
+    dev = resolve_device(device, "device")
     if backend == "auto":
         backend = "numba" if dev.type == "cpu" else "torch"
     if backend == "numba" and dev.type != "cpu":
@@ -262,8 +164,6 @@ def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
 
     start = time.perf_counter()
     if backend == "numba":
-        from causalpos.cpu_kernel import simulate_blocks  # numba compiles on first use: import lazily
-
         score, prob = simulate_blocks(v, sampler, threads or torch.get_num_threads(), progress)
     else:
         score, prob = _simulate_torch(v, sampler, dev, chunk_size, progress)

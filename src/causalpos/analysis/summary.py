@@ -23,12 +23,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from causalpos.analysis.triangles import LEFT_FRACTION, band_centred, band_statistics, off_diagonal, pack
 from causalpos.io import write_parquet
+from causalpos.tables import require_columns
 
 KEYS = ["model", "kind", "layer"]
 SCORE_NEEDS = KEYS + ["query_pos", "key_pos", "score_mean", "score_sem", "seq_len"]
 PROBE_NEEDS = KEYS + ["mae", "mae_baseline"]
-LEFT_FRACTION = 0.25  # the "left region": keys in the first quarter of the positions
 
 NONRELATIVENESS_COLUMNS = [
     "model", "kind", "layer", "seq_len", "n_sequences", "n_pairs", "left_keys",
@@ -45,52 +46,32 @@ INCREASING_COLUMNS = [
 PROBE_SUMMARY_COLUMNS = ["model", "kind", "layer", "mae", "mae_baseline", "ratio", "n_train", "n_test", "seq_len"]
 
 
-def _check(frame: pd.DataFrame | None, name: str, columns) -> pd.DataFrame:
-    if frame is None:
-        raise ValueError(f"the {name} table is None")
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{name} table lacks column(s) {missing}")
-    if frame.empty:
-        raise ValueError(f"{name} table is empty")
-    return frame
-
-
-def _off_diagonal(scores: pd.DataFrame, columns) -> pd.DataFrame:
-    off = scores.loc[scores["key_pos"] < scores["query_pos"], list(columns)].copy()
-    off["offset"] = off["query_pos"] - off["key_pos"]
-    return off
-
-
-def _band_centred(frame: pd.DataFrame) -> pd.Series:
-    """score_mean minus the mean of its band (same model, layer and distance i - j) within `frame`."""
-    band_mean = frame.groupby(KEYS + ["offset"], sort=False)["score_mean"].transform("mean")
-    return frame["score_mean"] - band_mean
+def _layer_row(rows: pd.DataFrame, left_fraction: float) -> dict:
+    """One (model, kind, layer) of the scores table: the statistics of nonrelativeness, from its packed triangle."""
+    size = int(rows["seq_len"].max())
+    score, sem = pack(rows, ["score_mean", "score_sem"], size)
+    every = off_diagonal(size, 0)
+    if np.isnan(score[every]).any():
+        raise ValueError(f"scores table: model {rows['model'].iloc[0]!r}, layer {int(rows['layer'].iloc[0])} lacks "
+                         f"some of the {len(every)} off-diagonal pairs of seq_len {size}")
+    x = score[:, None]
+    bands = band_statistics(x, size, left_fraction)
+    row = {"seq_len": size, "left_keys": max(2, math.ceil(left_fraction * size))}
+    for kmin, suffix in ((0, ""), (1, "_no_sink")):
+        var = float(bands[f"var{kmin}"][0])
+        row[f"index{suffix}"] = float(bands[f"share{kmin}"][0])  # NaN for a constant matrix: no pattern
+        row[f"index_noise{suffix}"] = float(np.mean(sem[off_diagonal(size, kmin)] ** 2)) / var if var > 0 else math.nan
+        row[f"deficit{suffix}"] = float(bands[f"left{kmin}"][0])
+    pattern = band_centred(x, size, 0)[:, 0]
+    values = score[every]
+    row.update(n_pairs=len(every), score_std=math.sqrt(max(float(bands["var0"][0]), 0.0)), score_q01=float(np.quantile(values, 0.01)), score_q99=float(np.quantile(values, 0.99)),
+               pattern_std=float(pattern.std()), pattern_q01=float(np.quantile(pattern, 0.01)),
+               pattern_q99=float(np.quantile(pattern, 0.99)))
+    row["n_sequences"] = rows["n_sequences"].max() if "n_sequences" in rows.columns else np.nan
+    return row
 
 
 # ---------------------------------------------------------------- non-relativeness
-
-
-def _relativeness_stats(off: pd.DataFrame, suffix: str) -> pd.DataFrame:
-    off = off.assign(pattern=_band_centred(off), sem2=off["score_sem"] ** 2)
-    groups = off.groupby(KEYS, sort=True)
-    var_score = groups["score_mean"].var(ddof=0)
-    var_score = var_score.where(var_score > 0)  # a constant matrix has no pattern to speak of: NaN
-    out = pd.DataFrame({
-        f"index{suffix}": groups["pattern"].var(ddof=0) / var_score,
-        f"index_noise{suffix}": groups["sem2"].mean() / var_score,
-    })
-    left = off[off["key_pos"] < off["left_keys"]]
-    out[f"deficit{suffix}"] = left.groupby(KEYS, sort=True)["pattern"].mean()
-    if not suffix:  # the scale of the raw scores and of the pattern, with every key
-        out["n_pairs"] = groups.size()
-        out["score_std"] = np.sqrt(var_score.fillna(0.0))
-        out["score_q01"] = groups["score_mean"].quantile(0.01)
-        out["score_q99"] = groups["score_mean"].quantile(0.99)
-        out["pattern_std"] = groups["pattern"].std(ddof=0)
-        out["pattern_q01"] = groups["pattern"].quantile(0.01)
-        out["pattern_q99"] = groups["pattern"].quantile(0.99)
-    return out
 
 
 def nonrelativeness(scores: pd.DataFrame, left_fraction: float = LEFT_FRACTION) -> pd.DataFrame:
@@ -125,24 +106,14 @@ def nonrelativeness(scores: pd.DataFrame, left_fraction: float = LEFT_FRACTION) 
       ``pattern_q99`` (the same for p). Section 5.2 argues the pattern matters because it is
       about [-1, 1] while raw scores span about [-10, 10]; these columns put numbers on both.
     """
-    _check(scores, "scores", SCORE_NEEDS)
+    require_columns(scores, SCORE_NEEDS, "scores")
     if not 0 < left_fraction <= 1:
         raise ValueError(f"left_fraction must be in (0, 1], got {left_fraction}")
-    extra = ["n_sequences"] if "n_sequences" in scores.columns else []
-    off = _off_diagonal(scores, SCORE_NEEDS + extra)
-    if off.empty:
+    if not (scores["seq_len"] >= 2).any():
         raise ValueError("scores table has no off-diagonal pairs (seq_len < 2?)")
-    off["left_keys"] = np.maximum(2, np.ceil(left_fraction * off["seq_len"].to_numpy(float))).astype(int)
-
-    every = _relativeness_stats(off, "")
-    no_sink = _relativeness_stats(off[off["key_pos"] >= 1], "_no_sink")
-    meta = off.groupby(KEYS, sort=True).agg(
-        seq_len=("seq_len", "max"), left_keys=("left_keys", "max"),
-        **({"n_sequences": ("n_sequences", "max")} if extra else {}))
-    out = meta.join(every).join(no_sink).reset_index()
-    if not extra:
-        out["n_sequences"] = np.nan
-    return out[NONRELATIVENESS_COLUMNS]
+    rows = [{"model": model, "kind": kind, "layer": layer, **_layer_row(group, left_fraction)}
+            for (model, kind, layer), group in scores.groupby(KEYS, sort=True) if group["seq_len"].max() >= 2]
+    return pd.DataFrame(rows)[NONRELATIVENESS_COLUMNS]
 
 
 # ---------------------------------------------------------------- monotonicity
@@ -190,7 +161,7 @@ def increasing_fraction(scores: pd.DataFrame) -> pd.DataFrame:
     - ``unresolved``: share of the off-diagonal steps whose |d| < 2 se(d) (sign not resolved by
       the data); ``mean_step``: the mean of d over them (average score gain per key towards i).
     """
-    _check(scores, "scores", SCORE_NEEDS)
+    require_columns(scores, SCORE_NEEDS, "scores")
     cols = KEYS + ["query_pos", "key_pos", "score_mean", "score_sem", "seq_len"]
     here = scores.loc[scores["key_pos"] < scores["query_pos"], cols]
     nxt = scores.loc[scores["key_pos"] <= scores["query_pos"], KEYS + ["query_pos", "key_pos", "score_mean",
@@ -233,7 +204,7 @@ def probe_summary(probe: pd.DataFrame) -> pd.DataFrame:
     Section 4.2) and drop below 1 after block 1. Layer k is the output of block k - 1
     (HF hidden_states); NaN where the baseline is 0.
     """
-    _check(probe, "probe", PROBE_NEEDS)
+    require_columns(probe, PROBE_NEEDS, "probe")
     out = probe.copy()
     baseline = out["mae_baseline"].astype(float)
     out["ratio"] = out["mae"].astype(float) / baseline.where(baseline > 0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from transformers import SmolLM3Config, SmolLM3ForCausalLM
 
-from causalpos.train_settings import DEFAULT_MODEL, model_settings  # noqa: F401  (re-exported)
+from causalpos.models.settings import model_settings
 
 
 def model_config(model_cfg: dict, vocab_size: int, rope: bool, eos_token_id: int | None = None) -> SmolLM3Config:

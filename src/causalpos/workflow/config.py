@@ -7,57 +7,14 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from causalpos.pretrained import source_kind
-from causalpos.train_settings import training_settings
-from causalpos.variant import Variant
+from causalpos.figures.registry import CONFIGURABLE, FIGURES
+from causalpos.models.pretrained import source_kind
+from causalpos.models.settings import training_settings
+from causalpos.simulation.variant import Variant
+from causalpos.workflow import paths
 
-SCHEMA_PATH = Path(__file__).parent / "schemas" / "config.schema.yaml"
-# Figures drawn from the closed form (theory table) and/or simulated variants.
-THEORY_FIGURES = ("fig01_mechanism", "figS1_mc_vs_closed_form")
-TRAINING_FIGURES = ("figT1_training_loss", "figT2_length_generalization")
-# Figures of the extracted activations: the tables each reads, and which models it reads them for
-# ("model": options["model"], "pretrained": every pretrained model, "all": every extracted model).
-ACTIVATION_FIGURES = {
-    "fig03_intermediates": (("intermediates",), "model"),
-    "fig08_model_layers": (("scores",), "model"),
-    "fig05_llms": (("scores",), "pretrained"),
-    "figC1_nope_vs_rope": (("scores",), "trained"),
-    "figM1_nonrelativeness": (("scores",), "all"),
-    "figM2_increasing_fraction": (("scores",), "all"),
-    "figM3_position_probe": (("probe",), "all"),
-}
-CLAIMS_TABLE = "results/summary/claims.parquet"
-CLAIMS_FIGURE = "figL1_claims"  # drawn by rule claims, beside the ledger
-ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted model by rule model_figure
-SIMULATION_FREE_FIGURES = ("fig01_mechanism",) + TRAINING_FIGURES + tuple(ACTIVATION_FIGURES)
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 MODELS = ("nope", "rope")  # the NoPE decoder and its RoPE twin (Section 4.2)
-# The report's section and caption of every figure (snakemake --report).
-FIGURE_CAPTIONS = {
-    "fig01_mechanism": ("Simulation", "Figure 1: how the causal mask makes h(i) decrease and the layer-2 score "
-                                      "g(i)/(h(i)h(j)) grow with the key position (closed form)."),
-    "fig02_l2norm": ("Simulation", "Figure 2: attention scores of the parameter-free l2-normalised model, "
-                                   "layers 1-4, alpha = 0 and 0.2 (Monte Carlo)."),
-    "fig04_rope": ("Simulation", "Figure 4: RoPE with the causal mask: scores minus their diagonal mean; the "
-                                 "non-relative pattern from layer 2 on."),
-    "fig06_alpha": ("Simulation", "Figure 6: larger alpha: the pattern appears faster and saturates."),
-    "fig07_layernorm": ("Simulation", "Figure 7 (Appendix B): LayerNorm with sqrt(d) and d scaling against l2."),
-    "fig09_rope_alpha": ("Simulation", "Figure 9: RoPE with the causal mask, alpha = 0.5."),
-    "fig10_rope_nomask": ("Simulation", "Figure 10: RoPE without the causal mask: no non-relative pattern."),
-    "figS1_mc_vs_closed_form": ("Simulation", "Monte Carlo against the closed form Eq. 4 as d grows."),
-    "figT1_training_loss": ("Trained models", "Training and held-out loss of the NoPE model and its RoPE twin."),
-    "figT2_length_generalization": ("Trained models", "Held-out loss at 1x, 2x and 4x the training length."),
-    "fig03_intermediates": ("Trained models", "Figure 3: Gram matrices of the intermediates (a)-(i) of the "
-                                              "trained NoPE model's first two layers."),
-    "fig08_model_layers": ("Trained models", "Figure 8: attention scores of every layer of the trained model."),
-    "figC1_nope_vs_rope": ("Trained models", "The NoPE model against its RoPE twin, layer by layer."),
-    "fig05_llms": ("Pretrained LLMs", "Figure 5: diagonal-normalised attention scores of pretrained RoPE LLMs."),
-    "figM1_nonrelativeness": ("Measurements", "Non-relativeness index per model and layer, with its noise floor "
-                                              "and without the sink column."),
-    "figM2_increasing_fraction": ("Measurements", "Fraction of adjacent keys where the nearer key scores higher."),
-    "figM3_position_probe": ("Measurements", "Absolute-position probe error per layer, against its baseline."),
-    ALL_LAYERS_FIGURE: ("All layers", "Figures 11-16: diagonal-normalised scores of every layer of one model."),
-    CLAIMS_FIGURE: ("Claims", "The claims ledger: each claim's metric with its uncertainty against its threshold."),
-}
 
 
 class ConfigError(ValueError):
@@ -122,10 +79,12 @@ def check_config(config: dict) -> None:
         except ValueError as err:
             raise ConfigError(f"simulation.variants.{name}: {err}") from None
     for figure, spec in config["figures"].items():
+        if figure not in CONFIGURABLE:
+            raise ConfigError(f"figures.{figure}: unknown figure; known: {list(CONFIGURABLE)}")
         listed = spec.get("variants", [])
-        if figure in SIMULATION_FREE_FIGURES and listed:
+        if not FIGURES[figure].uses_variants and listed:
             raise ConfigError(f"figures.{figure}.variants: this figure uses no simulation variant")
-        if figure not in SIMULATION_FREE_FIGURES and not listed:
+        if FIGURES[figure].uses_variants and not listed:
             raise ConfigError(f"figures.{figure}.variants: name at least one simulation variant")
         unknown = [v for v in listed if v not in variants]
         if unknown:
@@ -160,13 +119,13 @@ def extraction_settings(config: dict, model: str) -> dict:
     return {"kind": "pretrained", **pretrained_settings(config, model), **common}
 
 
-def model_location(config: dict, model: str, results: str = "results") -> str:
+def model_location(config: dict, model: str, results: str = paths.RESULTS) -> str:
     """Folder (or hub id) the extraction loads `model` from: the trained folder, the GGUF copy, or the spec's."""
     if model in MODELS:
-        return f"{results}/models/{model}"
+        return paths.model_dir(model, results)
     spec = config["extraction"]["pretrained"]["models"][model]
     if "gguf" in spec:
-        return f"{results}/pretrained/{model}"
+        return paths.pretrained_dir(model, results)
     return spec.get("path") or spec["name"]
 
 
@@ -219,48 +178,35 @@ def variant_params(config: dict, name: str) -> dict:
     return {**(sim.get("defaults") or {}), **(sim["variants"][name] or {})}
 
 
-def simulation_table(variant: str, results: str = "results") -> str:
-    return f"{results}/simulation/{variant}.parquet"
-
-
-def figure_inputs(config: dict, figure: str, results: str = "results") -> dict[str, list[str]]:
+def figure_inputs(config: dict, figure: str, results: str = paths.RESULTS) -> dict[str, list[str]]:
     """The Parquet (and JSON) files a figure is drawn from, by table name; the rule and the CLI share it."""
-    models = [f"{results}/models/{m}" for m in MODELS]
-    tables, which = ACTIVATION_FIGURES.get(figure, ((), None))
-    spec = config["figures"].get(figure, {})
-    chosen = {"model": [spec.get("model", "nope")], "trained": list(MODELS),
-              "pretrained": spec.get("models") or pretrained_models(config),
-              "all": extracted_models(config)}.get(which, [])
-    activations = {table: [activation_table(m, table, results) for m in chosen] for table in tables}
+    spec = FIGURES[figure]
+    options = config["figures"].get(figure, {})
+    chosen = {"model": [options.get("model", "nope")], "trained": list(MODELS),
+              "pretrained": options.get("models") or pretrained_models(config),
+              "all": extracted_models(config)}.get(spec.models, [])
+    reads = set(spec.tables)
     return {
-        "simulation": [simulation_table(v, results) for v in figure_variants(config, figure)],
-        "theory": [f"{results}/theory/layer2_scores.parquet"] if figure in THEORY_FIGURES else [],
-        "metrics": [f"{m}/metrics.parquet" for m in models] if figure == "figT1_training_loss" else [],
-        "blocks": [f"{results}/tokens/blocks.json"] if figure == "figT1_training_loss" else [],
-        "length_eval": [f"{m}/length_eval.parquet" for m in models] if figure == "figT2_length_generalization" else [],
-        "scores": activations.get("scores", []),
-        "intermediates": activations.get("intermediates", []),
-        "probe": activations.get("probe", []),
+        "simulation": [paths.simulation_table(v, results) for v in figure_variants(config, figure)],
+        "theory": [paths.theory_table(results)] if "theory" in reads else [],
+        "metrics": [paths.model_file(m, "metrics.parquet", results) for m in MODELS] if "metrics" in reads else [],
+        "blocks": [paths.tokens_file("blocks.json", results)] if "blocks" in reads else [],
+        "length_eval": [paths.model_file(m, "length_eval.parquet", results) for m in MODELS]
+        if "length_eval" in reads else [],
+        **{table: [paths.activation_table(m, table, results) for m in chosen] if table in reads else []
+           for table in ("scores", "intermediates", "probe")},
     }
 
 
-ACTIVATION_TABLES = ("scores", "intermediates", "probe", "groups")  # the extraction stage's tables per model
-
-
-def claims_inputs(config: dict, results: str = "results") -> dict[str, list[str]]:
+def claims_inputs(config: dict, results: str = paths.RESULTS) -> dict[str, list[str]]:
     """Every Parquet result the claims ledger reads; the rule and the CLI share it."""
     models = extracted_models(config)
     return {
-        "simulations": [simulation_table(v, results) for v in config["simulation"]["variants"]],
-        "theory": [f"{results}/theory/layer2_scores.parquet"],
-        **{table: [activation_table(m, table, results) for m in models]
+        "simulations": [paths.simulation_table(v, results) for v in config["simulation"]["variants"]],
+        "theory": [paths.theory_table(results)],
+        **{table: [paths.activation_table(m, table, results) for m in models]
            for table in ("scores", "intermediates", "groups")},
     }
-
-
-def activation_table(model: str, table: str, results: str = "results") -> str:
-    """results/activations/{model}/{table}.parquet, table one of ACTIVATION_TABLES"""
-    return f"{results}/activations/{model}/{table}.parquet"
 
 
 def figure_variants(config: dict, figure: str) -> list[str]:

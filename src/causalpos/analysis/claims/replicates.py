@@ -1,0 +1,229 @@
+"""The ledger's inputs as stacks of replicates: the tables indexed once, packed, and resampled.
+
+Simulations get parametric replicates from their Monte Carlo standard errors; trained and pretrained
+models a bootstrap over groups of sequences (the extraction's groups table). See catalogue's docstring.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from causalpos.analysis.triangles import pack
+from causalpos.tables import require_columns
+
+PAPER_D = 64  # the paper's hidden size; the reference d where several d share the other parameters
+SIM_PARAMS = ["norm", "scale", "alpha", "pe", "rope_theta", "mask", "residual", "d", "seq_len", "n_layers"]
+# the columns each input table must have
+SIM_NEEDS = ["variant", "layer", "query_pos", "key_pos", "score_mean", "score_sem"] + SIM_PARAMS
+THEORY_NEEDS = ["alpha", "residual", "query_pos", "key_pos", "score"]
+SCORE_NEEDS = ["model", "kind", "layer", "query_pos", "key_pos", "score_mean", "score_sem", "seq_len"]
+INTERMEDIATE_NEEDS = ["model", "layer", "stage", "query_pos", "key_pos", "value", "seq_len"]
+GROUP_NEEDS = ["model", "quantity", "stage", "layer", "group", "n_sequences", "seq_len", "sums"]
+
+
+def debias(values: np.ndarray) -> np.ndarray:
+    """Shift [estimate, replicates...] by the bootstrap bias (mean of the replicates - estimate)."""
+    reps = values[1:]
+    finite = reps[np.isfinite(reps)]
+    if finite.size < 2 or not np.isfinite(values[0]):
+        return values
+    return values - (finite.mean() - values[0])
+
+
+def amplitude(values: np.ndarray) -> np.ndarray:
+    """sqrt of a bias-corrected variance share, clipped at 0 (an RMS ratio)."""
+    return np.sqrt(np.clip(debias(values), 0.0, None))
+
+
+def estimate(values: np.ndarray) -> tuple[float, float]:
+    """(estimate, SD of the replicates); NaN SD where fewer than half the replicates are finite."""
+    values = np.asarray(values, dtype=float)
+    reps = values[1:]
+    finite = reps[np.isfinite(reps)]
+    se = float(finite.std(ddof=1)) if finite.size >= max(2, reps.size / 2) else math.nan
+    return float(values[0]), se
+
+
+def seeded_rng(seed: int, *parts) -> np.random.Generator:
+    return np.random.default_rng([seed] + [zlib.crc32(str(p).encode()) for p in parts])
+
+
+@dataclass
+class Field:
+    """One [S, S] quantity as x [P, 1 + R]: column 0 the estimate, then its replicates (packed lower triangle)."""
+
+    x: np.ndarray
+    size: int
+    source: str
+
+
+def stack(point: np.ndarray, replicates) -> np.ndarray:
+    """[P] estimate and [P, R] replicates (or ([P, R] sums, [R] divisors)) as one [P, 1 + R] float64 array."""
+    if isinstance(replicates, tuple):
+        sums, divisors = replicates
+        x = np.empty((point.size, sums.shape[1] + 1))
+        np.divide(sums, divisors[None, :].astype(sums.dtype), out=x[:, 1:])
+    else:
+        x = np.empty((point.size, replicates.shape[1] + 1))
+        x[:, 1:] = replicates
+    x[:, 0] = point
+    return x
+
+
+def list_matrix(column: pd.Series, dtype=np.float64) -> np.ndarray:
+    """A column of equal-length float lists (object arrays or Arrow lists) as a [rows, length] array."""
+    values = column.array
+    if hasattr(values, "_pa_array"):  # pandas ArrowExtensionArray: flatten the list array without Python objects
+        import pyarrow as pa
+
+        chunked = values._pa_array.combine_chunks() if hasattr(values._pa_array, "combine_chunks") else values._pa_array
+        if isinstance(chunked, (pa.ListArray, pa.LargeListArray)) and chunked.null_count == 0:
+            flat = chunked.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+            lengths = np.diff(chunked.offsets.to_numpy())
+            if len(set(lengths.tolist())) == 1:
+                return flat.reshape(len(column), -1)
+    rows = [np.asarray(v, dtype=dtype) for v in column]
+    if len({r.size for r in rows}) != 1:
+        raise ValueError("groups table: sums of different lengths within one quantity")
+    return np.stack(rows)
+
+
+def split_by(frame: pd.DataFrame, keys) -> dict:
+    return {key if isinstance(key, tuple) else (key,): rows for key, rows in frame.groupby(keys, sort=True)}
+
+
+class LedgerInputs:
+    """The tables, indexed once, and their replicates (drawn on first use and kept)."""
+
+    def __init__(self, simulations, theory, scores, intermediates, groups, n_bootstrap, seed):
+        self.n_bootstrap, self.seed = n_bootstrap, seed
+        self.sim = require_columns(simulations, SIM_NEEDS, "simulations", optional=True)
+        self.theory = require_columns(theory, THEORY_NEEDS, "theory", optional=True)
+        self.scores = require_columns(scores, SCORE_NEEDS, "scores", optional=True)
+        self.intermediates = require_columns(intermediates, INTERMEDIATE_NEEDS, "intermediates", optional=True)
+        self.groups = require_columns(groups, GROUP_NEEDS, "groups", optional=True)
+        self._sim = split_by(self.sim, ["variant", "layer"]) if self.sim is not None else {}
+        self._scores = split_by(self.scores, ["model", "layer"]) if self.scores is not None else {}
+        self._inter = split_by(self.intermediates, ["model", "stage"]) if self.intermediates is not None else {}
+        self._groups = {}
+        if self.groups is not None:
+            stage = self.groups["stage"].astype(object).where(self.groups["stage"].notna(), "").astype(str)
+            self._groups = split_by(self.groups.assign(stage=stage), ["model", "quantity", "stage", "layer"])
+        self._kinds = {}
+        for table in (self.groups, self.scores):
+            if table is not None and "kind" in table.columns:
+                pairs = table[["model", "kind"]].drop_duplicates()
+                self._kinds.update({str(m): str(k) for m, k in zip(pairs["model"], pairs["kind"])})
+        self._counts = {}
+        self._cache = {}
+        self.params = None
+        if self.sim is not None:
+            params = self.sim.drop_duplicates("variant").set_index("variant")[SIM_PARAMS].copy()
+            params["residual"] = params["residual"].astype(bool)
+            params["alpha"] = params["alpha"].astype(float).round(9)
+            params["n_layers"] = self.sim.groupby("variant")["layer"].max().reindex(params.index) + 1
+            self.params = params.sort_index()
+            # replicates are seeded by a variant's parameters, not its name: renaming changes no number
+            extra = [c for c in ("n_samples", "seed") if c in self.sim.columns]
+            ident = self.sim.drop_duplicates("variant").set_index("variant")[extra]
+            self._identity = {v: repr(tuple(params.loc[v].tolist()) + tuple(ident.loc[v].tolist()))
+                              for v in params.index}
+
+    # -- simulations: parametric replicates from the Monte Carlo standard errors
+
+    def sim_field(self, variant: str, layer: int) -> Field | None:
+        key = ("sim", variant, layer)
+        if key not in self._cache:
+            rows = self._sim.get((variant, layer))
+            field = None
+            if rows is not None:
+                size = int(rows["seq_len"].max())
+                mean, sem = pack(rows, ["score_mean", "score_sem"], size)
+                z = seeded_rng(self.seed, "sim", self._identity[variant], layer).standard_normal((mean.size,
+                                                                                          self.n_bootstrap))
+                field = Field(stack(mean, mean[:, None] + np.nan_to_num(sem, nan=0.0)[:, None] * z), size,
+                               "Monte Carlo standard errors")
+            self._cache[key] = field
+        return self._cache[key]
+
+    # -- models: bootstrap over groups of sequences
+
+    def models(self, kind: str) -> list[str]:
+        return sorted(m for m, k in self._kinds.items() if k == kind)
+
+    def score_layers(self, model: str) -> list[int]:
+        return sorted(int(layer) for (m, layer) in self._scores if m == model)
+
+    def group_counts(self, model: str, n_groups: int) -> np.ndarray:
+        """[G, R] times each group is drawn in each replicate (G draws with replacement); one set per model,
+        shared by its layers and stages."""
+        key = (model, n_groups)
+        if key not in self._counts:
+            draws = seeded_rng(self.seed, "bootstrap", model).integers(0, n_groups, size=(self.n_bootstrap, n_groups))
+            counts = np.zeros((n_groups, self.n_bootstrap))
+            np.add.at(counts, (draws.ravel(), np.repeat(np.arange(self.n_bootstrap), n_groups)), 1.0)
+            self._counts[key] = counts
+        return self._counts[key]
+
+    def bootstrap(self, model, quantity, stage, layer, size) -> tuple[np.ndarray, np.ndarray] | None:
+        """Bootstrap replicates of one quantity as ([P, R] sums of the drawn groups, [R] their numbers of
+        sequences), or None where the groups table lacks it."""
+        if layer is None:  # intermediates: the stage under whatever layer it was recorded
+            hits = [k for k in self._groups if k[:3] == (model, quantity, stage)]
+            rows = self._groups[min(hits, key=lambda k: k[3])] if hits else None
+        else:
+            rows = self._groups.get((model, quantity, stage, layer))
+        if rows is None:
+            return None
+        rows = rows.sort_values("group")
+        label = f"groups table, model {model!r}, {quantity} {stage}".rstrip()
+        if int(rows["seq_len"].max()) != size:
+            raise ValueError(f"{label}: seq_len {int(rows['seq_len'].max())}, but {size} in the {quantity} table")
+        sums = list_matrix(rows["sums"], np.float32)
+        if sums.shape[1] != size * (size + 1) // 2:
+            raise ValueError(f"{label}: sums of length {sums.shape[1]}, expected S(S+1)/2 = {size * (size + 1) // 2}")
+        n = rows["n_sequences"].to_numpy(float)
+        counts = self.group_counts(model, len(rows))
+        # the sums are float32 already: a float32 product is as exact and 5-10x faster than float64 here
+        product = sums.T.astype(np.float32) @ counts.astype(np.float32)
+        return product, (n @ counts)
+
+    def score_field(self, model: str, layer: int) -> Field | None:
+        """One layer's scores of a model; not kept (a pretrained model's layers are ~50 MB each at S = 256)."""
+        rows = self._scores.get((model, layer))
+        if rows is None:
+            return None
+        size = int(rows["seq_len"].max())
+        mean, sem = pack(rows, ["score_mean", "score_sem"], size)
+        reps = self.bootstrap(model, "scores", "", layer, size)
+        source = "bootstrap over groups of sequences"
+        if reps is None:
+            z = seeded_rng(self.seed, "score", model, layer).standard_normal((mean.size, self.n_bootstrap))
+            reps = mean[:, None] + np.nan_to_num(sem, nan=0.0)[:, None] * z
+            source = "no groups table: parametric replicates from score_sem"
+        return Field(stack(mean, reps), size, source)
+
+    def intermediate_field(self, model: str, stage: str) -> tuple[Field | None, int | None]:
+        """Stage `stage` of Figure 3 for `model` (the lowest layer it was recorded under) and that layer."""
+        key = ("inter", model, stage)
+        if key not in self._cache:
+            rows = self._inter.get((model, stage))
+            field, layer = None, None
+            if rows is not None:
+                layer = int(rows["layer"].min())
+                rows = rows[rows["layer"] == layer]
+                size = int(rows["seq_len"].max())
+                (value,) = pack(rows, ["value"], size)
+                reps = self.bootstrap(model, "intermediate", stage, None, size)
+                source = "bootstrap over groups of sequences"
+                if reps is None:
+                    reps = np.full((value.size, self.n_bootstrap), np.nan)
+                    source = "no groups table for this stage"
+                field = Field(stack(value, reps), size, source)
+            self._cache[key] = (field, layer)
+        return self._cache[key]

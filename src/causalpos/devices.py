@@ -1,0 +1,25 @@
+"""Which device and how many CPUs a stage runs on: one answer for simulation, training and extraction."""
+
+from __future__ import annotations
+
+import os
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask: a SLURM job's allocation, not the node's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def resolve_device(name: str | None, setting: str = "device"):
+    """torch.device for "auto" (CUDA if present), "cpu", "cuda" or "cuda:N"; `setting` names the config key
+    in the error raised when CUDA is asked for on a machine without it."""
+    import torch  # bottom-layer module: keep `import causalpos.devices` free of torch for the DAG
+
+    if name in (None, "auto"):
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if str(name).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"{setting} = {name} but no CUDA device is available on this machine")
+    return torch.device(name)

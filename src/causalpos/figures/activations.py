@@ -1,0 +1,250 @@
+"""Heatmaps of the trained and pretrained models: paper Figures 3, 5, 8, 11-16, NoPE against RoPE.
+
+Drawn only from the extraction tables (see extract.py): tables["scores"], tables["intermediates"],
+tables["probe"]. Each figure is a function (tables, options) -> Figure (see figures.render), in the
+heatmap style of figures.style: rows are queries (top =
+position 0), columns are keys, invisible cells blank, one colour bar per panel, layers labelled
+1-based ("Layer 1"), positions 0-based.
+
+Options (unknown keys are ignored):
+  model            fig03, fig08, fig_all_layers: the model to draw (default "nope")
+  layer            fig03: 0-based layer of stages a-g (default: the lowest one in the table)
+  models           fig05: models, one row each (default: every model of kind "pretrained")
+  first_layers     fig05: how many layers from the first (default 4)
+  compare          figC1: the two models to compare (default ["nope", "rope"])
+  cmap, diverging_cmap   sequential (default "viridis") and centred (default "coolwarm") colour maps
+  quantile_clip    [low, high] quantiles that bound each panel's colour scale, or None for the
+                   full range; default [0.01, 0.99] for fig05 and fig_all_layers, None elsewhere
+  max_columns      panels per row before wrapping (default 6)
+  heatmap_max_size matrices larger than this are block-averaged to at most this many cells a side
+                   for drawing (default 256; ticks keep the real positions); None to disable
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from causalpos.figures.style import (
+    PANEL_SIZE,
+    build_figure,
+    built,
+    clip_option,
+    colour_limits,
+    heatmap,
+    max_size_option,
+    model_label,
+    require_table,
+    square_matrix,
+)
+from causalpos.tables import FIGURE3_STAGES
+
+# the columns each figure reads
+SCORE_NEEDS = ("model", "layer", "query_pos", "key_pos", "score_mean", "score_diagnorm", "seq_len")
+INTERMEDIATE_NEEDS = ("model", "layer", "stage", "query_pos", "key_pos", "value", "seq_len")
+DEFAULT_CLIP = (0.01, 0.99)
+DIAGNORM = "scores minus their diagonal's mean"
+
+
+
+
+# ---------------------------------------------------------------- helpers
+
+
+
+
+
+
+
+
+def _model_rows(table: pd.DataFrame, name: str, model: str) -> pd.DataFrame:
+    rows = table[table["model"] == model]
+    if rows.empty:
+        raise ValueError(f"model {model!r} missing from the {name} table (it has {sorted(table['model'].unique())})")
+    return rows
+
+
+def _by_layer(rows: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    return {int(layer): group for layer, group in rows.groupby("layer", sort=True)}
+
+
+
+
+
+
+
+
+
+
+
+
+def _wrapped_panels(container, panels: list[tuple[np.ndarray, str]], ncols: int, cmap: str,
+                    center: float | None, clip, max_size) -> None:
+    """Heatmaps in rows of ncols panels; unused cells of the last row are hidden."""
+    nrows = math.ceil(len(panels) / ncols)
+    axes = np.atleast_1d(container.subplots(nrows, ncols)).ravel()
+    for ax, (matrix, title) in zip(axes, panels):
+        heatmap(ax, matrix, cmap, title, center=center, clip=clip, max_size=max_size)
+    for ax in axes[len(panels):]:
+        ax.set_axis_off()
+
+
+def _grid_shape(n_panels: int, options: dict) -> tuple[int, int]:
+    max_columns = int(options.get("max_columns", 6))
+    if max_columns < 1:
+        raise ValueError(f"options['max_columns'] must be >= 1, got {max_columns}")
+    ncols = min(n_panels, max_columns)
+    return math.ceil(n_panels / ncols), ncols
+
+
+def _layer_panels(rows: pd.DataFrame, value: str) -> list[tuple[np.ndarray, str]]:
+    return [(square_matrix(group, value), f"Layer {layer + 1}") for layer, group in _by_layer(rows).items()]
+
+
+# ---------------------------------------------------------------- heatmap figures
+
+
+@built
+def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
+    """Figure 3: Gram matrices of the attention intermediates (a)-(i) of one model, 3 x 3."""
+    table = require_table(tables, "intermediates", INTERMEDIATE_NEEDS)
+    model = options.get("model", "nope")
+    rows = _model_rows(table, "intermediates", model)
+    layer = options.get("layer")
+    if layer is None:
+        first = rows.loc[rows["stage"] == "a", "layer"]
+        if first.empty:
+            raise ValueError(f"intermediates table has no stage 'a' rows for model {model!r}")
+        layer = int(first.min())
+    layer = int(layer)
+    cmap = options.get("cmap", "viridis")
+    clip = clip_option(options, None)
+    fig = build_figure(PANEL_SIZE[0] * 3 + 0.6, (PANEL_SIZE[1] + 0.3) * 3 + 0.4)
+    fig.suptitle(f"{model_label(model)}: Gram matrices of the attention intermediates, "
+                 f"Layer {layer + 1} (a-g) into Layer {layer + 2} (h-i)", fontweight="bold")
+    for ax, stage in zip(fig.subplots(3, 3).ravel(), "abcdefghi"):
+        stage_layer = layer + (stage in "hi")
+        panel = rows[(rows["stage"] == stage) & (rows["layer"] == stage_layer)]
+        if panel.empty:
+            raise ValueError(f"intermediates table has no stage {stage!r} at layer {stage_layer} (0-based) "
+                             f"for model {model!r}")
+        heatmap(ax, square_matrix(panel, "value"), cmap, FIGURE3_STAGES[stage][1], clip=clip, max_size=max_size_option(options))
+    return fig
+
+
+@built
+def fig_model_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
+    """Figure 8: diagonal-normalised scores of every layer of one model, centred colour map."""
+    table = require_table(tables, "scores", SCORE_NEEDS)
+    model = options.get("model", "nope")
+    panels = _layer_panels(_model_rows(table, "scores", model), "score_diagnorm")
+    nrows, ncols = _grid_shape(len(panels), options)
+    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * nrows + 0.4)
+    fig.suptitle(f"{model_label(model)}: {DIAGNORM}", fontweight="bold")
+    _wrapped_panels(fig, panels, ncols, options.get("diverging_cmap", "coolwarm"), 0.0,
+                    clip_option(options, None), max_size_option(options))
+    return fig
+
+
+@built
+def fig_llms(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
+    """Figure 5: diagonal-normalised scores of the first layers of each model, one row per model,
+    each panel's colour scale bounded by the 1% and 99% quantiles of its values (attention sink)."""
+    table = require_table(tables, "scores", SCORE_NEEDS)
+    models = list(options.get("models") or [])
+    if not models:
+        if "kind" not in table.columns:
+            raise ValueError("scores table lacks column 'kind', needed to find the pretrained models")
+        models = list(pd.unique(table.loc[table["kind"] == "pretrained", "model"]))
+        if not models:
+            raise ValueError("scores table has no model of kind 'pretrained' and options['models'] is empty")
+    first = int(options.get("first_layers", 4))
+    clip = clip_option(options, DEFAULT_CLIP)
+    rows = [(m, _layer_panels(_model_rows(table, "scores", m), "score_diagnorm")[:first]) for m in models]
+    ncols = max(len(panels) for _, panels in rows)
+    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * len(rows) + 0.4)
+    scale = f", colour scale {clip[0]:.0%}-{clip[1]:.0%} quantiles" if clip else ""
+    fig.suptitle(f"Pretrained models: {DIAGNORM}{scale}", fontweight="bold")
+    subfigs = np.atleast_1d(fig.subfigures(len(rows), 1)).ravel()
+    for sub, (model, panels) in zip(subfigs, rows):
+        sub.suptitle(model_label(model), fontweight="bold")
+        _wrapped_panels(sub, panels, ncols, options.get("diverging_cmap", "coolwarm"), 0.0, clip,
+                        max_size_option(options))
+    return fig
+
+
+@built
+def fig_all_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
+    """Figures 11-16: every layer of one model, raw scores above and diagonal-normalised below,
+    at most max_columns panels per row."""
+    table = require_table(tables, "scores", SCORE_NEEDS)
+    model = options.get("model", "nope")
+    rows = _model_rows(table, "scores", model)
+    clip = clip_option(options, DEFAULT_CLIP)
+    raw, normed = _layer_panels(rows, "score_mean"), _layer_panels(rows, "score_diagnorm")
+    nrows, ncols = _grid_shape(len(raw), options)
+    block_height = (PANEL_SIZE[1] + 0.3) * nrows + 0.4
+    fig = build_figure(PANEL_SIZE[0] * ncols, 2 * block_height)
+    scale = f" (colour scale {clip[0]:.0%}-{clip[1]:.0%} quantiles)" if clip else ""
+    blocks = [(f"{model_label(model)}: attention scores{scale}", raw, options.get("cmap", "viridis"), None),
+              (f"{model_label(model)}: {DIAGNORM}{scale}", normed, options.get("diverging_cmap", "coolwarm"), 0.0)]
+    for sub, (title, panels, cmap, center) in zip(fig.subfigures(2, 1), blocks):
+        sub.suptitle(title, fontweight="bold")
+        _wrapped_panels(sub, panels, ncols, cmap, center, clip, max_size_option(options))
+    return fig
+
+
+@built
+def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
+    """NoPE against RoPE, one row per layer: raw scores of each, diagonal-normalised scores of each
+    (shared colour scale within a layer) and their difference (first minus second)."""
+    table = require_table(tables, "scores", SCORE_NEEDS)
+    first, second = list(options.get("compare") or ["nope", "rope"])
+    a, b = (_by_layer(_model_rows(table, "scores", m)) for m in (first, second))
+    layers = sorted(set(a) & set(b))
+    if not layers:
+        raise ValueError(f"models {first!r} and {second!r} share no layer")
+    if a[layers[0]]["seq_len"].iloc[0] != b[layers[0]]["seq_len"].iloc[0]:
+        raise ValueError(f"models {first!r} and {second!r} have different seq_len; cannot subtract")
+    la, lb = model_label(first), model_label(second)
+    headers = [f"{la}: scores", f"{lb}: scores", f"{la}: diag.-normalised", f"{lb}: diag.-normalised",
+               f"{la} − {lb},\ndiag.-normalised"]
+    cmap, diverging = options.get("cmap", "viridis"), options.get("diverging_cmap", "coolwarm")
+    clip, size = clip_option(options, None), max_size_option(options)
+    fig = build_figure(PANEL_SIZE[0] * 5, (PANEL_SIZE[1] + 0.3) * len(layers) + 0.8)
+    fig.suptitle(f"{la} vs {lb}: diag.-normalised = {DIAGNORM}; the two diag.-normalised panels of a layer "
+                 "share one colour scale", fontweight="bold")
+    grid = np.atleast_2d(fig.subplots(len(layers), 5))
+    for row, layer in enumerate(layers):
+        titles = [f"{h}\nLayer {layer + 1}" if row == 0 else f"Layer {layer + 1}" for h in headers]
+        norm_a, norm_b = square_matrix(a[layer], "score_diagnorm"), square_matrix(b[layer], "score_diagnorm")
+        ax = grid[row]
+        heatmap(ax[0], square_matrix(a[layer], "score_mean"), cmap, titles[0], clip=clip, max_size=size)
+        heatmap(ax[1], square_matrix(b[layer], "score_mean"), cmap, titles[1], clip=clip, max_size=size)
+        shared = colour_limits(np.concatenate([norm_a.ravel(), norm_b.ravel()]), clip, 0.0)
+        heatmap(ax[2], norm_a, diverging, titles[2], center=0.0, limits=shared, max_size=size)
+        heatmap(ax[3], norm_b, diverging, titles[3], center=0.0, limits=shared, max_size=size)
+        heatmap(ax[4], norm_a - norm_b, diverging, titles[4], center=0.0, clip=clip, max_size=size)
+    return fig
+
+
+# ---------------------------------------------------------------- summary plots
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+

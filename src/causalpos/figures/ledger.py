@@ -1,0 +1,62 @@
+"""The claims ledger as a figure: one panel per claim, each setting's value against the threshold."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from causalpos.analysis.claims.ledger import ledger_z
+from causalpos.figures.style import new_figure
+
+
+VERDICT_STYLE = {"supported": ("tab:green", "o"), "not supported": ("tab:red", "X"), "inconclusive": ("tab:gray", "s")}
+
+
+def plot_ledger(ledger: pd.DataFrame, options: dict | None = None):
+    """One panel per claim: each setting's value with ±z standard errors (the verdict's margin) against the
+    claim's threshold (dashed line), colour and marker by verdict. Returns a matplotlib Figure built like
+    the others (no pyplot); draw it through figures.style.save_figure, which applies the plot options
+    (font_scale, dpi, formats), as figures.render does for the paper's figures."""
+    z = ledger_z(ledger)
+    claim_ids = list(dict.fromkeys(ledger["claim_id"]))
+    ncols = min(4, max(1, len(claim_ids)))
+    nrows = max(1, math.ceil(len(claim_ids) / ncols))
+    fig = new_figure(4.0 * ncols, 3.3 * nrows + 0.8)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    for ax, claim_id in zip(axes, claim_ids):
+        rows = ledger[ledger["claim_id"] == claim_id].reset_index(drop=True)
+        x = np.arange(len(rows))
+        for verdict_name, (colour, marker) in VERDICT_STYLE.items():
+            pick = (rows["verdict"] == verdict_name).to_numpy()
+            if pick.any():
+                err = (z * rows.loc[pick, "uncertainty"].astype(float)).fillna(0.0).to_numpy()
+                ax.errorbar(x[pick], rows.loc[pick, "value"].astype(float), yerr=err, fmt=marker, color=colour,
+                            ms=5, capsize=2, lw=1)
+        for threshold in rows["threshold"].unique():
+            ax.axhline(threshold, ls="--", color="black", lw=1)
+        if not rows["value"].notna().any():
+            ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="tab:gray")
+        labels = [textwrap.shorten(str(label), 22, placeholder="…") for label in rows["label"]]
+        step = max(1, math.ceil(len(rows) / 10))
+        turn = len(rows) > 3 or max(len(label) for label in labels) > 10
+        ax.set_xticks(x[::step], labels[::step], rotation=50 if turn else 0, ha="right" if turn else "center",
+                      fontsize="x-small")
+        ax.set_xlim(-0.6, len(rows) - 0.4)
+        first = rows.iloc[0]
+        title = first["title"] if "title" in rows.columns and isinstance(first["title"], str) else first["statement"]
+        ax.set_title(textwrap.shorten(f"{claim_id}: {title}", 48, placeholder="…"), fontsize="small", loc="left")
+        ax.set_ylabel(textwrap.fill(f"{first['unit']} ({first['direction']} {first['threshold']:g})", 30),
+                      fontsize="x-small")
+        ax.tick_params(axis="y", labelsize="x-small")
+    for ax in axes[len(claim_ids):]:
+        ax.set_axis_off()
+    handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()]
+    handles.append(Line2D([], [], color="black", ls="--", label="threshold"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize="small",
+               title=f"error bars: ±{z:g} standard errors", title_fontsize="small")
+    fig.suptitle("Claims ledger: each claim's metric against its threshold", fontweight="bold")
+    return fig

@@ -1,0 +1,109 @@
+"""The summary as figures (not in the paper): non-relativeness, nearer-key preference, position probe.
+
+Each reads the extraction tables and computes its numbers with analysis.summary, per model and layer.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from causalpos.analysis import summary
+from causalpos.figures.style import build_figure, built, layer_axis, model_colours, require_table, style_legend
+
+
+def _summary_models(frame: pd.DataFrame) -> list[str]:
+    return list(pd.unique(frame["model"]))
+
+
+@built
+def fig_nonrelativeness(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
+    """Per layer and model: the non-relativeness index, the left-region deficit and the size of the
+    pattern against the raw scores (summary.nonrelativeness); solid = every key, dashed = without key 0."""
+    table = require_table(tables, "scores", summary.SCORE_NEEDS)
+    stats = summary.nonrelativeness(table)
+    models = _summary_models(stats)
+    colours = model_colours(models)
+    fig = build_figure(16, 4.4)
+    ax_index, ax_deficit, ax_scale = fig.subplots(1, 3)
+    for model in models:
+        rows = stats[stats["model"] == model].sort_values("layer")
+        x, c = rows["layer"] + 1, colours[model]
+        ax_index.plot(x, rows["index"], "o-", color=c, ms=4)
+        ax_index.plot(x, rows["index_no_sink"], "s--", color=c, ms=3)
+        ax_index.plot(x, rows["index_noise"], ":", color=c, lw=1)
+        ax_deficit.plot(x, rows["deficit"], "o-", color=c, ms=4)
+        ax_deficit.plot(x, rows["deficit_no_sink"], "s--", color=c, ms=3)
+        ax_scale.plot(x, rows["score_std"], "o-", color=c, ms=4)
+        ax_scale.plot(x, rows["pattern_std"], "s--", color=c, ms=3)
+    ax_index.axhline(0.0, color="grey", lw=0.8)
+    ax_index.set_ylabel("Var(diag.-normalised) / Var(scores)")
+    ax_index.set_title("Non-relativeness index (0 = relative)")
+    style_legend(ax_index, models, colours, [("-", "all keys"), ("--", "without key 0"),
+                                              (":", "sampling-noise floor")])
+    ax_deficit.axhline(0.0, color="grey", lw=0.8)
+    ax_deficit.set_ylabel("Mean diag.-normalised score, left region")
+    ax_deficit.set_title("Left-region deficit (< 0: left darker)")
+    style_legend(ax_deficit, models, colours, [("-", "all keys"), ("--", "without key 0")])
+    ax_scale.set_ylim(bottom=0)
+    ax_scale.set_ylabel("Standard deviation (off-diagonal)")
+    ax_scale.set_title("Size: raw scores vs pattern")
+    style_legend(ax_scale, models, colours, [("-", "raw scores"), ("--", "diag.-normalised")])
+    for ax in (ax_index, ax_deficit, ax_scale):
+        layer_axis(ax)
+    return fig
+
+
+@built
+def fig_increasing_fraction(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
+    """Per layer and model: share of adjacent off-diagonal key steps where the nearer key scores
+    higher (summary.increasing_fraction), ± SEM; solid = every key, dashed = without key 0."""
+    table = require_table(tables, "scores", summary.SCORE_NEEDS)
+    stats = summary.increasing_fraction(table)
+    models = _summary_models(stats)
+    colours = model_colours(models)
+    fig = build_figure(7.5, 4.6)
+    ax = fig.subplots()
+    for model in models:
+        rows = stats[stats["model"] == model].sort_values("layer")
+        x, c = rows["layer"] + 1, colours[model]
+        ax.errorbar(x, rows["fraction"], yerr=rows["fraction_sem"], fmt="o-", ms=4, capsize=2, color=c)
+        ax.errorbar(x + 0.1, rows["fraction_no_sink"], yerr=rows["fraction_no_sink_sem"], fmt="s--", ms=3,
+                    capsize=2, color=c)
+    ax.axhline(0.5, color="grey", lw=0.8)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("Fraction of steps j → j+1 with higher score")
+    ax.set_title("Nearer keys score higher (0.5 = no preference)")
+    style_legend(ax, models, colours, [("-", "all keys"), ("--", "without key 0")])
+    layer_axis(ax)
+    return fig
+
+
+@built
+def fig_position_probe(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
+    """Per hidden state and model: held-out MAE of the linear position probe and of the mean-position
+    baseline (positions), and their ratio (1 = no positional information)."""
+    table = require_table(tables, "probe", summary.PROBE_NEEDS)
+    stats = summary.probe_summary(table)
+    models = _summary_models(stats)
+    colours = model_colours(models)
+    fig = build_figure(12, 4.4)
+    ax_mae, ax_ratio = fig.subplots(1, 2)
+    for model in models:
+        rows = stats[stats["model"] == model].sort_values("layer")
+        c = colours[model]
+        ax_mae.plot(rows["layer"], rows["mae"], "o-", ms=4, color=c)
+        ax_mae.plot(rows["layer"], rows["mae_baseline"], ":", color=c)
+        ax_ratio.plot(rows["layer"], rows["ratio"], "o-", ms=4, color=c)
+    xlabel = "Hidden state (0 = embeddings, k = output of Layer k)"
+    ax_mae.set_ylabel("Held-out mean absolute error (positions)")
+    ax_mae.set_title("Linear position probe")
+    style_legend(ax_mae, models, colours, [("-", "probe"), (":", "mean-position baseline")])
+    ax_ratio.axhline(1.0, color="grey", lw=0.8)
+    ax_ratio.set_ylim(bottom=0)
+    ax_ratio.set_ylabel("Probe MAE / baseline MAE")
+    ax_ratio.set_title("Relative error (1 = no positional information)")
+    style_legend(ax_ratio, models, colours, [])
+    for ax in (ax_mae, ax_ratio):
+        layer_axis(ax, xlabel)
+    return fig

@@ -1,0 +1,42 @@
+"""Draw a figure by its id: the drawing function of every figure of figures.registry, and the one entry point.
+
+`render_figure(figure_id, tables, options, outputs)`: `tables` maps a table name ("simulation", "theory",
+"scores", ...) to a DataFrame; every path in `outputs` gets the figure in the format of its suffix.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from causalpos.figures import activations, measurements, simulation, training
+from causalpos.figures.registry import ALL_LAYERS_FIGURE, figure_spec
+from causalpos.figures.style import save_figure
+
+DRAW = {
+    "fig01_mechanism": simulation.fig_mechanism,
+    "fig02_l2norm": simulation.fig_layer_grid,
+    "fig04_rope": simulation.fig_rope,
+    "fig06_alpha": simulation.fig_layer_grid,
+    "fig07_layernorm": simulation.fig_layer_grid,
+    "fig09_rope_alpha": simulation.fig_rope,
+    "fig10_rope_nomask": simulation.fig_rope,
+    "figS1_mc_vs_closed_form": simulation.fig_mc_vs_closed_form,
+    "figT1_training_loss": training.fig_training_loss,
+    "figT2_length_generalization": training.fig_length_generalization,
+    "fig03_intermediates": activations.fig_intermediates,
+    "fig05_llms": activations.fig_llms,
+    "fig08_model_layers": activations.fig_model_layers,
+    ALL_LAYERS_FIGURE: activations.fig_all_layers,
+    "figC1_nope_vs_rope": activations.fig_nope_vs_rope,
+    "figM1_nonrelativeness": measurements.fig_nonrelativeness,
+    "figM2_increasing_fraction": measurements.fig_increasing_fraction,
+    "figM3_position_probe": measurements.fig_position_probe,
+}  # the claims figure is drawn by rule claims, beside the ledger (figures.ledger.plot_ledger)
+
+
+def render_figure(figure_id: str, tables: dict[str, pd.DataFrame], options: dict, outputs) -> None:
+    """Draw figure `figure_id` and write it to every path in outputs (format from the suffix)."""
+    figure_spec(figure_id)  # an unknown id: ValueError listing the known ones
+    if figure_id not in DRAW:
+        raise ValueError(f"figure {figure_id!r} is not drawn by render_figure; drawn: {sorted(DRAW)}")
+    save_figure(lambda: DRAW[figure_id](tables, options), options, outputs, figure_id)

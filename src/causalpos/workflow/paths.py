@@ -1,0 +1,90 @@
+"""Where every result lives: the one place the rules, the CLI and the config helpers take paths from.
+
+Every function takes the results folder (default "results", the workflow's; the CLI's --results
+changes it) and returns a path as a string; pass "{variant}" or "{model}" to get a rule's pattern.
+Layers and positions inside the files are 0-based; see docs/results.md for the columns.
+"""
+
+from __future__ import annotations
+
+from causalpos.analysis.summary import SUMMARY_FILES
+from causalpos.tables import ACTIVATION_TABLES
+
+RESULTS = "results"
+
+
+def documents(results: str = RESULTS) -> str:
+    return f"{results}/data/documents.parquet"
+
+
+def tokenizer_dir(results: str = RESULTS) -> str:
+    return f"{results}/tokenizer"
+
+
+def tokens_dir(results: str = RESULTS) -> str:
+    return f"{results}/tokens"
+
+
+def tokens_file(name: str, results: str = RESULTS) -> str:
+    """blocks.json, train.npy, heldout.npy, snippets.npy or snippets.parquet"""
+    return f"{tokens_dir(results)}/{name}"
+
+
+def theory_table(results: str = RESULTS) -> str:
+    return f"{results}/theory/layer2_scores.parquet"
+
+
+def simulation_table(variant: str, results: str = RESULTS) -> str:
+    return f"{results}/simulation/{variant}.parquet"
+
+
+def model_dir(model: str, results: str = RESULTS) -> str:
+    """A trained model's folder: model.safetensors, config.json, metrics.parquet, length_eval.parquet."""
+    return f"{results}/models/{model}"
+
+
+def model_file(model: str, name: str, results: str = RESULTS) -> str:
+    return f"{model_dir(model, results)}/{name}"
+
+
+def checkpoints_dir(results: str = RESULTS) -> str:
+    return f"{results}/checkpoints"
+
+
+def train_benchmark(model: str) -> str:
+    return f"benchmarks/train/{model}.tsv"
+
+
+def pretrained_dir(model: str, results: str = RESULTS) -> str:
+    """A GGUF model dequantised into a safetensors folder."""
+    return f"{results}/pretrained/{model}"
+
+
+def activation_table(model: str, table: str, results: str = RESULTS) -> str:
+    """results/activations/{model}/{table}.parquet, table one of tables.ACTIVATION_TABLES"""
+    if table not in ACTIVATION_TABLES:
+        raise ValueError(f"unknown activation table {table!r}; known: {ACTIVATION_TABLES}")
+    return f"{results}/activations/{model}/{table}.parquet"
+
+
+def activation_tables(model: str, results: str = RESULTS) -> dict[str, str]:
+    return {table: activation_table(model, table, results) for table in ACTIVATION_TABLES}
+
+
+def summary_dir(results: str = RESULTS) -> str:
+    return f"{results}/summary"
+
+
+def summary_tables(results: str = RESULTS) -> list[str]:
+    """The per-layer summary tables (analysis.summary.SUMMARY_FILES)."""
+    return [f"{summary_dir(results)}/{name}" for name in SUMMARY_FILES.values()]
+
+
+def summary_file(name: str, results: str = RESULTS) -> str:
+    """claims.parquet, claims.md, runtimes.parquet, runtimes.html, config.html"""
+    return f"{summary_dir(results)}/{name}"
+
+
+def figure_files(stem: str, formats, results: str = RESULTS) -> list[str]:
+    """One figure in every format, e.g. figure_files("fig02_l2norm", ["pdf", "png"])."""
+    return [f"{results}/figures/{stem}.{fmt}" for fmt in formats]

@@ -1,0 +1,73 @@
+"""The code digest of each stage: its module set is the real import closure, and an edit reruns exactly its users."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from causalpos.workflow.digest import STAGE_RUNNERS, code_digest, runner_source, stage_modules
+from conftest import ROOT
+
+
+@pytest.mark.parametrize("stage", ["simulate", "extract", "train", "plot", "claims"])
+def test_modules_loaded_by_the_runner_are_in_its_closure(stage):
+    """Import what the runner imports in a fresh interpreter: every causalpos module Python loads is in the set."""
+    _, imports = runner_source(stage)
+    script = ("import importlib, json, sys\n"
+              f"for name in {imports!r}:\n"
+              "    try:\n        importlib.import_module(name)\n"
+              "    except ModuleNotFoundError:\n        pass  # `from pkg import name` where name is not a module\n"
+              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'causalpos')))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True,
+                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    loaded = set(json.loads(proc.stdout))
+    assert loaded - set(stage_modules(stage)) == set()
+
+
+def test_closure_follows_lazy_imports_and_packages():
+    modules = stage_modules("extract")
+    assert {"causalpos.models.extract", "causalpos.models.pretrained", "causalpos.models.tokenizer",
+            "causalpos.models", "causalpos"} <= set(modules)  # run_extract imports these inside its body
+    assert "causalpos.simulation.engine" not in modules
+    assert "causalpos.figures.ledger" in stage_modules("claims")  # the ledger draws its figure
+
+
+@pytest.fixture
+def source_copy(tmp_path):
+    shutil.copytree(ROOT / "src" / "causalpos", tmp_path / "causalpos",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "causalpos"
+
+
+def edit(root, relative: str) -> None:
+    path = root / relative
+    path.write_text(path.read_text() + "\n# an edit\n")
+
+
+@pytest.mark.parametrize("relative, changed", [
+    ("models/train.py", {"train", "length_eval"}),
+    ("models/extract.py", {"extract"}),
+    ("simulation/engine.py", {"simulate"}),
+    ("simulation/theory.py", {"theory", "plot"}),
+    ("analysis/triangles.py", {"summary", "plot", "claims"}),
+    ("figures/style.py", {"plot", "claims"}),
+])
+def test_an_edit_changes_the_digest_of_the_stages_that_run_it_only(source_copy, relative, changed):
+    before = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}
+    assert before == {stage: code_digest(stage) for stage in STAGE_RUNNERS}  # the copy digests like the original
+    edit(source_copy, relative)
+    after = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}
+    assert {stage for stage in STAGE_RUNNERS if before[stage] != after[stage]} == changed
+
+
+def test_editing_one_runner_changes_only_its_stage(source_copy):
+    before = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}
+    path = source_copy / "workflow" / "stages.py"
+    text = path.read_text()
+    path.write_text(text.replace('log.info("theory:', 'log.info("closed forms:'))
+    after = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}
+    assert {stage for stage in STAGE_RUNNERS if before[stage] != after[stage]} == {"theory"}
