@@ -1,0 +1,299 @@
+"""The README and the pages under docs/: they fit, their links and names resolve, and they do not drift.
+
+Each page that lists something the code defines is checked against the code: the config keys against the
+schema (and its generated tables against scripts/update-docs-config.py), the table columns against the
+column lists, the CLI against its parser, the rules against the Snakefiles, the figures against the
+registry. No workflow runs here.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = [README, *sorted(DOCS.glob("*.md"))]
+README_MAX_BYTES = 10_000
+
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)\)")
+PATH_PREFIXES = (".ci/", ".test/", "bench/", "config/", "docs/", "envs/", "profiles/", "report/", "rules/",
+                 "scripts/", "src/", "tests/", "workflow_scripts/")
+
+
+def text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def prose(path: Path) -> str:
+    """The page without its fenced code blocks."""
+    return FENCE.sub("", text(path))
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", prose(path), re.M)}
+
+
+def page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def load_script(name: str):
+    path = ROOT / "scripts" / name
+    spec = importlib.util.spec_from_file_location(path.stem.replace("-", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------- the README
+
+
+def test_readme_fits_on_a_few_screens():
+    size = len(README.read_bytes())
+    assert size < README_MAX_BYTES, f"README.md is {size} bytes; move reference material to docs/"
+
+
+def quick_start_lines() -> list[str]:
+    return [line for line in text(README).splitlines() if line.startswith("pip install torch==")]
+
+
+def test_readme_quick_start_command_2_is_what_ci_runs():
+    """.ci/run runs the README's second command verbatim: its install-and-test line is a line of README.md."""
+    ci = [line for line in text(ROOT / ".ci" / "run").splitlines() if line.startswith("pip install torch==")]
+    assert len(ci) == 1, ci
+    assert ci[0].endswith("&& pytest")
+    assert ci[0] in text(README).splitlines()
+
+
+def test_readme_quick_start_command_1_installs_what_command_2_installs():
+    first, second = quick_start_lines()
+    assert first.endswith("&& snakemake --cores 8 all_figures")
+    assert second.endswith("&& pytest")
+    assert first.replace("pip install -e . ", 'pip install -e ".[test]" ').rsplit(" && ", 1)[0] \
+        == second.rsplit(" && ", 1)[0]
+
+
+def test_readme_links_every_docs_page():
+    linked = {Path(target.split("#")[0]) for target in LINK.findall(prose(README))}
+    missing = [p.relative_to(ROOT) for p in DOCS.glob("*.md") if p.relative_to(ROOT) not in linked]
+    assert missing == [], f"README.md does not link {missing}"
+
+
+def test_readme_shows_a_figure():
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", prose(README))
+    assert images and all((ROOT / t).is_file() for t in images)
+
+
+# ---------------------------------------------------------------- every page
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_relative_links_point_to_files_and_headings(page):
+    broken = []
+    for target in LINK.findall(prose(page)):
+        if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+            continue
+        file, _, anchor = target.partition("#")
+        resolved = (page.parent / file).resolve() if file else page
+        if not resolved.exists():
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+            broken.append(f"{target} (no such heading)")
+    assert broken == [], f"{page.name}: broken links {broken}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_repository_paths_exist(page):
+    """Every `path` in backticks that names a file or folder of the repository (no pattern) exists."""
+    missing = []
+    for code in re.findall(r"`([^`\n]+)`", text(page)):
+        path = code.split()[0] if code.split() else ""
+        if not path.startswith(PATH_PREFIXES) or re.search(r"[{}*<>|\[]", path):
+            continue
+        if not (ROOT / path.rstrip(".,;:")).exists():
+            missing.append(path)
+    assert missing == [], f"{page.name}: no such file or folder {missing}"
+
+
+def module_file(module: str) -> Path | None:
+    base = ROOT / "src" / Path(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def top_level_names(path: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(text(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_module_names_exist(page):
+    """Every dotted causalpos.x.y name is a module, or a module and a name defined at its top level."""
+    stale = []
+    for name in sorted(set(re.findall(r"\bcausalpos(?:\.[A-Za-z_]\w*)+", text(page)))):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            path = module_file(".".join(parts[:cut]))
+            if path is not None:
+                break
+        rest = parts[cut:]
+        if path is None or (rest and rest[0] not in top_level_names(path)):
+            stale.append(name)
+    assert stale == [], f"{page.name}: no such module or name {stale}"
+
+
+def test_no_mention_of_the_old_claims_script():
+    assert not (ROOT / "scripts" / "update-readme-claims.py").exists()
+    for page in PAGES:
+        assert "update-readme-claims" not in text(page), page.name
+
+
+# ---------------------------------------------------------------- docs/configuration.md
+
+
+def schema_keys() -> tuple[list[str], list[str]]:
+    """Dotted keys of every section and nested object of the schema; the fields of its $defs."""
+    schema = yaml.safe_load(text(ROOT / "src" / "causalpos" / "schemas" / "config.schema.yaml"))
+    dotted = []
+
+    def walk(properties: dict, prefix: str):
+        for name, node in properties.items():
+            dotted.append(prefix + name)
+            if "properties" in node:
+                walk(node["properties"], f"{prefix}{name}.")
+
+    walk(schema["properties"], "")
+    fields_of_defs = [name for node in schema["$defs"].values() for name in node.get("properties", {})]
+    return dotted, fields_of_defs
+
+
+def test_configuration_page_names_every_key():
+    from causalpos.simulation.variant import Variant
+
+    page = text(DOCS / "configuration.md")
+    dotted, def_fields = schema_keys()
+    missing = [k for k in dotted if f"`{k}" not in page]  # `simulation.variants` as `simulation.variants.NAME`
+    missing += [k for k in def_fields + [f.name for f in fields(Variant)] if f"`{k}`" not in page]
+    assert missing == [], f"docs/configuration.md lacks {missing}"
+
+
+def test_configuration_tables_are_up_to_date():
+    script = load_script("update-docs-config.py")
+    page = text(script.PAGE)
+    assert script.updated(page) == page, "docs/configuration.md is out of date: python scripts/update-docs-config.py"
+
+
+# ---------------------------------------------------------------- docs/results.md
+
+
+def test_results_page_lists_every_column():
+    from causalpos import tables
+    from causalpos.analysis import runtimes, summary
+    from causalpos.analysis.claims import catalogue
+
+    train = ast.parse(text(ROOT / "src" / "causalpos" / "models" / "train.py"))  # no torch import for a list
+    metric_columns = next(ast.literal_eval(n.value) for n in train.body
+                          if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "METRIC_COLUMNS")
+    lists = {name: getattr(tables, name) for name in ("SIMULATION_COLUMNS", "THEORY_COLUMNS", "SCORE_COLUMNS",
+                                                       "INTERMEDIATE_COLUMNS", "PROBE_COLUMNS", "GROUP_COLUMNS")}
+    lists |= {name: getattr(summary, name) for name in ("NONRELATIVENESS_COLUMNS", "INCREASING_COLUMNS",
+                                                         "PROBE_SUMMARY_COLUMNS")}
+    lists |= {"LEDGER_COLUMNS": catalogue.LEDGER_COLUMNS, "EXTRA_COLUMNS": catalogue.EXTRA_COLUMNS,
+              "RUNTIME_COLUMNS": runtimes.RUNTIME_COLUMNS, "METRIC_COLUMNS": metric_columns}
+    page = text(DOCS / "results.md")
+    missing = {name: [c for c in columns if f"`{c}`" not in page] for name, columns in lists.items()}
+    assert {k: v for k, v in missing.items() if v} == {}, "docs/results.md lacks these columns"
+
+
+# ---------------------------------------------------------------- docs/cli.md
+
+
+def test_cli_page_lists_every_subcommand_and_option():
+    import argparse
+
+    from causalpos.workflow.cli import build_parser
+
+    parser = build_parser()
+    page = text(DOCS / "cli.md")
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [f"causalpos {name}" for name in sub.choices if f"causalpos {name}" not in page]
+    options = {o for p in [parser, *sub.choices.values()] for a in p._actions for o in a.option_strings} - {"-h",
+                                                                                                     "--help"}
+    missing += [o for o in sorted(options) if o not in page]
+    assert missing == [], f"docs/cli.md lacks {missing}"
+
+
+# ---------------------------------------------------------------- docs/claims.md
+
+
+def test_claims_page_has_the_ledger_markers():
+    page = text(DOCS / "claims.md")
+    for marker in ("<!-- claims:start -->", "<!-- claims:end -->"):
+        assert page.count(marker) == 1, marker
+    assert page.index("<!-- claims:start -->") < page.index("<!-- claims:end -->")
+    script = text(ROOT / "scripts" / "update-docs-claims.py")
+    assert '"docs" / "claims.md"' in script
+
+
+# ---------------------------------------------------------------- docs/workflow.md
+
+
+def rules() -> dict[str, str]:
+    """Rule name -> its text, from the Snakefile and rules/*.smk."""
+    found = {}
+    for path in [ROOT / "Snakefile", *sorted((ROOT / "rules").glob("*.smk"))]:
+        parts = re.split(r"^rule (\w+):", text(path), flags=re.M)
+        found.update(dict(zip(parts[1::2], parts[2::2])))
+    return found
+
+
+def test_workflow_page_lists_every_rule():
+    page = text(DOCS / "workflow.md")
+    mermaid = re.search(r"```mermaid\n(.*?)```", page, re.S).group(1)
+    table = [line for line in page.splitlines() if line.startswith("| `")]
+    missing = [r for r in rules() if not any(line.startswith(f"| `{r}`") for line in table)]
+    missing += [f"{r} (DAG)" for r in rules() if not re.search(rf"\b{r}\b", mermaid)]
+    assert missing == [], f"docs/workflow.md lacks rules {missing}"
+
+
+def test_workflow_page_names_every_cached_rule():
+    section = text(DOCS / "workflow.md").split("## Between-workflow cache")[1].split("\n## ")[0]
+    cached = [r for r, body in rules().items() if re.search(r"^\s+cache: True", body, re.M)]
+    assert cached and [r for r in cached if f"`{r}`" not in section] == []
+
+
+# ---------------------------------------------------------------- docs/figures.md
+
+
+def test_figures_page_shows_every_figure():
+    from causalpos.figures.registry import FIGURES
+
+    page = text(DOCS / "figures.md")
+    missing = [f for f in FIGURES if f"`{f}`" not in page]
+    missing += [p.name for p in (DOCS / "figures").glob("*.png") if f"(figures/{p.name})" not in page]
+    assert missing == [], f"docs/figures.md lacks {missing}"
