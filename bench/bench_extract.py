@@ -4,10 +4,10 @@ Both sides average every layer's attention over the same sequences of the same
 pretrained model (SmolLM2-135M by default: 30 layers, 9 heads, 3 KV heads),
 running the decoder without its LM head (no logits on either side):
 
-- recorder: the reduction alone, `causalpos.extract.ScoreRecorder` passed to the
+- recorder: the reduction alone, `causalpos.models.extract.ScoreRecorder` passed to the
   attention function registered in transformers' AttentionInterface (running
   float64 sums per layer, transformers' SDPA for the output), then mean and SEM;
-- extract: all of `causalpos.extract.extract` (the same reduction, plus the long
+- extract: all of `causalpos.models.extract.extract` (the same reduction, plus the long
   Parquet-ready table of every layer's lower triangle);
 - eager: attn_implementation="eager", output_attentions=True, the returned
   per-layer [batch, heads, S, S] probabilities averaged afterwards (what a

@@ -2,7 +2,7 @@
 
 Two loops over the same model and batch shape, one after the other in this process:
 - bare: forward, backward, clip, AdamW step on one random batch held in memory;
-- real: causalpos.train.train() on token blocks of the real size (memory-mapped
+- real: causalpos.models.train.train() on token blocks of the real size (memory-mapped
   .npy, a fresh permutation each epoch), with its held-out evaluations,
   metrics rows, log lines and checkpoints at the configured cadence.
 The ratio real / bare is what the data loading, evaluation, logging and

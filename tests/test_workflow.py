@@ -72,7 +72,7 @@ def test_all_figures_end_to_end(finished):
         for fmt in config["plot"]["formats"]:
             path = finished / "results" / "figures" / f"{figure}.{fmt}"
             assert path.stat().st_size > 1000, path
-    # one tidy table for all variants, as the README shows
+    # one tidy table for all variants, as docs/results.md shows
     table = pd.read_parquet(finished / "results" / "simulation")
     assert set(table["variant"]) == set(config["simulation"]["variants"])
     assert {"layer", "query_pos", "key_pos", "score_mean", "score_sem", "prob_mean",
@@ -258,7 +258,7 @@ def test_cli_train_gives_the_rule_model(rerun_copy):
 
 
 def test_extraction_outputs_read_as_one_table(finished):
-    """The score files of every model open as one pandas table, as the README shows; lower triangles only."""
+    """The score files of every model open as one pandas table, as docs/results.md shows; lower triangles only."""
     scores = pd.read_parquet(sorted(map(str, (finished / "results" / "activations").glob("*/scores.parquet"))))
     assert {"score_mean", "score_sem", "score_diagnorm"} <= set(scores.columns)
     config = yaml.safe_load((finished / "config.yaml").read_text())

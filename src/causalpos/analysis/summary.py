@@ -1,6 +1,6 @@
 """Numbers behind the attention heatmaps: how non-relative, how monotone, how positional.
 
-Every function takes the long tables written by the extraction stage (see extract.py:
+Every function takes the long tables written by the extraction stage (see causalpos.tables:
 SCORE_COLUMNS, PROBE_COLUMNS) and returns one tidy row per (model, kind, layer).
 
 - `nonrelativeness(scores)`: how far the scores are from depending on the distance i - j alone,

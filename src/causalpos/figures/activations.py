@@ -1,6 +1,6 @@
 """Heatmaps of the trained and pretrained models: paper Figures 3, 5, 8, 11-16, NoPE against RoPE.
 
-Drawn only from the extraction tables (see extract.py): tables["scores"], tables["intermediates"],
+Drawn only from the extraction tables (columns in causalpos.tables): tables["scores"], tables["intermediates"],
 tables["probe"]. Each figure is a function (tables, options) -> Figure (see figures.render), in the
 heatmap style of figures.style: rows are queries (top =
 position 0), columns are keys, invisible cells blank, one colour bar per panel, layers labelled

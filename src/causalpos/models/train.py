@@ -372,7 +372,7 @@ def train(model_name: str, rope: bool, blocks_dir, out_dir, checkpoint_dir, cfg:
 
     `cfg` is the training section of the config: DEFAULT_TRAIN's keys (missing
     ones take those defaults) and `model`, DEFAULT_MODEL's keys (see
-    causalpos.model.build_model). Under torchrun with WORLD_SIZE > 1 every rank
+    causalpos.models.model.build_model). Under torchrun with WORLD_SIZE > 1 every rank
     calls this; each computes a disjoint slice of every global batch
     (micro_batch x grad_accum sequences per rank) and only rank 0 writes.
 

@@ -69,7 +69,7 @@ def ledger_markdown(ledger: pd.DataFrame) -> str:
         "standard errors for the simulations, a bootstrap over sequences for the trained and pretrained "
         f"models). A claim is **supported** where the value clears its threshold by more than {z:g} standard "
         f"errors, **not supported** where it misses it by more than {z:g}, and inconclusive in between. "
-        "Layers are numbered as in the paper (from 1). Metrics and thresholds: `src/causalpos/claims.py`.",
+        "Layers are numbered as in the paper (from 1). Metrics and thresholds: `src/causalpos/analysis/claims/`.",
         "",
         "| claim | setting | metric | value | threshold | verdict |",
         "| --- | --- | --- | --- | --- | --- |",
