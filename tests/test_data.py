@@ -6,7 +6,7 @@ import os
 import pandas as pd
 import pytest
 
-from causalpos.models.data import sample_documents, split_of, summarize
+from causalpos.models.data import check_sources, sample_documents, split_of, summarize
 
 EMBEDDED = [{"type": "embedded", "name": "bbc_news"}, {"type": "embedded", "name": "shakespeare"}]
 
@@ -114,6 +114,30 @@ def test_bad_sources_name_the_setting(corpus, source, message):
     good = {"type": "files", "paths": [str(corpus / "a.txt")]}
     with pytest.raises(ValueError, match=message):
         sample_documents([good, source])
+
+
+@pytest.mark.parametrize("source, message", [
+    ({"type": "files", "paths": ["/no/such/file.txt"]}, r"data.sources\[1\].paths: /no/such/file.txt does not exist"),
+    ({"type": "files", "paths": ["{corpus}/notes.md"]}, r"data.sources\[1\].paths: .*notes.md is not a .txt/.jsonl/"),
+    ({"type": "files", "paths": ["{corpus}/c.jsonl"]}, r"data.sources\[1\].text_column: .* 'text'"),
+    ({"type": "files", "paths": ["{corpus}/d.parquet"]}, r"data.sources\[1\].text_column: .* 'text'"),
+    ({"type": "files", "paths": ["{corpus}/blank.txt"]}, r"data.sources\[1\]: \[.*blank.txt'\] hold no text"),
+    ({"type": "files", "paths": ["{corpus}/bad.jsonl"]}, r"data.sources\[1\].paths: .*bad.jsonl line 2 is not JSON"),
+    ({"type": "embedded", "name": "wikipedia"}, r"data.sources\[1\].name: embedded corpus must be one of"),
+    ({"type": "hf", "path": "/no/such/folder"}, r"data.sources\[1\].path: /no/such/folder does not exist"),
+    ({"type": "hf"}, r"data.sources\[1\]: give exactly one of 'name'"),
+])
+def test_check_sources_refuses_without_sampling(corpus, source, message):
+    (corpus / "bad.jsonl").write_text('\nnot json\n')
+    source = {k: ([p.format(corpus=corpus) for p in v] if k == "paths" else v) for k, v in source.items()}
+    with pytest.raises(ValueError, match=message):
+        check_sources([{"type": "files", "paths": [str(corpus / "a.txt")]}, source])
+
+
+def test_check_sources_passes_readable_sources_and_hub_names_offline(corpus, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    check_sources(EMBEDDED + [{"type": "files", "paths": [str(corpus)], "text_column": "body"},
+                              {"type": "hf", "name": "nobody/no-such-dataset"}])
 
 
 def test_bad_global_settings():

