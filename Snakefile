@@ -2,7 +2,11 @@
 # Run:  snakemake --cores 8 all_figures      (config: config.yaml, checked before any job)
 
 
-configfile: "config.yaml"
+# config.yaml unless --configfile names another: `--configfile .test/config.yaml` runs that config alone
+# (Snakemake would otherwise merge it into config.yaml's), as `causalpos --configfile` does.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
 
 
 report: "report/workflow.rst"

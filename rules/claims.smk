@@ -18,5 +18,6 @@ rule claims:
         settings=config["claims"],
         options=config["plot"],
         code=code_digest("claims"),
+        upstream=upstream_of("claims"),
     script:
         "../workflow_scripts/claims.py"

@@ -5,11 +5,16 @@ from pathlib import Path
 # The workflow runs the library of its own checkout, whatever else is installed.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, FIGURES as FIGURE_SPECS
+from causalpos.figures.registry import (
+    ALL_LAYERS_FIGURE,
+    CLAIMS_FIGURE,
+    FIGURES as FIGURE_SPECS,
+)
 from causalpos.simulation.variant import Variant
-from causalpos.workflow import paths
+from causalpos.workflow import paths, provenance
 from causalpos.workflow.config import (
     MODELS,
+    check_duplicate_keys,
     claims_inputs as config_claims_inputs,
     extracted_models,
     extraction_settings as config_extraction_settings,
@@ -23,8 +28,13 @@ from causalpos.workflow.digest import code_digest
 from snakemake import io as snakemake_io  # a line opening with `report` is a directive
 
 # Snakemake's own validate (inside) against the JSON schema, plus cross-key
-# checks; a bad config stops here, before any job, naming the key.
-validate_config(config)
+# checks; a bad config stops here, before any job, naming the key. YAML keeps
+# the last of two equal keys silently, so the files are read again for those.
+# `device: cuda` is checked only where jobs run here (not on a SLURM login node,
+# nor again inside each SLURM job).
+for path in workflow.configfiles:
+    check_duplicate_keys(path)
+validate_config(config, devices=workflow.local_exec and workflow.is_main_process)
 
 VARIANTS = list(config["simulation"]["variants"])
 FIGURES = list(config["figures"])
@@ -36,6 +46,13 @@ wildcard_constraints:
     variant="|".join(map(re.escape, VARIANTS)),
     figure="|".join(map(re.escape, FIGURES)) or "(?!)",
     model="|".join(map(re.escape, EXTRACTED)),
+
+
+def upstream_of(rule):
+    """The param that reruns a job when anything its inputs were made from changed (see workflow/provenance.py)."""
+    return lambda wildcards: provenance.upstream(
+        config, rule, **dict(wildcards.items())
+    )
 
 
 def all_simulations():

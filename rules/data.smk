@@ -39,5 +39,6 @@ rule tokenizer:
         n_snippets=config["evaluation"]["n_snippets"],
         seed=config["data"]["seed"],
         code=code_digest("tokenizer"),
+        upstream=upstream_of("tokenizer"),
     script:
         "../workflow_scripts/tokenizer.py"

@@ -37,6 +37,7 @@ rule extract:
         device=config["extraction"]["device"],
         seed=config["data"]["seed"],
         code=code_digest("extract"),
+        upstream=upstream_of("extract"),
     script:
         "../workflow_scripts/extract.py"
 
@@ -53,6 +54,7 @@ rule summary:
         "../envs/causalpos.yaml"
     params:
         code=code_digest("summary"),
+        upstream=upstream_of("summary"),
     script:
         "../workflow_scripts/summary.py"
 
@@ -70,5 +72,6 @@ rule model_figure:
         options=model_figure_options,
         caption=figure_caption,
         code=code_digest("plot"),
+        upstream=upstream_of("model_figure"),
     script:
         "../workflow_scripts/model_figure.py"

@@ -11,5 +11,6 @@ rule figure:
         options=plot_settings,
         caption=figure_caption,
         code=code_digest("plot"),
+        upstream=upstream_of("figure"),
     script:
         "../workflow_scripts/plot.py"

@@ -20,6 +20,7 @@ rule runtimes:
         "../envs/causalpos.yaml"
     params:
         code=code_digest("runtimes"),
+        upstream=upstream_of("runtimes"),
     script:
         "../workflow_scripts/runtimes.py"
 

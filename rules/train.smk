@@ -22,6 +22,7 @@ rule train:
         processes=config["train_processes"],
         checkpoint_root=paths.checkpoints_dir(),
         code=code_digest("train"),
+        upstream=upstream_of("train"),
     script:
         "../workflow_scripts/train.py"
 
@@ -42,5 +43,6 @@ rule length_eval:
         max_sequences=config["evaluation"]["length_sequences"],
         device=config["training"].get("device", "auto"),
         code=code_digest("length_eval"),
+        upstream=upstream_of("length_eval"),
     script:
         "../workflow_scripts/length_eval.py"

@@ -36,6 +36,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from causalpos.errors import UserError
 from causalpos.matrices import diagonal_normalise
 from causalpos.tables import GROUP_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS, SCORE_COLUMNS
 
@@ -44,7 +45,7 @@ log = logging.getLogger("causalpos")
 ATTENTION_NAME = "causalpos_scores"
 
 
-class ExtractionError(RuntimeError):
+class ExtractionError(UserError, RuntimeError):
     """The model cannot be analysed as asked; the message names the model and the setting."""
 
 

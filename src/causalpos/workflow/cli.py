@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
+from causalpos.errors import UserError
 from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE
 from causalpos.workflow import paths
 from causalpos.workflow.config import (
@@ -23,6 +25,38 @@ from causalpos.workflow.config import (
 )
 
 
+class MissingInputError(UserError):
+    """A stage's input does not exist yet; the message names it and the command that makes it."""
+
+
+def _makers(config: dict, results: str) -> list[tuple[str, str]]:
+    """(result path or folder, the causalpos command that writes it), from the paths module."""
+    makers = [(paths.documents(results), "sample"), (paths.tokenizer_dir(results), "tokenizer"),
+              (paths.tokens_dir(results), "tokenizer"), (paths.theory_table(results), "theory")]
+    makers += [(paths.simulation_table(v, results), f"simulate {v}") for v in config["simulation"]["variants"]]
+    for model in MODELS:
+        makers += [(paths.model_file(model, "length_eval.parquet", results), f"evaluate {model}"),
+                   (paths.model_dir(model, results), f"train {model}")]
+    for model in extracted_models(config):
+        makers += [(paths.pretrained_dir(model, results), f"pretrained {model}")]
+        makers += [(path, f"extract {model}") for path in paths.activation_tables(model, results).values()]
+    return makers + [(path, "summary") for path in paths.summary_tables(results)]
+
+
+def require_inputs(files, config: dict, results: str) -> None:
+    """MissingInputError naming the first missing file and the command that writes it."""
+    missing = [str(f) for f in files if not Path(f).exists()]
+    if not missing:
+        return
+    first = missing[0]
+    command = next((c for prefix, c in _makers(config, results) if first == prefix or first.startswith(prefix + "/")),
+                   None)
+    how = f"`causalpos {command}` makes it" if command else "the workflow makes it"
+    more = f" (and {len(missing) - 1} more missing input(s))" if len(missing) > 1 else ""
+    raise MissingInputError(f"{first} does not exist{more}; {how}, or run the whole workflow: "
+                            f"snakemake --cores 8 all_figures")
+
+
 def cmd_sample(args, config):
     from causalpos.workflow.stages import run_sample
 
@@ -35,6 +69,7 @@ def cmd_tokenizer(args, config):
     from causalpos.workflow.stages import run_tokenizer
 
     tok, ev = config["tokenizer"], config["evaluation"]
+    require_inputs([paths.documents(args.results)], config, args.results)
     run_tokenizer(paths.documents(args.results), tok["name"], tok["vocab_size"], tok["block_len"],
                   ev["snippet_len"], ev["n_snippets"], config["data"]["seed"],
                   paths.tokenizer_dir(args.results), paths.tokens_dir(args.results))
@@ -54,7 +89,13 @@ def cmd_extract(args, config):
 
     if args.model not in extracted_models(config):
         raise ConfigError(f"unknown model {args.model!r}; known: {extracted_models(config)}")
-    run_extract(args.model, extraction_settings(config, args.model), model_location(config, args.model, args.results),
+    location = model_location(config, args.model, args.results)
+    if args.model in MODELS:
+        require_inputs([location, paths.tokens_file("snippets.npy", args.results)], config, args.results)
+    else:
+        local = [location] if "gguf" in config["extraction"]["pretrained"]["models"][args.model] else []
+        require_inputs(local + [paths.documents(args.results)], config, args.results)
+    run_extract(args.model, extraction_settings(config, args.model), location,
                 paths.activation_tables(args.model, args.results), documents=paths.documents(args.results),
                 snippets=paths.tokens_file("snippets.npy", args.results), device=config["extraction"]["device"],
                 seed=config["data"]["seed"])
@@ -64,14 +105,18 @@ def cmd_summary(args, config):
     from causalpos.workflow.stages import run_summary
 
     models = extracted_models(config)
-    run_summary([paths.activation_table(m, "scores", args.results) for m in models],
-                [paths.activation_table(m, "probe", args.results) for m in models], paths.summary_dir(args.results))
+    scores = [paths.activation_table(m, "scores", args.results) for m in models]
+    probes = [paths.activation_table(m, "probe", args.results) for m in models]
+    require_inputs(scores + probes, config, args.results)
+    run_summary(scores, probes, paths.summary_dir(args.results))
 
 
 def cmd_claims(args, config):
     from causalpos.workflow.stages import run_claims
 
-    run_claims(claims_inputs(config, args.results), config["claims"], paths.summary_file("claims.parquet", args.results),
+    inputs = claims_inputs(config, args.results)
+    require_inputs([f for files in inputs.values() for f in files], config, args.results)
+    run_claims(inputs, config["claims"], paths.summary_file("claims.parquet", args.results),
                paths.summary_file("claims.md", args.results),
                paths.figure_files(CLAIMS_FIGURE, config["plot"]["formats"], args.results), config["plot"])
 
@@ -97,23 +142,31 @@ def cmd_plot(args, config):
     from causalpos.workflow.stages import run_figure
 
     if args.figure == ALL_LAYERS_FIGURE:  # Figures 11-16 for one model, as rule model_figure draws them
-        if args.model not in extracted_models(config):
-            raise ConfigError(f"{ALL_LAYERS_FIGURE} needs --model, one of {extracted_models(config)}")
+        known = extracted_models(config)
+        if args.model is None:
+            raise ConfigError(f"{ALL_LAYERS_FIGURE} needs --model, one of {known}")
+        if args.model not in known:
+            raise ConfigError(f"--model {args.model}: not an extracted model; known: {known}")
         options = {**config["plot"], "model": args.model}
         outputs = paths.figure_files(f"{ALL_LAYERS_FIGURE}_{args.model}", options["formats"], args.results)
-        run_figure(args.figure, {"scores": [paths.activation_table(args.model, "scores", args.results)]}, options,
-                   outputs)
+        scores = paths.activation_table(args.model, "scores", args.results)
+        require_inputs([scores], config, args.results)
+        run_figure(args.figure, {"scores": [scores]}, options, outputs)
         return
     if args.figure not in config["figures"]:
         raise ConfigError(f"figure {args.figure!r} is not in the config; configured: {sorted(config['figures'])}")
     options = figure_options(config, args.figure)
     outputs = paths.figure_files(args.figure, options["formats"], args.results)
-    run_figure(args.figure, figure_inputs(config, args.figure, args.results), options, outputs)
+    inputs = figure_inputs(config, args.figure, args.results)
+    require_inputs([f for files in inputs.values() for f in files], config, args.results)
+    run_figure(args.figure, inputs, options, outputs)
 
 
 def cmd_train(args, config):
     from causalpos.workflow.stages import run_train
 
+    require_inputs([paths.tokens_file("blocks.json", args.results), paths.tokenizer_dir(args.results)], config,
+                   args.results)
     run_train(args.model, dict(config.get("training") or {}), paths.tokens_dir(args.results),
               paths.tokenizer_dir(args.results), paths.model_dir(args.model, args.results),
               paths.checkpoints_dir(args.results),
@@ -124,6 +177,8 @@ def cmd_evaluate(args, config):
     from causalpos.workflow.stages import run_length_eval
 
     ev = config["evaluation"]
+    require_inputs([paths.model_file(args.model, "model.safetensors", args.results),
+                    paths.tokens_file("blocks.json", args.results)], config, args.results)
     run_length_eval(paths.model_dir(args.model, args.results), paths.tokens_dir(args.results), ev["length_factors"],
                     ev["length_sequences"], paths.model_file(args.model, "length_eval.parquet", args.results),
                     device=(config.get("training") or {}).get("device", "auto"))
@@ -134,6 +189,11 @@ def cmd_list(args, config):
         print("variant", name, variant_params(config, name))
     for name in config["figures"]:
         print("figure", name, figure_variants(config, name))
+
+
+# the device key each stage runs on: `cuda` there needs CUDA on this machine (the others are not checked)
+STAGE_DEVICE = {"simulate": ["device"], "train": ["training.device"], "evaluate": ["training.device"],
+                "extract": ["extraction.device"]}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -197,10 +257,11 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
-        config = load_config(args.configfile)
+        config = load_config(args.configfile, devices=STAGE_DEVICE.get(args.command, []))
         args.func(args, config)
-    except (ConfigError, ValueError) as err:  # bad settings: the message names the key
-        print(f"causalpos: {err}", file=sys.stderr)
+    except (ValueError, UserError) as err:
+        # what a user can fix (a setting, a missing or damaged file): one line, no traceback
+        print(f"causalpos {args.command}: {err}", file=sys.stderr)
         return 2
     return 0
 

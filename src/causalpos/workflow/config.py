@@ -7,6 +7,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from causalpos.errors import UserError
 from causalpos.figures.registry import CONFIGURABLE, FIGURES
 from causalpos.models.data import check_sources
 from causalpos.models.pretrained import check_gguf, gguf_file, source_kind
@@ -20,7 +21,7 @@ DEVICE_KEYS = ("device", "training.device", "extraction.device")  # every `devic
 PROBE_MIN_SEQUENCES = 5  # causalpos.models.extract.fit_position_probe splits sequences 60/20/20
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config value is wrong; the message names the key and what is allowed."""
 
 

@@ -1,0 +1,134 @@
+"""What every result was made from: a digest of the settings and code behind it, all the way up the DAG.
+
+Snakemake reruns a job when its own params change, but it does not look past a missing input: when a
+changed simulation (or training) job is killed, its output is gone, the figures that read it are
+still there with unchanged params, and the next run says "Nothing to be done" although they show the
+old setting. So every rule that reads results also gets, as a param, the digest of what its inputs
+were made from (`upstream`): a change of any setting or code anywhere above a job changes that param,
+and the job reruns, pulling its missing inputs back in, whether or not the intermediate files exist.
+
+A product's digest hashes the rule that makes it, the settings that rule is given, its code digest and
+the digests of its own inputs. The settings are those of the rule's params in rules/*.smk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+
+from causalpos.figures.registry import FIGURES
+from causalpos.simulation.variant import Variant
+from causalpos.workflow.config import (MODELS, extracted_models, extraction_settings, figure_variants, model_location,
+                                       pretrained_models, variant_params)
+from causalpos.workflow.digest import code_digest
+
+
+@lru_cache(maxsize=None)
+def _code(stage: str) -> str:  # one workflow parse reads each stage's code once
+    return code_digest(stage)
+
+
+def _digest(*parts) -> str:
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- products
+
+
+def theory(config: dict) -> str:
+    return _digest("theory", config["theory"], _code("theory"))
+
+
+def simulation(config: dict, variant: str) -> str:
+    settings = Variant(**variant_params(config, variant)).params()
+    return _digest("simulate", settings, config["device"], config["simulation"]["chunk_size"],
+                   _code("simulate"))
+
+
+def documents(config: dict) -> str:
+    return _digest("sample", config["data"], _code("sample"))
+
+
+def tokens(config: dict) -> str:
+    """The tokenizer and the token blocks and snippets it writes."""
+    evaluation = config["evaluation"]
+    return _digest("tokenizer", documents(config), config["tokenizer"], evaluation["snippet_len"],
+                   evaluation["n_snippets"], config["data"]["seed"], _code("tokenizer"))
+
+
+def trained_model(config: dict, model: str) -> str:
+    return _digest("train", model, tokens(config), dict(config.get("training") or {}), config["train_processes"],
+                   _code("train"))
+
+
+def length_eval(config: dict, model: str) -> str:
+    evaluation = config["evaluation"]
+    return _digest("length_eval", trained_model(config, model), tokens(config), evaluation["length_factors"],
+                   evaluation["length_sequences"], (config.get("training") or {}).get("device", "auto"),
+                   _code("length_eval"))
+
+
+def pretrained(config: dict, model: str) -> str:
+    return _digest("pretrained", model, config["extraction"]["pretrained"]["models"][model],
+                   _code("pretrained"))
+
+
+def activations(config: dict, model: str) -> str:
+    """The extraction tables of one model."""
+    return _digest("extract", model, upstream(config, "extract", model=model), extraction_settings(config, model),
+                   model_location(config, model), config["extraction"]["device"], config["data"]["seed"],
+                   _code("extract"))
+
+
+# ---------------------------------------------------------------- the inputs of a job
+
+
+def _figure_inputs(config: dict, figure: str) -> list[str]:
+    spec = FIGURES[figure]
+    options = config["figures"].get(figure, {})
+    reads = set(spec.tables)
+    parts = [simulation(config, v) for v in figure_variants(config, figure)]
+    parts += [theory(config)] if "theory" in reads else []
+    parts += [trained_model(config, m) for m in MODELS] if reads & {"metrics", "blocks"} else []
+    parts += [tokens(config)] if "blocks" in reads else []
+    parts += [length_eval(config, m) for m in MODELS] if "length_eval" in reads else []
+    chosen = {"model": [options.get("model", "nope")], "trained": list(MODELS),
+              "pretrained": options.get("models") or pretrained_models(config),
+              "all": extracted_models(config)}.get(spec.models, [])
+    return parts + [activations(config, m) for m in chosen]
+
+
+def upstream(config: dict, rule: str, **wildcards) -> str:
+    """The digest of what the inputs of one job of `rule` were made from ("" for a rule without inputs)."""
+    model = wildcards.get("model")
+    every = extracted_models(config)
+    if rule == "tokenizer":
+        parts = [documents(config)]
+    elif rule == "train":
+        parts = [tokens(config)]
+    elif rule == "length_eval":
+        parts = [trained_model(config, model), tokens(config)]
+    elif rule == "extract":
+        if model in MODELS:
+            parts = [trained_model(config, model), tokens(config)]
+        else:
+            spec = config["extraction"]["pretrained"]["models"][model]
+            parts = [documents(config)] + ([pretrained(config, model)] if "gguf" in spec else [])
+    elif rule in ("summary", "claims"):
+        parts = [activations(config, m) for m in every]
+        if rule == "claims":
+            parts += [simulation(config, v) for v in config["simulation"]["variants"]] + [theory(config)]
+    elif rule == "model_figure":
+        parts = [activations(config, model)]
+    elif rule == "figure":
+        parts = _figure_inputs(config, wildcards["figure"])
+    elif rule == "runtimes":
+        parts = ([trained_model(config, m) for m in MODELS] + [simulation(config, v) for v in
+                 config["simulation"]["variants"]] + [activations(config, m) for m in every])
+    elif rule in ("theory", "simulate", "sample", "pretrained", "config_record"):
+        return ""
+    else:
+        raise ValueError(f"unknown rule {rule!r}")
+    return _digest(rule, parts)
