@@ -93,10 +93,10 @@ def test_killed_simulation_after_a_config_change_is_rebuilt_with_its_figures(fin
 def test_killed_trainings_after_a_config_change_are_rebuilt_with_their_analysis(finished):
     lr = 0.002
     models = finished / "results" / "models"
-    # long enough to be killed mid-way (a tiny model: ~100 steps/s)
-    edit_config(finished, lambda c: c["training"].update(lr=lr, steps=1500, checkpoint_every=50, log_every=50))
+    # long enough to be killed mid-way (a tiny model: ~100 steps/s on an idle core)
+    edit_config(finished, lambda c: c["training"].update(lr=lr, steps=1000, checkpoint_every=20, log_every=20))
     logs = [finished / "logs" / "train" / f"{m}.log" for m in ("nope", "rope")]
-    killed = run_and_kill(finished, "train.py", lambda: all(log_has(p, " step 50/") for p in logs), count=2)
+    killed = run_and_kill(finished, "train.py", lambda: all(log_has(p, " step 20/") for p in logs), count=2)
     assert killed.returncode != 0
     assert not any((models / m / "model.safetensors").exists() for m in ("nope", "rope"))
 
@@ -106,7 +106,7 @@ def test_killed_trainings_after_a_config_change_are_rebuilt_with_their_analysis(
     snakemake(finished, "all_figures")
     for model in ("nope", "rope"):
         metrics = pd.read_parquet(models / model / "metrics.parquet")
-        assert metrics["step"].max() == 1500 and metrics["lr"].max() == pytest.approx(lr)
+        assert metrics["step"].max() == 1000 and metrics["lr"].max() == pytest.approx(lr)
         weights = (models / model / "model.safetensors").stat().st_mtime
         scores = finished / "results" / "activations" / model / "scores.parquet"
         assert scores.stat().st_mtime >= weights  # extracted from the new weights
