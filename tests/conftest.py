@@ -38,10 +38,22 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 1800) -> subprocess.CompletedProcess:
+    """Run snakemake in the copy; past `timeout` its whole process group (its jobs too) is stopped, not left."""
     env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
-    proc = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=900)
+    popen = subprocess.Popen([SNAKEMAKE, "--cores", "2", *args], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = popen.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(popen.pid, signal.SIGTERM)
+        try:
+            popen.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(popen.pid, signal.SIGKILL)
+            popen.communicate()
+        raise AssertionError(f"snakemake {' '.join(args)} still running after {timeout} s; stopped") from None
+    proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
