@@ -49,19 +49,24 @@ def run_and_kill(workdir: Path, script: str, started, count: int, timeout: float
     """Start `snakemake all_figures`, SIGKILL the `count` jobs running `script` once `started()` holds, wait."""
     env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
     proc = subprocess.Popen([SNAKEMAKE, "--cores", "2", "all_figures"], cwd=workdir, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + timeout
-    killed = set()
-    while len(killed) < count:
-        assert proc.poll() is None, f"snakemake ended before the jobs could be killed:\n{proc.stdout.read()}"
-        assert time.monotonic() < deadline, "the jobs never started"
-        if started():
-            for pid in job_processes(workdir, script):
-                if pid not in killed:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.add(pid)
-        time.sleep(0.2)
-    out, _ = proc.communicate(timeout=timeout)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + timeout
+        killed = set()
+        while len(killed) < count:
+            assert proc.poll() is None, f"snakemake ended before the jobs could be killed:\n{proc.stdout.read()}"
+            assert time.monotonic() < deadline, "the jobs never started"
+            if started():
+                for pid in job_processes(workdir, script):
+                    if pid not in killed:
+                        os.kill(pid, signal.SIGKILL)
+                        killed.add(pid)
+            time.sleep(0.2)
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:  # a failed assertion: stop snakemake and its jobs, leave nothing running
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
 
 
