@@ -3,6 +3,7 @@
     python bench/bench_simulate.py                      # l2, alpha 0, n 50, d 64, 4 layers, N 100,000
     python bench/bench_simulate.py --n-samples 20000 --norm layernorm --scale sqrt_d
     python bench/bench_simulate.py --skip-naive --pe rope --mask none
+    python bench/bench_simulate.py --alpha 0.2 --sampler official
 
 The naive reference is what a notebook would write: draw all N samples at once
 in torch float32, keep every layer's score and probability tensor, then take
@@ -47,6 +48,7 @@ def parse_args(argv=None):
     p.add_argument("--seq-len", type=int, default=defaults.seq_len)
     p.add_argument("--n-layers", type=int, default=defaults.n_layers)
     p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--sampler", default=defaults.sampler, help="input law: auto, full, reduced, official")
     p.add_argument("--skip-naive", action="store_true", help="time the engine only")
     p.add_argument("--json", help="also write the numbers to this file")
     p.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # internal: run one side
@@ -59,7 +61,7 @@ def variant_from(args):
 
     return Variant(norm=args.norm, scale=args.scale, alpha=args.alpha, pe=args.pe, rope_theta=args.rope_theta,
                    mask=args.mask, residual=args.residual, d=args.d, seq_len=args.seq_len,
-                   n_layers=args.n_layers, n_samples=args.n_samples, seed=args.seed)
+                   n_layers=args.n_layers, n_samples=args.n_samples, seed=args.seed, sampler=args.sampler)
 
 
 def peak_rss_mib() -> float:
@@ -81,6 +83,24 @@ def run_engine(v):
             "prob_mean": result.prob_mean, "prob_sem": result.prob_sem}
 
 
+def naive_inputs(v, gen):
+    """All N samples of the variant's law in R^d (written from the law, not from the engine's code)."""
+    import torch
+
+    n, d, N = v.seq_len, v.d, v.n_samples
+    shared = torch.randn(N, 1, d, generator=gen)
+    noise = torch.randn(N, n, d, generator=gen)
+    if v.sampler == "official":  # the authors' normalize(g_i + sqrt(alpha / (1 - alpha)) u)
+        x = noise + math.sqrt(v.alpha / (1 - v.alpha)) * shared
+        return x / x.norm(dim=-1, keepdim=True)
+    if v.alpha == 0:  # ours, i.i.d. case: uniform on the sphere
+        return noise / noise.norm(dim=-1, keepdim=True)
+    shared = shared / shared.norm(dim=-1, keepdim=True)  # ours: a shared unit direction, noise orthogonal
+    noise = noise - (noise * shared).sum(-1, keepdim=True) * shared
+    noise = noise / noise.norm(dim=-1, keepdim=True)
+    return math.sqrt(v.alpha) * shared + math.sqrt(1 - v.alpha) * noise
+
+
 def run_naive(v):
     """Everything at once, float32, every intermediate kept; written independently of the engine."""
     import torch
@@ -88,13 +108,7 @@ def run_naive(v):
     n, d, N = v.seq_len, v.d, v.n_samples
     start = time.perf_counter()
     with torch.no_grad():
-        gen = torch.Generator().manual_seed(v.seed + 12345)
-        shared = torch.randn(N, 1, d, generator=gen)
-        shared = shared / shared.norm(dim=-1, keepdim=True)
-        noise = torch.randn(N, n, d, generator=gen)
-        noise = noise - (noise * shared).sum(-1, keepdim=True) * shared
-        noise = noise / noise.norm(dim=-1, keepdim=True)
-        x = math.sqrt(v.alpha) * shared + math.sqrt(1 - v.alpha) * noise
+        x = naive_inputs(v, torch.Generator().manual_seed(v.seed + 12345))
 
         mask = torch.triu(torch.full((n, n), float("-inf")), 1) if v.mask == "causal" else torch.zeros(n, n)
         freq = v.rope_theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
@@ -152,12 +166,14 @@ def matmul_flops_per_sample(v, sampler: str) -> tuple[float, float]:
     and AY (n*n*d) in all but the last.
     executed: what the CPU kernel computes: S's lower triangle only (Q = K), and
     with the reduced sampler under the causal mask the lower-trapezoidal rows
-    (row i has min(i + 2, D) nonzero columns); padding to 8 floats not counted.
+    (row i has min(lead + i + 1, D) nonzero columns, lead = 1 for the shared
+    coordinate when alpha > 0); padding to 8 floats not counted.
     """
     n, d, L = v.seq_len, v.d, v.n_layers
     dense = 2.0 * n * n * d * (2 * L - 1)
-    width = 1 + min(n, d - 1) if sampler == "reduced" else d
-    w = [min(i + 2, width) if (sampler == "reduced" and v.mask == "causal") else width for i in range(n)]
+    lead = 1 if v.alpha > 0 else 0
+    width = lead + min(n, d - lead) if sampler == "reduced" else d
+    w = [min(lead + i + 1, width) if (sampler == "reduced" and v.mask == "causal") else width for i in range(n)]
     s_macs = sum(min(w[i], w[j]) for i in range(n) for j in range(i + 1))
     mix_macs = sum(w[j] for i in range(n) for j in range(i + 1)) if v.mask == "causal" else n * n * width
     first_s = s_macs
@@ -206,10 +222,8 @@ def main(argv=None):
         return side_main(args)
     import torch
 
-    from causalpos.simulation.sampling import resolve_sampler
-
     v = variant_from(args)
-    sampler = resolve_sampler(v, "auto")
+    sampler = v.resolved_sampler
     print(f"variant: {v}")
     print(f"machine: {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
           f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}")

@@ -1,5 +1,6 @@
-"""The Monte Carlo engine: exact input law, streaming moments, determinism, and the paper's simulated claims."""
+"""The Monte Carlo engine: exact input laws, streaming moments, determinism, and the paper's simulated claims."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -16,9 +17,9 @@ from causalpos.simulation.cpu_kernel import block_inputs
 from causalpos.simulation.engine import decoder_layers, result_frame, simulate
 from causalpos.simulation.sampling import (
     block_generator,
-    resolve_sampler,
     rope_tables,
     sample_inputs,
+    sample_inputs_official,
     sample_inputs_reduced,
 )
 from causalpos.simulation.variant import Variant
@@ -96,48 +97,145 @@ def test_progress_reaches_n_samples():
     assert [c[0] for c in calls] == sorted(c[0] for c in calls)
 
 
-# ---------------------------------------------------------------- the input law
+# ---------------------------------------------------------------- the input laws
+
+ALPHAS = [0.0, 0.05, 0.3, 0.8]  # 0 is the i.i.d. case, a law of its own
+Z = 4.5  # tolerance in standard errors: ~1e-5 two-sided per check under N(0, 1)
 
 
-def _check_law(x: np.ndarray, alpha: float):
-    """Rows of unit norm; pairwise inner products average alpha within their standard error."""
-    norms = np.linalg.norm(x, axis=-1)
-    np.testing.assert_allclose(norms, 1.0, atol=2e-6)
-    gram = np.einsum("bik,bjk->bij", x.astype(np.float64), x.astype(np.float64))
-    n = x.shape[1]
-    pairs = gram[:, ~np.eye(n, dtype=bool)].mean(axis=1)  # one value per sample
-    se = pairs.std(ddof=1) / np.sqrt(len(pairs))
-    assert abs(pairs.mean() - alpha) < 4 * se + 1e-9, (pairs.mean(), alpha, se)
-    # the law has no positional structure: every pair has the same mean
-    pair_means = gram.mean(axis=0)[~np.eye(n, dtype=bool)]
-    pair_se = gram.std(axis=0, ddof=1)[~np.eye(n, dtype=bool)] / np.sqrt(x.shape[0])
-    assert np.all(np.abs(pair_means - alpha) < 5 * pair_se)
+def our_law_moments(d: int, alpha: float) -> tuple[float, float]:
+    """Mean and variance of <x_i, x_j>, i != j, under our law (the "full" and "reduced" samplers).
+
+    alpha = 0: x_i, x_j i.i.d. uniform on the unit sphere of R^d. Given x_i, <x_i, x_j> is
+    one coordinate of a uniform unit vector: mean 0 by symmetry, and the d squared
+    coordinates sum to 1 with equal means, so the variance is 1/d.
+    alpha > 0: x_i = sqrt(a) u + sqrt(1-a) w_i with w_i orthogonal to u, so
+    <x_i, x_j> = a + (1-a) <w_i, w_j>, and w_i, w_j are i.i.d. uniform on the unit
+    sphere of the (d-1)-dimensional complement of u: mean a, variance (1-a)^2 / (d-1).
+    """
+    if alpha == 0:
+        return 0.0, 1.0 / d
+    return alpha, (1.0 - alpha) ** 2 / (d - 1)
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.8])
+def pair_statistics(x: np.ndarray, center: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample: the mean over pairs i < j of <x_i, x_j> and of (<x_i, x_j> - center)^2.
+
+    Pairs within a sample share vectors; the samples are independent, so these
+    per-sample values give honest standard errors.
+    """
+    x = x.astype(np.float64)
+    gram = np.einsum("bik,bjk->bij", x, x)
+    rows, cols = np.triu_indices(x.shape[1], 1)
+    pairs = gram[:, rows, cols]
+    return pairs.mean(axis=1), ((pairs - center) ** 2).mean(axis=1)
+
+
+def sem(values: np.ndarray) -> float:
+    return values.std(ddof=1) / np.sqrt(len(values))
+
+
+def assert_mean_is(values: np.ndarray, expected: float, what: str):
+    z = (values.mean() - expected) / sem(values)
+    assert abs(z) < Z, f"{what}: {values.mean():.6g} vs {expected:.6g} ({z:+.1f} standard errors)"
+
+
+def assert_same_mean(a: np.ndarray, b: np.ndarray, what: str):
+    z = (a.mean() - b.mean()) / np.hypot(sem(a), sem(b))
+    assert abs(z) < Z, f"{what}: {a.mean():.6g} vs {b.mean():.6g} ({z:+.1f} standard errors)"
+
+
+def check_our_law(x: np.ndarray, d: int, alpha: float):
+    """Unit rows; mean and variance of the pairwise inner products equal the closed forms."""
+    np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=2e-6)
+    mean, var = our_law_moments(d, alpha)
+    first, second = pair_statistics(x, mean)
+    assert_mean_is(first, mean, "E<x_i, x_j>")
+    assert_mean_is(second, var, "Var<x_i, x_j>")
+
+
+def kernel_inputs(sampler: str, d: int, alpha: float, n: int = 10, blocks: int = 8) -> np.ndarray:
+    v = Variant(d=d, seq_len=n, alpha=alpha, n_samples=256 * blocks, sampler=sampler)
+    return np.concatenate([block_inputs(v, b) for b in range(blocks)])
+
+
+def torch_inputs(draw, d: int, alpha: float, n: int = 10, batch: int = 2048) -> np.ndarray:
+    return draw(batch, n, d, alpha, torch.Generator().manual_seed(5)).numpy()
+
+
+def official_reference(d: int, alpha: float, n: int = 10, samples: int = 20000) -> np.ndarray:
+    """The authors' formula in plain numpy, on its own random stream: normalize(g_i + l u)."""
+    rng = np.random.default_rng(12345)
+    g, u = rng.standard_normal((samples, n, d)), rng.standard_normal((samples, 1, d))
+    x = g + np.sqrt(alpha / (1.0 - alpha)) * u
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
 @pytest.mark.parametrize("sampler,d", [("full", 16), ("reduced", 32), ("reduced", 8)])
-def test_kernel_inputs_have_the_papers_law(sampler, d, alpha):
-    v = Variant(d=d, seq_len=10, alpha=alpha, n_samples=2048)
-    x = np.concatenate([block_inputs(v, b, sampler) for b in range(8)])
-    expected_width = d if sampler == "full" else 1 + min(10, d - 1)
+def test_kernel_inputs_have_our_law(sampler, d, alpha):
+    """d = 8 < n = 10: the Bartlett factor is taller than wide (rows past k all Gaussian)."""
+    x = kernel_inputs(sampler, d, alpha)
+    lead = 1 if alpha > 0 else 0  # the shared coordinate
+    expected_width = d if sampler == "full" else lead + min(10, d - lead)
     assert x.shape == (2048, 10, expected_width)
-    _check_law(x, alpha)
+    check_our_law(x, d, alpha)
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.3])
-@pytest.mark.parametrize("draw", [sample_inputs, sample_inputs_reduced])
-def test_torch_samplers_have_the_papers_law(draw, alpha):
-    gen = torch.Generator().manual_seed(5)
-    x = draw(2048, 10, 24, alpha, gen).numpy()
-    _check_law(x, alpha)
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize("draw", [sample_inputs, sample_inputs_reduced], ids=["full", "reduced"])
+def test_torch_samplers_have_our_law(draw, alpha):
+    check_our_law(torch_inputs(draw, 24, alpha), 24, alpha)
 
 
-def test_reduced_inputs_are_lower_trapezoidal():
-    x = block_inputs(Variant(d=64, seq_len=20, alpha=0.4, n_samples=300), 0, "reduced")
-    n, width = x.shape[1:]
-    for i in range(n):
-        assert np.all(x[:, i, i + 2:] == 0)  # column 0 (shared) + Bartlett triangle
-        assert np.all(x[:, i, 0] == np.float32(np.sqrt(0.4)))
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_official_inputs_follow_the_authors_formula_on_both_backends(alpha):
+    """Unit rows; first and second moments of <x_i, x_j> equal an independent numpy Monte Carlo of
+    normalize(g_i + sqrt(alpha / (1 - alpha)) u); at alpha = 0 (l = 0) our i.i.d. closed forms."""
+    d = 16
+    first_ref, second_ref = pair_statistics(official_reference(d, alpha), 0.0)
+    for backend, x in (("numba", kernel_inputs("official", d, alpha)),
+                       ("torch", torch_inputs(sample_inputs_official, d, alpha))):
+        assert x.shape == (2048, 10, d)
+        np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=2e-6)
+        first, second = pair_statistics(x, 0.0)
+        assert_same_mean(first, first_ref, f"{backend} E<x_i, x_j>")
+        assert_same_mean(second, second_ref, f"{backend} E<x_i, x_j>^2")
+        if alpha == 0:
+            check_our_law(x, d, 0.0)
+
+
+def test_official_law_is_not_ours():
+    """The shared part l u has a random length, which adds variance: Var<x_i, x_j> is well above
+    our (1 - alpha)^2 / (d - 1) (the reason both laws are simulated)."""
+    d, alpha = 16, 0.3
+    x = official_reference(d, alpha)
+    first, _ = pair_statistics(x, 0.0)
+    _, squares = pair_statistics(x, first.mean())  # mean: the variance, up to O(1/N)
+    _, ours = our_law_moments(d, alpha)
+    assert (squares.mean() - ours) / sem(squares) > 10 * Z
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.4])
+def test_reduced_inputs_are_lower_trapezoidal(alpha):
+    v = Variant(d=64, seq_len=20, alpha=alpha, n_samples=300, sampler="reduced")
+    lead = 1 if alpha > 0 else 0  # column 0 is the shared direction when there is one
+    for x in (block_inputs(v, 0), torch_inputs(sample_inputs_reduced, 64, alpha, n=20, batch=300)):
+        assert x.shape[1:] == (20, lead + 20)
+        for i in range(20):
+            assert np.all(x[:, i, lead + i + 1:] == 0)  # the Bartlett triangle
+            assert np.all(x[:, i, lead + i] > 0)  # its chi diagonal
+        if lead:
+            assert np.all(x[:, :, 0] == np.float32(np.sqrt(alpha)))
+
+
+def test_auto_picks_the_reduced_basis_only_where_it_is_exact_and_smaller():
+    assert Variant(d=64, seq_len=50).resolved_sampler == "reduced"
+    assert Variant(d=32, seq_len=50).resolved_sampler == "full"
+    assert Variant(d=64, seq_len=50, norm="layernorm").resolved_sampler == "full"
+    assert Variant(d=64, seq_len=50, pe="rope").resolved_sampler == "full"
+    for sampler in ("full", "reduced", "official"):
+        assert Variant(sampler=sampler).resolved_sampler == sampler
 
 
 # ---------------------------------------------------------------- the engine's statistics
@@ -174,12 +272,19 @@ def test_means_and_sems_equal_direct_numpy_on_the_same_samples(backend):
     dict(norm="layernorm", scale="none", d=20),
     dict(pe="rope", alpha=0.5),
     dict(pe="rope", mask="none", norm="layernorm", scale="d", residual=False),
-], ids=["l2", "nomask", "nores", "ln_sqrtd", "ln_none_odd_width", "rope", "rope_nomask_ln"])
+    dict(alpha=0.3),
+    dict(alpha=0.3, sampler="official"),
+    dict(alpha=0.3, sampler="full"),
+], ids=["l2", "nomask", "nores", "ln_sqrtd", "ln_none_odd_width", "rope", "rope_nomask_ln", "l2_shared",
+        "official", "l2_full"])
 def test_cpu_kernel_equals_torch_decoder_on_identical_inputs(kwargs):
-    """Sample by sample: the kernel's block sums equal the torch decoder's on the same X^(0)."""
+    """Sample by sample: the kernel's block sums equal the torch decoder's on the same X^(0).
+
+    l2 runs in the reduced basis, whose triangular widths start one column later with a
+    shared coordinate (alpha > 0) than without (alpha = 0).
+    """
     v = Variant(**{**dict(d=32, seq_len=11, n_layers=3, n_samples=256), **kwargs})
-    sampler = resolve_sampler(v, "auto")
-    plan = kern.KernelPlan(v, sampler == "reduced")
+    plan = kern.KernelPlan(v, v.resolved_sampler)
     x = plan.inputs(0, 256)
     sums = plan.run_block(0, 256, np.zeros((v.n_layers, 2, v.seq_len, plan.n_pad), np.float32))
     n = v.seq_len
@@ -210,10 +315,12 @@ def test_kernel_vector_exp_is_float32_accurate():
     assert np.max(np.abs(out - exact) / exact) < 4e-7  # a few float32 ulp
 
 
-def test_full_and_reduced_samplers_agree_statistically():
-    v = Variant(d=40, seq_len=12, n_layers=3, alpha=0.2, n_samples=6000)
-    full = simulate(v, sampler="full")
-    reduced = simulate(v, sampler="reduced")
+@pytest.mark.parametrize("alpha", [0.0, 0.2])
+def test_full_and_reduced_samplers_agree_statistically(alpha):
+    """One law in two bases: i.i.d. at alpha = 0, a shared direction otherwise."""
+    v = Variant(d=40, seq_len=12, n_layers=3, alpha=alpha, n_samples=6000)
+    full = simulate(dataclasses.replace(v, sampler="full"))
+    reduced = simulate(dataclasses.replace(v, sampler="reduced"))
     assert (full.sampler, reduced.sampler) == ("full", "reduced")
     z = z_scores(full, reduced, lower(12, 0))
     assert np.abs(z).max() < 5.0
@@ -221,9 +328,13 @@ def test_full_and_reduced_samplers_agree_statistically():
     assert 0.7 < z.std() < 1.3  # SEMs are right: differences scatter like N(0, 1)
 
 
-def test_cpu_kernel_and_torch_path_agree_statistically():
-    v = Variant(d=32, seq_len=10, n_layers=3, pe="rope", mask="none", n_samples=4000)
-    z = z_scores(simulate(v), simulate(v, backend="torch"), np.ones((10, 10), dtype=bool))
+@pytest.mark.parametrize("kwargs", [dict(pe="rope", mask="none"), dict(alpha=0.3, sampler="official")],
+                         ids=["rope_nomask", "official"])
+def test_cpu_kernel_and_torch_path_agree_statistically(kwargs):
+    v = Variant(d=32, seq_len=10, n_layers=3, n_samples=4000, **kwargs)
+    numba_result, torch_result = simulate(v), simulate(v, backend="torch")
+    assert numba_result.sampler == torch_result.sampler == v.resolved_sampler
+    z = z_scores(numba_result, torch_result, visible_pairs(10, v.mask))
     assert np.abs(z).max() < 5.0
     assert 0.7 < z.std() < 1.3
 
@@ -297,17 +408,19 @@ def test_rope_pattern_is_relative_only_without_the_causal_mask():
 # ---------------------------------------------------------------- tables and validation
 
 
-@pytest.mark.parametrize("mask", ["causal", "none"])
-def test_result_frame_rows_and_columns(mask):
-    v = Variant(**{**SMALL, "mask": mask, "n_samples": 300})
+@pytest.mark.parametrize("mask,sampler,written", [("causal", "auto", "reduced"), ("none", "auto", "reduced"),
+                                                  ("causal", "official", "official"), ("causal", "full", "full")])
+def test_result_frame_rows_and_columns(mask, sampler, written):
+    v = Variant(**{**SMALL, "mask": mask, "n_samples": 300, "sampler": sampler})
     result = simulate(v)
     frame = result_frame(result, "demo")
+    assert result.sampler == written and (frame.sampler == written).all()  # resolved, never "auto"
     n, layers = v.seq_len, v.n_layers
     pairs = n * (n + 1) // 2 if mask == "causal" else n * n
     assert len(frame) == layers * pairs
     engine_columns = ["variant", "layer", "query_pos", "key_pos", "score_mean", "score_sem",
                       "score_diagnorm", "prob_mean", "prob_sem"]
-    assert list(frame.columns) == engine_columns + list(v.params()) + ["sampler"]
+    assert list(frame.columns) == engine_columns + list(v.params())  # sampler: the last parameter
     assert not frame.duplicated(["layer", "query_pos", "key_pos"]).any()
     if mask == "causal":
         assert (frame.key_pos <= frame.query_pos).all()
@@ -320,21 +433,19 @@ def test_result_frame_rows_and_columns(mask):
 @pytest.mark.parametrize("key,value", [
     ("norm", "rms"), ("scale", "d2"), ("pe", "alibi"), ("mask", "sliding"), ("alpha", 1.0),
     ("alpha", -0.5), ("seq_len", 1), ("d", 1), ("d", 33), ("n_layers", 0), ("n_samples", 1),
-    ("rope_theta", 0.0),
+    ("rope_theta", 0.0), ("sampler", "fast"), ("sampler", "reduced"),
 ])
 def test_variant_validation_names_the_key(key, value):
     kwargs = {key: value}
     if key == "d" and value == 33:
         kwargs["pe"] = "rope"  # odd d is only invalid with RoPE
+    if value == "reduced":
+        kwargs["norm"] = "layernorm"  # the reduced basis is only exact for l2 without RoPE
     with pytest.raises(ValueError, match=f"'{key}'"):
         Variant(**kwargs)
 
 
 def test_invalid_engine_options_rejected():
-    with pytest.raises(ValueError, match="reduced"):
-        simulate(Variant(norm="layernorm", n_samples=10), sampler="reduced")
-    with pytest.raises(ValueError, match="sampler"):
-        simulate(Variant(n_samples=10), sampler="fast")
     with pytest.raises(ValueError, match="backend"):
         simulate(Variant(n_samples=10), backend="jax")
 

@@ -1,8 +1,8 @@
 """The CPU backend of the Monte Carlo engine: the decoder of Eq. 1 compiled with numba.
 
-`engine.simulate` calls `simulate_blocks` on the CPU. It draws exactly the
-samples of `sampling.sample_inputs` / `sample_inputs_reduced` (same law; its own
-seeded layout) and returns the same moments as the torch path.
+`engine.simulate` calls `simulate_blocks` on the CPU. It draws the samples of
+`sampling.sample_inputs` / `sample_inputs_reduced` / `sample_inputs_official`
+(same laws; its own seeded layout) and returns the same moments as the torch path.
 """
 
 from __future__ import annotations
@@ -17,14 +17,16 @@ from llvmlite import ir as llvm_ir
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from causalpos.simulation.sampling import block_generator, block_sizes, chi_dof, mean_sem, resolve_sampler, rope_tables
+from causalpos.simulation.sampling import (block_generator, block_sizes, chi_dof, has_shared_direction, mean_sem,
+                                           reduced_shape, rope_tables)
 from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 
 # # The kernel runs the decoder one sample at a time with every buffer small
 # enough to stay in L1/L2, and skips the work that structure makes zero:
 # - Q = K, so S is symmetric: only its lower triangle is computed.
 # - With the reduced sampler, row i of X^(0) is nonzero only in its first
-#   w_i = min(i + 2, D) columns (coordinate 0 plus the Bartlett triangle), and
+#   w_i = min(lead + i + 1, D) columns (the shared coordinate 0 when alpha > 0,
+#   lead = 1, then the Bartlett triangle), and
 #   causal mixing (row i of AY uses rows j <= i) keeps that shape in every
 #   layer. So S and AY cost about n^3/6 multiply-adds instead of n^2 D each.
 # - Softmax shifts each row by its diagonal score S_ii instead of a max pass:
@@ -207,11 +209,17 @@ def _vmoments(typingctx, values, scale, shift, acc1, acc2, row, col):
     return numba.types.none(values, numba.float32, shift, acc1, acc2, row, col), codegen
 
 
-@_kernel
-def _build_reduced(normals, chi, sqrt_a, sqrt_b, X):
-    """One sample of `sample_inputs_reduced` from its random numbers; X [n, >=k+1] zeroed.
+# Input builders: one sample of X^(0) from its random numbers (`KernelPlan.draw`'s layout).
+_FULL, _REDUCED, _OFFICIAL = 0, 1, 2
+_LAWS = {"full": _FULL, "reduced": _REDUCED, "official": _OFFICIAL}
 
-    normals holds row i's min(i, k) below-diagonal entries, rows concatenated.
+
+@_kernel
+def _build_reduced(normals, chi, sqrt_a, sqrt_b, lead, X):
+    """One sample of `sample_inputs_reduced`; X [n, >= lead + k] zeroed.
+
+    normals holds row i's min(i, k) below-diagonal entries, rows concatenated;
+    the triangle starts at column lead (1 after the shared coordinate, 0 without one).
     """
     n, k = X.shape[0], chi.size
     pos = 0
@@ -220,28 +228,35 @@ def _build_reduced(normals, chi, sqrt_a, sqrt_b, X):
         ss = _ZERO
         for c in range(m):
             val = normals[pos + c]
-            X[i, 1 + c] = val
+            X[i, lead + c] = val
             ss += val * val
         pos += m
         if i < k:
-            X[i, 1 + i] = chi[i]
+            X[i, lead + i] = chi[i]
             ss += chi[i] * chi[i]
         f = sqrt_b / np.sqrt(ss)
         for c in range(m + 1 if i < k else m):
-            X[i, 1 + c] *= f
-        X[i, 0] = sqrt_a
+            X[i, lead + c] *= f
+        if lead:
+            X[i, 0] = sqrt_a
 
 
 @_kernel
-def _build_full(normals, sqrt_a, sqrt_b, u, X):
-    """One sample of `sample_inputs` from normals [n + 1, d] (row 0: the shared direction)."""
+def _build_full(normals, sqrt_a, sqrt_b, shared, u, X):
+    """One sample of `sample_inputs` from normals [n + 1, d] (row 0: the shared direction).
+
+    Without a shared direction (alpha = 0) u stays zero: nothing is projected
+    out and the rows are normalised Gaussians, i.i.d. uniform on the sphere.
+    """
     n, d = X.shape[0], normals.shape[1]
-    ss = _ZERO
-    for c in range(d):
-        ss += normals[0, c] * normals[0, c]
-    f = _ONE / np.sqrt(ss)
-    for c in range(d):
-        u[c] = normals[0, c] * f
+    u[:] = _ZERO
+    if shared:
+        ss = _ZERO
+        for c in range(d):
+            ss += normals[0, c] * normals[0, c]
+        f = _ONE / np.sqrt(ss)
+        for c in range(d):
+            u[c] = normals[0, c] * f
     for i in range(n):
         dot = _ZERO
         for c in range(d):
@@ -254,6 +269,32 @@ def _build_full(normals, sqrt_a, sqrt_b, u, X):
         f = sqrt_b / np.sqrt(ss)
         for c in range(d):
             X[i, c] = sqrt_a * u[c] + f * X[i, c]
+
+
+@_kernel
+def _build_official(normals, lam, X):
+    """One sample of `sample_inputs_official`: row i is normalize(normals[i + 1] + lam normals[0])."""
+    n, d = X.shape[0], normals.shape[1]
+    for i in range(n):
+        ss = _ZERO
+        for c in range(d):
+            val = normals[i + 1, c] + lam * normals[0, c]
+            X[i, c] = val
+            ss += val * val
+        f = _ONE / np.sqrt(ss)
+        for c in range(d):
+            X[i, c] *= f
+
+
+@_kernel
+def _build(normals, chi, law, shared, consts, u, X):
+    """X^(0) of one sample; consts = (sqrt(alpha), sqrt(1 - alpha), sqrt(alpha / (1 - alpha)))."""
+    if law == _REDUCED:
+        _build_reduced(normals[0], chi, consts[0], consts[1], 1 if shared else 0, X)
+    elif law == _OFFICIAL:
+        _build_official(normals, consts[2], X)
+    else:
+        _build_full(normals, consts[0], consts[1], shared, u, X)
 
 
 @_kernel
@@ -451,11 +492,11 @@ def _mix(X, Y, P, wp, causal, residual):
 
 
 @_kernel
-def _set_widths(w, wp, lo8, triangular, D):
+def _set_widths(w, wp, lo8, triangular, lead, D):
     """Nonzero columns per row (w), padded (wp), and per column the first row using it (lo8)."""
     n = w.size
     for i in range(n):
-        w[i] = min(i + 2, D) if triangular else D
+        w[i] = min(lead + i + 1, D) if triangular else D
         wp[i] = (w[i] + _PAD - 1) // _PAD * _PAD
     j = 0
     for k in range(lo8.size):
@@ -465,9 +506,9 @@ def _set_widths(w, wp, lo8, triangular, D):
 
 
 @_kernel
-def _decode_block(normals, chi, reduced, sqrt_a, sqrt_b, d, D, n_layers, layernorm, inv_div,
+def _decode_block(normals, chi, law, shared, consts, d, D, n_layers, layernorm, inv_div,
                   causal, residual, rope_cos, rope_sin, use_rope, shift, acc):
-    """Run the decoder on every sample of one block; add shifted moments to acc.
+    """Run the decoder on every sample of one block (inputs as `_build`); add shifted moments to acc.
 
     acc and shift: [layer, 4 | 2, n, n_pad] for (sum S, sum S^2, sum P, sum P^2) | (S, P).
     """
@@ -483,17 +524,15 @@ def _decode_block(normals, chi, reduced, sqrt_a, sqrt_b, d, D, n_layers, layerno
     wp = np.zeros(n, np.int64)
     lo8 = np.zeros(d_pad, np.int64)
     n8 = np.zeros(n, np.int64)
+    reduced, lead = law == _REDUCED, 1 if shared else 0
     for i in range(n):
         n8[i] = (i + _PAD) // _PAD * _PAD
     for b in range(normals.shape[0]):
         X[:] = 0  # padding and the zero triangle must be zero again
         Y[:] = 0
         QT[:] = 0
-        if reduced:
-            _build_reduced(normals[b, 0], chi[b], sqrt_a, sqrt_b, X)
-        else:
-            _build_full(normals[b], sqrt_a, sqrt_b, u, X)
-        _set_widths(w, wp, lo8, reduced and causal, D)
+        _build(normals[b], chi[b], law, shared, consts, u, X)
+        _set_widths(w, wp, lo8, reduced and causal, lead, D)
         for layer in range(n_layers):
             if layernorm:
                 _layernorm_rows(X, Y, d)
@@ -512,28 +551,34 @@ def _decode_block(normals, chi, reduced, sqrt_a, sqrt_b, d, D, n_layers, layerno
             if layer + 1 < n_layers:
                 _mix(X, Y, P, wp, causal, residual)
                 if not causal and reduced:
-                    _set_widths(w, wp, lo8, False, D)  # unmasked mixing fills every column
+                    _set_widths(w, wp, lo8, False, lead, D)  # unmasked mixing fills every column
 
 
 class KernelPlan:
     """One variant's shapes, constants and random-number layout for the CPU kernel."""
 
-    def __init__(self, v: Variant, reduced: bool):
-        self.v, self.reduced = v, reduced
+    def __init__(self, v: Variant, sampler: str):
+        self.v, self.law, self.reduced = v, _LAWS[sampler], sampler == "reduced"
         n = v.seq_len
-        self.k = min(n, v.d - 1)  # Bartlett triangle columns (reduced sampler)
-        self.width = 1 + self.k if reduced else v.d  # D: columns of X
+        self.shared = has_shared_direction(v.alpha)
+        lead, self.k, m = reduced_shape(n, v.d, v.alpha)  # Bartlett triangle columns (reduced sampler)
+        self.width = lead + self.k if self.reduced else v.d  # D: columns of X
         self.n_pad = -(-n // _PAD) * _PAD
         self.n_normals = sum(min(i, self.k) for i in range(n))  # below the Bartlett diagonal
-        self.chi_dof = chi_dof(n, v.d).double().numpy()
-        self.sqrt_a, self.sqrt_b = _F32(math.sqrt(v.alpha)), _F32(math.sqrt(1.0 - v.alpha))
+        self.chi_dof = chi_dof(n, m).double().numpy()
+        a = v.alpha
+        self.consts = np.array([math.sqrt(a), math.sqrt(1.0 - a), math.sqrt(a / (1.0 - a))], np.float32)
         if v.pe == "rope":
             self.cos, self.sin = (t.numpy() for t in rope_tables(n, v.d, v.rope_theta))
         else:
             self.cos = self.sin = np.zeros((n, 2), np.float32)
 
     def draw(self, block: int, size: int):
-        """The block's random numbers, from generators seeded by (seed, block)."""
+        """The block's random numbers, from generators seeded by (seed, block).
+
+        full and official: normals [size, n + 1, d], row 0 the shared direction u, rows 1..n
+        the g_i; reduced: the Bartlett triangle's normals [size, 1, n_normals] and chi [size, k].
+        """
         v, gen = self.v, block_generator(self.v.seed, block, torch.device("cpu"))
         if not self.reduced:
             return torch.randn(size, v.seq_len + 1, v.d, generator=gen).numpy(), np.zeros((size, 0), np.float32)
@@ -547,11 +592,9 @@ class KernelPlan:
         """X^(0) [size, n, D] of one block, exactly as the kernel builds it."""
         normals, chi = self.draw(block, size)
         x = np.zeros((size, self.v.seq_len, self.width), np.float32)
+        u = np.zeros(self.v.d, np.float32)
         for b in range(size):
-            if self.reduced:
-                _build_reduced(normals[b, 0], chi[b], self.sqrt_a, self.sqrt_b, x[b])
-            else:
-                _build_full(normals[b], self.sqrt_a, self.sqrt_b, np.zeros(self.v.d, np.float32), x[b])
+            _build(normals[b], chi[b], self.law, self.shared, self.consts, u, x[b])
         return x
 
     def run_block(self, block: int, size: int, shift: np.ndarray) -> np.ndarray:
@@ -559,15 +602,15 @@ class KernelPlan:
         v = self.v
         normals, chi = self.draw(block, size)
         acc = np.zeros((v.n_layers, 4, v.seq_len, self.n_pad), np.float32)
-        _decode_block(normals, chi, self.reduced, self.sqrt_a, self.sqrt_b, v.d, self.width, v.n_layers,
+        _decode_block(normals, chi, self.law, self.shared, self.consts, v.d, self.width, v.n_layers,
                       v.norm == "layernorm", _F32(1.0 / v.score_divisor), v.mask == "causal", v.residual,
                       self.cos, self.sin, v.pe == "rope", shift, acc)
         return acc
 
 
-def block_inputs(v: Variant, block: int = 0, sampler: str = "auto") -> np.ndarray:
-    """The inputs X^(0) [size, n, D] that the CPU kernel decodes for one seeded block."""
-    plan = KernelPlan(v, resolve_sampler(v, sampler) == "reduced")
+def block_inputs(v: Variant, block: int = 0) -> np.ndarray:
+    """The inputs X^(0) [size, n, D] that the CPU kernel decodes for one seeded block (v.sampler's law)."""
+    plan = KernelPlan(v, v.resolved_sampler)
     (_, size), = [bs for bs in block_sizes(v.n_samples) if bs[0] == block]
     return plan.inputs(block, size)
 
@@ -585,7 +628,7 @@ def _in_order(pool, fn, items, window: int):
 
 def simulate_blocks(v: Variant, sampler: str, threads: int, progress):
     """The CPU kernel over all blocks on a thread pool; returns like `_simulate_torch`."""
-    plan = KernelPlan(v, sampler == "reduced")
+    plan = KernelPlan(v, sampler)
     blocks = block_sizes(v.n_samples)
     # shift = mean of block 0, so that the float32 block sums stay small
     first = plan.run_block(*blocks[0], np.zeros((v.n_layers, 2, v.seq_len, plan.n_pad), np.float32))

@@ -6,8 +6,9 @@ A = softmax(mask(S)); X' = AY + X (or AY without residual).
 The engine streams: samples are drawn in seeded blocks and only per-entry sums
 and sums of squares of S and A are kept, so memory does not grow with N.
 
-The inputs (two exact samplers of one law) and the per-block seeding are in
-`sampling`, shared with the CPU kernel.
+The inputs (`Variant.sampler`: our exact law in the full or the reduced basis,
+or the authors' law) and the per-block seeding are in `sampling`, shared with
+the CPU kernel.
 
 Two implementations of the decoder run the samples:
 - "numba" (CPU): one sample at a time in a compiled kernel whose buffers stay
@@ -30,8 +31,7 @@ import torch
 from causalpos.devices import resolve_device
 from causalpos.matrices import diagonal_normalise, visible_pairs
 from causalpos.simulation.cpu_kernel import simulate_blocks
-from causalpos.simulation.sampling import (RNG_BLOCK, block_generator, block_sizes, mean_sem, resolve_sampler,
-                                           rope_tables, sample_inputs, sample_inputs_reduced)
+from causalpos.simulation.sampling import INPUT_SAMPLERS, RNG_BLOCK, block_generator, block_sizes, mean_sem, rope_tables
 from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 
 BACKENDS = ("auto", "numba", "torch")
@@ -107,7 +107,7 @@ class _Moments:
 
 def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int, progress):
     """Batched torch decoder (the CUDA path). Returns (score mean, sem), (prob mean, sem), [layer, n, n]."""
-    draw = sample_inputs_reduced if sampler == "reduced" else sample_inputs
+    draw = INPUT_SAMPLERS[sampler]
     chunk_size = max(RNG_BLOCK, chunk_size - chunk_size % RNG_BLOCK)
     n = v.seq_len
     mask = None
@@ -140,12 +140,12 @@ def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int
 
 
 def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
-             sampler: str = "auto", progress=None, backend: str = "auto",
-             threads: int | None = None) -> SimulationResult:
+             progress=None, backend: str = "auto", threads: int | None = None) -> SimulationResult:
     """Average scores and probabilities of every layer over v.n_samples samples.
 
+    The input law is v.sampler's (the result's `sampler` names the one drawn).
     backend "auto" runs the CPU kernel on CPU and torch on CUDA. Deterministic
-    for a given variant, seed, sampler, backend and device type: sample block
+    for a given variant, seed, backend and device type: sample block
     b is always drawn from a generator seeded by (seed, b). The CPU kernel's
     result is bitwise independent of chunk_size and threads (blocks are summed
     in order; threads defaults to torch's thread count). chunk_size sets the
@@ -155,7 +155,7 @@ def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    sampler = resolve_sampler(v, sampler)
+    sampler = v.resolved_sampler
     dev = resolve_device(device, "device")
     if backend == "auto":
         backend = "numba" if dev.type == "cpu" else "torch"
@@ -206,5 +206,5 @@ def result_frame(result: SimulationResult, name: str) -> pd.DataFrame:
     frame = pd.concat(frames, ignore_index=True)
     for key_name, value in v.params().items():
         frame[key_name] = value
-    frame["sampler"] = result.sampler
+    frame["sampler"] = result.sampler  # the resolved name, never "auto"
     return frame

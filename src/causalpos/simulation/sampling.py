@@ -1,13 +1,23 @@
 """What both backends of the engine share: the input laws, the per-block seeding, the moments.
 
 Samples are drawn in blocks of RNG_BLOCK from a generator seeded by (seed, block), so a result
-does not depend on how the blocks are batched. Two exact samplers of one law:
-- "full": token vectors in R^d, x_i = sqrt(a) u + sqrt(1-a) w_i with u a random unit vector and
-  w_i independent random unit vectors orthogonal to u. Then ||x_i|| = 1 and E<x_i, x_j> = a exactly.
-- "reduced": the same distribution written in a basis of dimension 1 + min(n, d-1). Without RoPE
-  and with l2 normalisation the decoder only sees inner products, which are rotation invariant, so
-  the Bartlett decomposition of the Wishart Gram of the w_i gives the same law with far fewer
-  random numbers and flops when d > n (the convergence sweep in d).
+does not depend on how the blocks are batched. `Variant.sampler` picks one of three samplers of
+two laws (rows x_i of X^(0), i = 1..n, in R^d; a = alpha):
+- "full", the paper's assumption exactly (Section 3.2): ||x_i|| = 1 and E<x_i, x_j> = a.
+  For a > 0, x_i = sqrt(a) u + sqrt(1-a) w_i with u a random unit vector and w_i independent
+  random unit vectors orthogonal to u: <x_i, x_j> = a + (1-a) <w_i, w_j>, of variance
+  (1-a)^2 / (d-1). At a = 0 the x_i are i.i.d. uniform on the sphere of R^d (the paper's i.i.d.
+  case; variance 1/d): the a > 0 construction would put them all in the hyperplane orthogonal to
+  u, one dimension short (variance 1/(d-1)).
+- "reduced": the law of "full" up to a rotation, in 1 + min(n, d-1) coordinates (a > 0: the
+  shared coordinate, then the Bartlett factor of the w_i's Wishart Gram in the d-1 dimensions
+  orthogonal to u) or min(n, d) (a = 0: the Bartlett factor of n Gaussian vectors in R^d).
+  Without RoPE and with l2 normalisation the decoder only sees inner products, which rotations
+  keep, so this is exact, with far fewer random numbers and flops when d > n.
+- "official": the authors' simulation (Section 4.1, "a shared Gaussian component with an
+  independent Gaussian noise component"): x_i = normalize(g_i + l u), g_i and u i.i.d. N(0, I_d),
+  l = sqrt(a / (1-a)). Unit norm and E<x_i, x_j> close to a, not equal: the shared part has a
+  random length. Equal to "full" in law at a = 0.
 """
 
 from __future__ import annotations
@@ -17,9 +27,6 @@ import math
 import numpy as np
 import torch
 
-from causalpos.simulation.variant import Variant
-
-SAMPLERS = ("auto", "full", "reduced")
 RNG_BLOCK = 256  # samples per seeded random block: results do not depend on the chunk size
 
 
@@ -30,46 +37,74 @@ def block_generator(seed: int, block: int, device: torch.device) -> torch.Genera
     return gen
 
 
+def has_shared_direction(alpha: float) -> bool:
+    """Whether our law has a shared unit direction u (a > 0); at a = 0 the rows are i.i.d."""
+    return alpha > 0
+
+
+def reduced_shape(n: int, d: int, alpha: float) -> tuple[int, int, int]:
+    """(lead, k, m) of the reduced basis: lead shared columns (0 or 1), then a Bartlett factor of
+    k = min(n, m) columns for n vectors in m dimensions (d - 1 orthogonal to u, or all d)."""
+    lead = int(has_shared_direction(alpha))
+    m = d - lead
+    return lead, min(n, m), m
+
+
+def _unit_rows(x: torch.Tensor) -> torch.Tensor:
+    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+
+
 def sample_inputs(batch: int, n: int, d: int, alpha: float, gen: torch.Generator,
                   device="cpu", dtype=torch.float32) -> torch.Tensor:
     """Unit vectors [batch, n, d] with exact E<x_i, x_j> = alpha (the "full" sampler)."""
-    shared = torch.randn(batch, 1, d, generator=gen, device=device, dtype=dtype)
-    shared = shared / torch.linalg.vector_norm(shared, dim=-1, keepdim=True)
+    if not has_shared_direction(alpha):
+        return _unit_rows(torch.randn(batch, n, d, generator=gen, device=device, dtype=dtype))
+    shared = _unit_rows(torch.randn(batch, 1, d, generator=gen, device=device, dtype=dtype))
     noise = torch.randn(batch, n, d, generator=gen, device=device, dtype=dtype)
-    noise = noise - (noise * shared).sum(-1, keepdim=True) * shared
-    noise = noise / torch.linalg.vector_norm(noise, dim=-1, keepdim=True)
+    noise = _unit_rows(noise - (noise * shared).sum(-1, keepdim=True) * shared)
     return math.sqrt(alpha) * shared + math.sqrt(1.0 - alpha) * noise
 
 
-def chi_dof(n: int, d: int) -> torch.Tensor:
-    """Degrees of freedom d-1, d-2, ... of the Bartlett diagonal (one per row of the triangle)."""
-    m = d - 1
+def sample_inputs_official(batch: int, n: int, d: int, alpha: float, gen: torch.Generator,
+                           device="cpu", dtype=torch.float32) -> torch.Tensor:
+    """The authors' law [batch, n, d]: normalize(g_i + sqrt(alpha / (1 - alpha)) u)."""
+    shared = torch.randn(batch, 1, d, generator=gen, device=device, dtype=dtype)
+    noise = torch.randn(batch, n, d, generator=gen, device=device, dtype=dtype)
+    return _unit_rows(noise + math.sqrt(alpha / (1.0 - alpha)) * shared)
+
+
+def chi_dof(n: int, m: int) -> torch.Tensor:
+    """Degrees of freedom m, m-1, ... of the Bartlett diagonal for n vectors in m dimensions."""
     return torch.arange(m, m - min(n, m), -1, dtype=torch.float32)
 
 
-def _sample_chi(batch: int, n: int, d: int, gen: torch.Generator, device="cpu", dtype=torch.float32):
-    dof = chi_dof(n, d).to(device, dtype).expand(batch, -1)
+def _sample_chi(batch: int, dof: torch.Tensor, gen: torch.Generator, device="cpu", dtype=torch.float32):
+    dof = dof.to(device, dtype).expand(batch, -1)
     return (2.0 * torch._standard_gamma(dof / 2.0, generator=gen)).sqrt_()
 
 
 def sample_inputs_reduced(batch: int, n: int, d: int, alpha: float, gen: torch.Generator,
                           device="cpu", dtype=torch.float32) -> torch.Tensor:
-    """The law of `sample_inputs` up to a rotation, in 1 + min(n, d-1) coordinates.
+    """The law of `sample_inputs` up to a rotation, in lead + k coordinates (`reduced_shape`).
 
-    Coordinate 0 is the shared direction u. The noise vectors live in the
-    (d-1)-dimensional complement of u; their Gram matrix is Wishart, and its
-    Bartlett factor L (lower trapezoidal: N(0,1) below the diagonal, chi with
-    d-1-i degrees of freedom on it) has rows with the same inner products.
+    Coordinate 0 (alpha > 0 only) is the shared direction u. The other vectors are Gaussian
+    in m dimensions (u's complement, or R^d), normalised; their Gram matrix is Wishart, and its
+    Bartlett factor L (lower trapezoidal: N(0,1) below the diagonal, chi with m-i degrees of
+    freedom on it) has rows with the same inner products.
     """
-    k = min(n, d - 1)
+    lead, k, m = reduced_shape(n, d, alpha)
     lower = torch.randn(batch, n, k, generator=gen, device=device, dtype=dtype).tril_(-1)
-    chi = _sample_chi(batch, n, d, gen, device, dtype)
-    lower[:, :k, :].diagonal(dim1=1, dim2=2).copy_(chi)
-    lower = lower / torch.linalg.vector_norm(lower, dim=-1, keepdim=True)
+    lower[:, :k, :].diagonal(dim1=1, dim2=2).copy_(_sample_chi(batch, chi_dof(n, m), gen, device, dtype))
+    lower = _unit_rows(lower)
+    if not lead:
+        return lower
     x = torch.empty(batch, n, k + 1, device=device, dtype=dtype)
     x[..., 0] = math.sqrt(alpha)
     x[..., 1:] = math.sqrt(1.0 - alpha) * lower
     return x
+
+
+INPUT_SAMPLERS = {"full": sample_inputs, "reduced": sample_inputs_reduced, "official": sample_inputs_official}
 
 
 def mean_sem(shift, total, total_sq, n):
@@ -81,16 +116,6 @@ def mean_sem(shift, total, total_sq, n):
     if isinstance(mean, torch.Tensor):
         return mean.cpu().numpy(), sem.cpu().numpy()
     return mean, sem
-
-
-def resolve_sampler(v: Variant, sampler: str) -> str:
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-    if sampler == "reduced" and not v.rotation_invariant:
-        raise ValueError("the reduced sampler needs norm 'l2' and pe 'none'")
-    if sampler == "auto":
-        return "reduced" if v.rotation_invariant and v.d - 1 > v.seq_len else "full"
-    return sampler
 
 
 def block_sizes(n_samples: int):

@@ -13,12 +13,18 @@ NORMS = ("l2", "layernorm")
 SCALES = ("none", "sqrt_d", "d")
 PES = ("none", "rope")
 MASKS = ("causal", "none")
+# Input laws (see `sampling`): "auto" lets the engine pick "full" or "reduced" (one law, two
+# bases); "official" is the authors' normalize(g_i + l u), a different law with E<x_i, x_j> ~ alpha.
+SAMPLERS = ("auto", "full", "reduced", "official")
 LAYERNORM_EPS = 1e-5  # torch.nn.LayerNorm's default
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One simulated decoder. Field names are the config keys and the Parquet columns."""
+    """One simulated decoder. Field names are the config keys and the Parquet columns.
+
+    The `sampler` column holds `resolved_sampler` ("auto" is never written).
+    """
 
     norm: str = "l2"
     scale: str = "none"
@@ -32,6 +38,7 @@ class Variant:
     n_layers: int = 4
     n_samples: int = 100_000
     seed: int = 0
+    sampler: str = "auto"  # last, so the table's columns keep their order (it was written after seed)
 
     def __post_init__(self):
         def bad(key, value, allowed):
@@ -57,6 +64,10 @@ class Variant:
             bad("n_samples", self.n_samples, "an integer >= 2")
         if self.rope_theta <= 0:
             bad("rope_theta", self.rope_theta, "a positive number")
+        if self.sampler not in SAMPLERS:
+            bad("sampler", self.sampler, list(SAMPLERS))
+        if self.sampler == "reduced" and not self.rotation_invariant:
+            bad("sampler", self.sampler, "'reduced' only with norm 'l2' and pe 'none' (rotation invariant)")
 
     @property
     def score_divisor(self) -> float:
@@ -66,6 +77,16 @@ class Variant:
     def rotation_invariant(self) -> bool:
         """True when the decoder depends on the inputs only through their inner products."""
         return self.norm == "l2" and self.pe == "none"
+
+    @property
+    def resolved_sampler(self) -> str:
+        """The law and basis actually drawn: "full", "reduced" or "official" (what the tables record).
+
+        "auto" takes the reduced basis when it is exact (rotation invariant) and smaller (d - 1 > n).
+        """
+        if self.sampler != "auto":
+            return self.sampler
+        return "reduced" if self.rotation_invariant and self.d - 1 > self.seq_len else "full"
 
     def params(self) -> dict:
         return dataclasses.asdict(self)
