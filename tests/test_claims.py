@@ -538,13 +538,163 @@ def test_markdown_and_figure():
     assert "| claim | setting | metric | value | threshold | verdict |" in text
     for claim_id in CLAIMS:
         assert f"**{claim_id}**" in text
-    assert "Claim 8a per layer" in text and "| llm | 3 |" in text
+    assert "Claims 8a and 8d per layer" in text and "| llm | 3 |" in text and "8d keys 1-4" in text
+    assert text.count("| llm, each of 3 layers |") == 2  # 8a and 8d, one line each
     assert " ± " in text
     fig = plot_ledger(ledger, {"cmap": "viridis", "dpi": 40, "font_scale": 1.0, "formats": ["png"]})
     assert isinstance(fig, Figure)
+    assert tuple(fig.get_size_inches()) == pytest.approx((5 * 3.6, 3.0 * np.ceil(len(CLAIMS) / 5) + 1.0))  # wrapped
     assert len([ax for ax in fig.axes if ax.axison]) == len(CLAIMS)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=40)
     assert buffer.getvalue()[:4] == b"\x89PNG"
     empty = plot_ledger(build_ledger(None, None, None, None, None), {})
     assert len([ax for ax in empty.axes if ax.axison]) == len(CLAIMS)
+
+
+# ---------------------------------------------------------------- issue 12: claims 1c-1f, 2c-9a
+
+
+def test_claim1_appendix_closed_forms_and_counterexamples():
+    ledger = ledger_of(None, theory_frame(S, [0.0, 0.5]))
+    for claim_id in ("1c", "1d", "1e"):  # exact closed forms: uncertainty 0, the verdict is the sign
+        rows = rows_of(ledger, claim_id)
+        assert list(rows["verdict"]) == ["supported"] * 2 and (rows["uncertainty"] == 0).all(), claim_id
+    assert (rows_of(ledger, "1c")["value"] < 0).all() and (rows_of(ledger, "1e")["value"] < 1e-20).all()
+    assert "without residual" in one(ledger, "1f")["note"] and "closed form only" in one(ledger, "1f")["note"]
+    theory = theory_frame(S, [0.0])
+    theory.loc[theory["residual"] & (theory["query_pos"] == 5) & (theory["key_pos"] == 5), "h_query"] += 0.1
+    theory.loc[~theory["residual"], "g"] += 0.05 * theory.loc[~theory["residual"], "key_pos"]  # g' moves with j
+    bad = ledger_of(None, theory)
+    assert one(bad, "1c")["verdict"] == "not supported" and "from position 5 to 6" in one(bad, "1c")["note"]
+    assert one(bad, "1d")["verdict"] == "supported" and one(bad, "1e")["verdict"] == "not supported"
+    sims = [sim_table("nores", [identity(), layer2_scores(S, 0.0, residual=False)], residual=False),
+            sim_table("nores_flat", [identity(0.2), keys_up(0.0)], residual=False, alpha=0.2)]
+    assert list(rows_of(ledger_of(sims), "1f")["verdict"]) == ["supported", "not supported"]  # alpha 0, 0.2
+
+
+def test_claim2c_strict_rows_early_peak_and_flat_rows():
+    n, j = 30, np.indices((30, 30))[1]
+    early = with_diagonal(0.1 + 0.05 * np.minimum(j, 5) - 1e-4 * np.maximum(j - 5, 0))  # steps within the noise
+    layers = [identity(n=n), with_diagonal(0.1 + 0.02 * j), early, with_diagonal(np.full((n, n), 0.1))]
+    c = rows_of(ledger_of([sim_table("zero", layers, sem=1e-4)]), "2c")
+    assert list(c["layer"]) == [1, 2, 3] and list(c["verdict"]) == ["supported", "not supported", "inconclusive"]
+    assert c["value"].iloc[0] == 1.0 and 0 < c["value"].iloc[1] < 1 and c["value"].iloc[2] == 0.0
+    assert "violated queries" in c["note"].iloc[1] and "query 29 peaks at key" in c["note"].iloc[1]
+    assert c["uncertainty"].isna().all() and c["direction"].iloc[0] == ">=" and (c["threshold"] == 1.0).all()
+
+
+def test_claim3c_faster_saturation_with_alpha():
+    def saturating(rate):  # rows rising as 1 - exp(-rate j): the larger the rate, the sooner constant in j
+        return with_diagonal(0.1 + 0.3 * (1 - np.exp(-rate * J)))
+
+    sims = [sim_table(f"a{a}", [identity(a), saturating(r)], alpha=a) for a, r in ((0.0, 0.2), (0.2, 0.8), (0.4, 0.5))]
+    c = rows_of(ledger_of(sims), "3c").set_index("label")
+    assert list(c.index) == ["α=0→0.2", "α=0.2→0.4"] and c.loc["α=0→0.2", "value"] < 1
+    assert list(c["verdict"]) == ["supported", "not supported"]  # slower again at the higher alpha
+    assert "by layer" in c.loc["α=0→0.2", "note"]
+
+
+@pytest.mark.parametrize("d_slope, b, c", [(0.2, "supported", "supported"), (4.0, "supported", "not supported"),
+                                           (0.05, "supported", "not supported"), (0, "not supported", "not supported")])
+def test_claim5_shape_and_size_of_the_d_scaling(d_slope, b, c):
+    """l2's advantage: 0.2/S a key. x1 is its size; x20 and x0.25 miss x2 either way; flat: no order, no size."""
+    ledger = ledger_of(layernorm_sims(sqrt_d_slope=0.02, d_slope=d_slope))
+    row_c = one(ledger, "5c")
+    assert one(ledger, "5b")["verdict"] == b and row_c["verdict"] == c
+    # |log ratio|; for the flat map a ratio near 0 (or <= 0: infinite)
+    assert row_c["value"] == pytest.approx(abs(np.log(d_slope / 0.2)), abs=0.05) if d_slope else row_c["value"] > 5
+
+
+def test_claim6b_regions_must_agree():
+    darker, brighter = (with_diagonal(toeplitz(5) + sign * 0.4 * np.minimum(J, 3)) for sign in (1, -1))
+    split = with_diagonal(toeplitz(5) + 0.6 * (J <= 1) - 0.8 * ((J >= 1) & (J < 3)) * (I >= 3) - 0.3 * (J == 0))
+    regions = [v[0] for v in triangles.region_deficits(packed(split)[:, None], S).values()]
+    assert min(regions) < 0 < max(regions)  # the regions disagree ...
+    b = rows_of(ledger_of([sim_table("causal", [identity(), darker, brighter, split], pe="rope")]), "6b")
+    assert list(b["verdict"]) == ["supported", "not supported", "inconclusive"]  # ... so no verdict there
+    assert "the regions disagree" in b["note"].iloc[2] and "Figure 4" in b["note"].iloc[0]  # the paper's figure
+
+
+def test_claim6d_layer1_noise_and_6e_clearer_layer3():
+    noise = np.random.default_rng(8).normal(size=(S, S))
+    mixed, clear = (with_diagonal(toeplitz(7, scale=0.3) + scale * noise) for scale in (0.3, 0.05))
+    good = sim_table("good", [identity(), mixed, clear], pe="rope", sem=1e-3)  # layer 1: alpha plus MC noise
+    bad = sim_table("bad", [with_diagonal(0.02 * J / S), clear, mixed], pe="rope", alpha=0.5, sem=1e-3)
+    ledger = ledger_of([good, bad])
+    d, e = rows_of(ledger, "6d"), rows_of(ledger, "6e")
+    assert list(d["verdict"]) == ["supported", "not supported"] and (d["layer"] == 0).all()  # a ramp of 20 noise SDs
+    assert list(e["verdict"]) == ["supported", "not supported"] and e["value"].iloc[0] > 1
+
+
+@pytest.mark.parametrize("good", [True, False])
+def test_claim7_stages(good):
+    """Figure 3's stages as the paper describes them (good) or against it; key 0 a sink column throughout."""
+    eye = np.eye(S, dtype=bool)
+    c = np.where(eye, 1 / (1.0 + I) if good else 0.1 * (1.0 + I), 0.2 + 0.5 / (1.0 + I) if good else 0.2 + 0.1 * J)
+    stages = {"a": np.where(eye, 10.0, 0.1 if good else 5.0), "b": np.where(eye, 1.0, 0.5 if good else 0.05), "c": c,
+              "d": np.where(eye, c, 3.0 * c) if good else c, "g": keys_up(-1.0 if good else 1.0),
+              "h": keys_up(1.0 if good else -1.0), "i": with_diagonal(0.1 + 0.3 * J / S + (0 if good else 1 / (1 + I)))}
+    for matrix in stages.values():
+        matrix[:, 0] = 5.0
+    stages = {stage: (1 if stage in "hi" else 0, matrix) for stage, matrix in stages.items()}
+    ledger = ledger_of(None, None, *model_tables("nope", "trained", [identity(), stages["i"][1]], stages=stages,
+                                                 noise=0.01))
+    for claim_id in ("7c", "7d", "7e", "7f", "7g", "7h", "7i", "7j"):
+        row = one(ledger, claim_id)
+        assert row["verdict"] == ("supported" if good else "not supported"), (claim_id, row["value"])
+        assert "bootstrap over groups" in row["note"], claim_id
+    assert one(ledger, "7h")["layer"] == 0 and one(ledger, "7j")["layer"] == 1
+    missing = ledger_of(None, None, *nope_tables(slope=1.0))  # stages f and i only
+    assert all(one(missing, c)["verdict"] == "inconclusive" and "no stage" in one(missing, c)["note"]
+               for c in ("7d", "7e", "7f", "7g", "7h", "7i", "7j"))
+
+
+def test_claim8c_range_ratio_and_8d_first_keys():
+    rng = np.random.default_rng(12)
+    relative, first = toeplitz(9, scale=1.0), 1.5 * ((J >= 1) & (J <= 4))  # keys 1-4 above or below their bands
+    up, down = relative + first + 0.1 * rng.normal(size=(S, S)), relative - first + 0.1 * rng.normal(size=(S, S))
+    up[:, 0] -= 3.0  # a sink key 0 below its bands: reported apart, not in the verdict
+    up_scores, _, up_groups = model_tables("up", "pretrained", [up, up], seed=1)
+    down_scores, _, down_groups = model_tables("down", "pretrained", [relative, down], seed=2)
+    ledger = ledger_of(None, None, pd.concat([up_scores, down_scores]), None, pd.concat([up_groups, down_groups]))
+    d = rows_of(ledger, "8d").set_index(["model", "layer"])
+    assert [d.loc[k, "verdict"] for k in (("up", 0), ("up", 1), ("down", 1))] == ["supported"] * 2 + ["not supported"]
+    assert d.loc[("up", 0), "sink_emphasis"] < 0  # key 0 lower, apart
+    c, a = rows_of(ledger, "8c").set_index("model"), rows_of(ledger, "8a").set_index(["model", "layer"])
+    assert c.loc["up", "verdict"] == "supported" and a.loc[("down", 0), "range_ratio"] < 0.05  # exactly relative
+    assert c.loc["up", "value"] == pytest.approx(a.loc[("up", 1), "range_ratio"])  # the median of one layer
+
+
+def law_sims(official_slope: float, sampler: str = "official"):
+    return [sim_table("l2_alpha0.0", [identity(), keys_up(0.02), keys_up(0.05)]),
+            sim_table("l2_alpha0.2", [identity(0.2), keys_up(0.2), keys_up(0.3)], alpha=0.2),
+            sim_table("l2_alpha0.2_official", [identity(0.2), keys_up(official_slope), keys_up(0.3)], alpha=0.2,
+                      seed=5).assign(sampler=sampler)]
+
+
+def test_claim9_same_and_changed_verdicts_under_the_two_laws():
+    ledger = ledger_of(law_sims(0.21))
+    rows = rows_of(ledger, "9a")
+    assert (rows["value"] == 1.0).all() and (rows["verdict"] == "supported").all()
+    assert set(rows["compared_claim"]) >= {"2a", "2c", "3a", "3b", "3c", "4a"} and rows["note"].str.contains(
+        "l2_alpha0.2_official").all()
+    # the twin is no setting of its own: the claims are measured on the paper's law
+    assert not ledger[ledger["claim_id"] != "9a"]["setting"].str.contains("official").any()
+    assert list(rows_of(ledger, "2a")["note"]) == ["variant l2_alpha0.0", "variant l2_alpha0.2"]
+    flipped = ledger_of(law_sims(-0.2))  # the official twin decreases with the key: 2a flips
+    rows = rows_of(flipped, "9a").set_index("compared_claim")
+    assert rows.loc["2a", "value"] == 0.0 and rows.loc["2a", "verdict"] == "not supported"
+    assert (rows.loc["2a", "paper_verdict"], rows.loc["2a", "official_verdict"]) == ("supported", "not supported")
+    assert "the verdict changes" in rows.loc["2a", "note"] and "**opposite**" in ledger_markdown(flipped)
+
+
+def test_claim9_without_twins_and_laws_that_are_the_same():
+    for sampler in ("full", "reduced", "auto"):  # three names of the paper's law: no twin
+        row = one(ledger_of(law_sims(0.21, sampler=sampler)), "9a")
+        assert row["verdict"] == "inconclusive" and "no paper-law variant has an official-law twin" in row["note"]
+    alone = sim_table("only_official", [identity(0.2), keys_up(0.2)], alpha=0.2).assign(sampler="official")
+    ledger = ledger_of([sim_table("zero", [identity(), keys_up(0.02)]), alone])
+    assert "official law" in one(ledger, "3a")["setting"]  # an official-law variant without a twin is a setting
+    zero = sim_table("zero", [identity(), keys_up(0.02)])
+    pd.testing.assert_frame_equal(ledger_of([zero.drop(columns="sampler")]), ledger_of([zero]))  # no column: paper

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from causalpos.analysis import triangles
 from causalpos.io import read_metadata
 from causalpos.analysis.summary import (INCREASING_COLUMNS, NONRELATIVENESS_COLUMNS, PROBE_SUMMARY_COLUMNS,
                                increasing_fraction, nonrelativeness, probe_summary, write_summaries)
@@ -163,6 +164,114 @@ def test_sem_of_unresolved_steps():
     assert row["unresolved"] == 1.0
     assert row["fraction_sem"] == pytest.approx(0.5 / np.sqrt(row["n_pairs"]))  # every p = 1/2
     assert list(increasing_fraction(long_table([keys()])).columns) == INCREASING_COLUMNS
+
+
+# ---------------------------------------------------------------- the ledger's finer statistics (analysis.triangles)
+
+
+def packed(matrix: np.ndarray, reps: int = 0, sem: float = 0.0, seed: int = 0) -> np.ndarray:
+    """[P, 1 + reps]: the packed lower triangle plus noise of SD sem, then parametric replicates (as the
+    ledger draws them from Monte Carlo standard errors)."""
+    q, k = np.tril_indices(matrix.shape[0])
+    rng = np.random.default_rng(seed)
+    estimate = matrix[q, k] + (rng.normal(0, sem, q.size) if sem else 0.0)
+    return np.column_stack([estimate, estimate[:, None] + sem * rng.standard_normal((q.size, reps))])
+
+
+def with_diagonal(matrix: np.ndarray, value: float = 1.0) -> np.ndarray:
+    out = np.array(matrix, dtype=float)
+    np.fill_diagonal(out, value)
+    return out
+
+
+def band_pattern(matrix: np.ndarray, kmin: int = 0) -> dict:
+    """{(i, j): score minus the mean of its band over keys >= kmin}, with plain loops."""
+    bands = {}
+    for i in range(N):
+        for j in range(kmin, i):
+            bands.setdefault(i - j, []).append(matrix[i, j])
+    return {(i, j): matrix[i, j] - np.mean(bands[i - j]) for i in range(N) for j in range(kmin, i)}
+
+
+def test_key_share_diagonal_concordance_and_off_to_diagonal_ratio():
+    i = np.indices((N, N))[0]
+    by_query, by_key = packed(with_diagonal(1.0 / (1.0 + i))), packed(with_diagonal(keys()))
+    assert triangles.key_share(by_query, N)[0] == pytest.approx(0.0, abs=1e-12)  # a function of the query alone
+    rows = [keys()[r, :r] for r in range(1, N)]  # within-row variance over the total
+    within = sum(((r - r.mean()) ** 2).sum() for r in rows) / sum(len(r) for r in rows)
+    assert triangles.key_share(by_key, N)[0] == pytest.approx(within / np.var(np.concatenate(rows)))
+    assert triangles.diagonal_concordance(packed(np.diag(1.0 / (1.0 + np.arange(N)))), N)[0] == 1.0
+    assert triangles.diagonal_concordance(packed(np.eye(N)), N)[0] == 0.5  # ties count one half
+    assert np.isnan(triangles.diagonal_concordance(packed(np.full((N, N), np.nan)), N)[0])
+    gram = np.where(np.eye(N, dtype=bool), 4.0, 0.4)
+    assert triangles.off_to_diagonal_rms(packed(gram), N)[0] == pytest.approx(0.1)
+
+
+def test_quantile_range_ratio_against_numpy():
+    a = np.random.default_rng(0).normal(size=(997, 5))
+    assert np.allclose(triangles.tail_quantiles(a, (0.01, 0.5, 0.99)), np.quantile(a, [0.01, 0.5, 0.99], axis=0))
+    x = packed(toeplitz() + 0.3 * np.random.default_rng(4).normal(size=(N, N)))
+    p, s = triangles.band_centred(x, N, 1), x[triangles.off_diagonal(N, 1)]
+    expected = np.ptp(np.quantile(p, [0.01, 0.99])) / np.ptp(np.quantile(s, [0.01, 0.99]))
+    assert triangles.pattern_range_ratio(x, N)[0] == pytest.approx(expected, rel=1e-6)
+    assert triangles.band_statistics(x, N, extras=True)["range1"][0] == pytest.approx(expected, rel=1e-6)
+    assert triangles.pattern_range_ratio(packed(toeplitz()), N)[0] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_left_regions_and_first_keys_by_loops():
+    matrix = toeplitz() + np.random.default_rng(5).normal(0, 0.2, (N, N))
+    x = packed(matrix)
+    p, sd = band_pattern(matrix), np.std([matrix[i, j] for i in range(N) for j in range(i)])
+    expected = {"key 0": [v for (i, j), v in p.items() if j == 0],
+                "keys 0-1": [v for (i, j), v in p.items() if j <= 1],
+                "first quarter of keys, queries past the first quarter": [v for (i, j), v in p.items()
+                                                                          if j < 3 and i >= 3],
+                "first quarter of keys, all queries": [v for (i, j), v in p.items() if j < 3]}
+    regions = triangles.region_deficits(x, N)
+    assert list(regions) == list(expected)
+    for name, values in expected.items():
+        assert regions[name][0] == pytest.approx(np.mean(values) / sd, rel=1e-10), name
+    p1, sd1 = band_pattern(matrix, 1), np.std([matrix[i, j] for i in range(N) for j in range(1, i)])
+    emphasis = triangles.first_keys_emphasis(x, N)  # keys 1-4, bands recentred without key 0; key 0 apart
+    assert emphasis["first"][0] == pytest.approx(np.mean([v for (i, j), v in p1.items() if j <= 4]) / sd1)
+    assert emphasis["sink"][0] == pytest.approx(np.mean(expected["key 0"]) / sd1, rel=1e-10)
+    plain = triangles.band_statistics(x, N)  # the extras leave the summary's numbers alone
+    extras = triangles.band_statistics(x, N, extras=True)
+    assert all(np.array_equal(plain[k], extras[k]) for k in plain)
+
+
+def test_unsaturated_share():
+    assert triangles.unsaturated_share(packed(with_diagonal(keys())), N)[0] == pytest.approx(0.5)  # linear rise
+    step = packed(with_diagonal(np.where(keys() >= 1, 1.0, 0.0)))  # constant after the first key
+    assert triangles.unsaturated_share(step, N)[0] == pytest.approx((N - 2) / np.arange(2, N).sum())
+
+
+def test_strict_increase_finds_a_slow_decline_and_tells_flat_from_rising():
+    rising = triangles.strict_increase(packed(with_diagonal(keys()), 40, 1e-4), N)
+    assert (rising["rising"], rising["violated"], rising["unresolved"]) == (N - 2, 0, 0)
+    assert rising["z"] == pytest.approx(triangles.family_z(sum(q * (q - 1) // 2 for q in range(2, N)), 0.05))
+    flat = triangles.strict_increase(packed(np.ones((N, N)), 40, 1e-4), N)
+    assert (flat["rising"], flat["violated"], flat["unresolved"]) == (0, 0, N - 2)
+    n, peak = 30, 5  # rows that rise to key 5, then fall by 1e-4 a key: each step within the noise of 1e-4 ...
+    j = np.indices((n, n))[1]
+    slow = triangles.strict_increase(packed(with_diagonal(0.1 + 0.05 * np.minimum(j, peak) - 1e-4
+                                                          * np.maximum(j - peak, 0)), 40, 1e-4), n)
+    assert slow["violated"] > 0 and all(a < b for _, a, b, _ in slow["violations"])  # ... the whole fall is not
+    q, at, gap = slow["peaks"][-1]
+    assert q == n - 1 and abs(at - peak) <= 2 and gap > 10
+
+
+def test_noise_units_of_a_relative_and_a_non_relative_layer():
+    def amplitude(values):  # claims.replicates.amplitude: the bias-corrected square root
+        fixed = values - (values[1:].mean() - values[0])
+        return np.sqrt(np.clip(fixed, 0, None))
+
+    relative = triangles.noise_units_nonrelative(packed(with_diagonal(0.01 * toeplitz()), 200, 1e-3, 1), N)
+    assert relative[0] == pytest.approx(1.0, abs=0.3)  # noise only: about 1 in noise units
+    assert amplitude(relative)[0] < 1 - 2 * amplitude(relative)[1:].std()
+    pattern = packed(with_diagonal(0.01 * toeplitz() + 0.01 * keys() / N), 200, 1e-3, 1)
+    units = amplitude(triangles.noise_units_nonrelative(pattern, N))
+    assert units[0] > 1 + 2 * units[1:].std()
 
 
 # ---------------------------------------------------------------- probe and files

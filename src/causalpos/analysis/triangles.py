@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 LEFT_FRACTION = 0.25  # the "left region": keys in the first quarter of the positions
+FIRST_KEYS = 4  # Section 5.2's "first few keys": keys 1-4 (key 0, the attention sink, is reported apart)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def pack(frame: pd.DataFrame, columns, size: int) -> list[np.ndarray]:
     return out
 
 
-def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTION) -> dict:
+def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTION, extras: bool = False) -> dict:
     """The non-relative share and the left-region deficit, with every key (kmin 0) and without key 0 (kmin 1),
     from one pass over the off-diagonal pairs sorted by band.
 
@@ -90,6 +91,8 @@ def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTI
     (summary's ``deficit`` in units of the scores' spread; < 0 = the left region is darker than its bands).
     Without key 0 the bands are recentred without it. Also ``left{k}``, the left-region mean of p itself
     (summary's ``deficit``), and ``var{k}``, the population variance of s over the same pairs.
+    With `extras` (the claims ledger's claim 8, from the same pass): ``first1`` and ``sink0`` as
+    first_keys_emphasis' ``first`` and ``sink``, and ``range1`` as pattern_range_ratio(x, size, 1).
     """
     positions, starts, counts, keys = sorted_pairs(size, 0, "band")
     s = x[positions]
@@ -97,7 +100,7 @@ def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTI
     sumsq = np.einsum("pn,pn->n", s, s)
     left_keys = max(2, math.ceil(left_fraction * size))
     first = s[starts]  # within each band the pairs go by key: the first is key 0
-    out = {}
+    out, means = {}, {}
     for kmin in (0, 1):
         n = counts.astype(float)
         band_sums, total_sq = sums, sumsq
@@ -113,11 +116,26 @@ def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTI
         # sum over the left pairs of p = sum of s there - sum over bands of (band mean x left pairs in the band)
         left_per_band = np.add.reduceat(left.astype(float), starts)
         band_means = np.where(keep[:, None], band_sums / np.where(keep, n, 1.0)[:, None], 0.0)
+        means[kmin] = (band_means, n.astype(np.int64))
         left_p = left.astype(float) @ s - left_per_band @ band_means
         left_mean = left_p / max(left.sum(), 1) if left.any() else np.full(x.shape[1], np.nan)
         out[f"left{kmin}"], out[f"var{kmin}"] = left_mean, var
         out[f"deficit{kmin}"] = safe_ratio(left_mean, np.sqrt(np.clip(var, 0, None))) \
             if left.any() else np.full(x.shape[1], np.nan)
+    if extras:
+        sd1 = np.sqrt(np.clip(out["var1"], 0, None))
+        band = np.repeat(np.arange(len(starts)), counts)
+        for name, kmin, mask in (("first1", 1, (keys >= 1) & (keys <= FIRST_KEYS)), ("sink0", 0, keys == 0)):
+            if not mask.any():
+                out[name] = np.full(x.shape[1], np.nan)
+                continue
+            per_band = np.bincount(band[mask], minlength=len(starts)).astype(float)
+            total = s[mask].sum(axis=0) - per_band @ means[kmin][0]
+            out[name] = safe_ratio(total / mask.sum(), sd1)
+        later = keys >= 1
+        raw = s[later]
+        pattern = raw - np.repeat(means[1][0], means[1][1], axis=0)
+        out["range1"] = range_ratio_of(pattern, raw)
     return out
 
 
@@ -227,3 +245,192 @@ def eq4_r2(x: np.ndarray, closed_form: np.ndarray, size: int) -> np.ndarray:
 def mean_squared_gap(x: np.ndarray, closed_form: np.ndarray, size: int) -> np.ndarray:
     sel = off_diagonal(size, 0)
     return ((x[sel] - closed_form[sel, None]) ** 2).mean(axis=0)
+
+
+# ---------------------------------------------------------------- the claims ledger's finer statistics
+
+
+
+def key_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
+    """Share of the off-diagonal variance (keys >= kmin) that the query position does not explain (1 - eta² of
+    the value on the query): 0 when every row is constant in the key (a function of the query alone)."""
+    sel = off_diagonal(size, kmin)  # packed order is row by row: the pairs of one query are contiguous
+    t = tri(size)
+    queries = t.q[sel]
+    _, starts, counts = np.unique(queries, return_index=True, return_counts=True)
+    s = x[sel]
+    means = np.add.reduceat(s, starts, axis=0) / counts[:, None]
+    within = s - np.repeat(means, counts, axis=0)
+    return safe_ratio((within ** 2).mean(axis=0), s.var(axis=0))
+
+
+def diagonal_concordance(x: np.ndarray, size: int, start: int = 0) -> np.ndarray:
+    """Share of position pairs i < i' (both >= start) whose diagonal entry falls, d(i') < d(i) (ties one half):
+    1 = the diagonal decreases strictly with the position, 0.5 = no order."""
+    d = x[packed_index(np.arange(start, size), np.arange(start, size))]
+    a, b = np.triu_indices(d.shape[0], 1)
+    if not len(a):
+        return np.full(x.shape[1], np.nan)
+    step = d[b] - d[a]
+    share = ((step < 0).sum(axis=0) + 0.5 * (step == 0).sum(axis=0)) / len(a)
+    return np.where(np.isnan(d).any(axis=0), np.nan, share)  # a comparison with NaN is not an order
+
+
+def off_to_diagonal_rms(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
+    """RMS of the off-diagonal entries (keys >= kmin) over the RMS of the diagonal (positions >= kmin): the
+    off-diagonal to diagonal ratio of a Gram matrix in magnitude (a cosine-like number for a Gram matrix)."""
+    d = x[packed_index(np.arange(kmin, size), np.arange(kmin, size))]
+    off = x[off_diagonal(size, kmin)]
+    return safe_ratio(np.sqrt((off ** 2).mean(axis=0)), np.sqrt((d ** 2).mean(axis=0)))
+
+
+def family_z(n_tests: int, level: float) -> float:
+    """One-sided z of a Bonferroni test: each of n_tests at level / n_tests (family-wise error <= level)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(1.0 - level / max(int(n_tests), 1))
+
+
+def strict_increase(x: np.ndarray, size: int, kmin: int = 0, level: float = 0.05) -> dict:
+    """Is every row strictly increasing in the key (keys kmin .. i-1, the diagonal left out)? A test, row by row.
+
+    Every pair of keys j < j' < i of a row is compared: d = s(i, j') - s(i, j), its standard error the SD of d
+    over the replicates (columns 1..). The pairs of the whole matrix are one family (Bonferroni, family-wise
+    error `level`, z = family_z(pairs, level)). A row is *violated* when some earlier key scores resolvedly
+    higher than a later one (d < -z SE), *rising* when none does and its nearest key resolvedly beats its
+    first (s(i, i-1) - s(i, kmin) > z SE), else *unresolved* (flat within the noise). Comparing every pair,
+    not only adjacent keys, finds a slow decline of many steps each below the noise (a row that peaks
+    early). Returns counts of rows, `rising_share` (rising rows / rows), `z`, and `violations`: one
+    (row, earlier key, later key, d / SE) per violated row, its largest violation, and `peaks`: per violated
+    row, the key of its off-diagonal maximum and how many SE it stands above the nearest key i - 1."""
+    est, reps = x[:, 0], x[:, 1:]
+    rows = list(range(kmin + 2, size))
+    n_pairs = sum((q - kmin) * (q - kmin - 1) // 2 for q in rows)
+    z = family_z(n_pairs, level)
+    rising, violations, peaks, unresolved = 0, [], [], 0
+    for q in rows:
+        start = q * (q + 1) // 2
+        keys = np.arange(kmin, q)
+        j, jj = np.triu_indices(len(keys), 1)
+        d = est[start + kmin + jj] - est[start + kmin + j]
+        se = (reps[start + kmin + jj] - reps[start + kmin + j]).std(axis=1, ddof=1) if reps.shape[1] > 1 else \
+            np.full(d.shape, np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(se > 0, d / np.where(se > 0, se, 1.0), np.sign(d) * np.inf)
+        worst = int(np.argmin(t))
+        if t[worst] < -z:
+            violations.append((q, int(keys[j[worst]]), int(keys[jj[worst]]), float(t[worst])))
+            row = est[start + kmin:start + q]
+            peak = int(np.argmax(row))
+            last = len(keys) - 1
+            pick = np.flatnonzero((j == peak) & (jj == last))
+            peaks.append((q, int(keys[peak]), float(-t[pick[0]]) if len(pick) else 0.0))
+        elif t[(j == 0) & (jj == len(keys) - 1)][0] > z:
+            rising += 1
+        else:
+            unresolved += 1
+    return {"rows": len(rows), "rising": rising, "violated": len(violations), "unresolved": unresolved,
+            "rising_share": rising / len(rows) if rows else math.nan, "z": z, "violations": violations,
+            "peaks": peaks}
+
+
+def unsaturated_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
+    """How slowly a row reaches its end value: sum over rows i and keys kmin <= j < i of s(i, i-1) - s(i, j),
+    over the sum over rows of (number of keys) x (s(i, i-1) - s(i, kmin)) (rows with >= 2 keys). A linear rise
+    gives 1/2; a row that jumps to its end value after its first key gives 1/(keys); a smaller share =
+    the row saturates to a constant in j sooner. Pooled over rows, so faint rows weigh by their range."""
+    t = tri(size)
+    sel = off_diagonal(size, kmin)
+    sel = sel[t.q[sel] - kmin >= 2]
+    q = t.q[sel]
+    gap = (x[packed_index(q, q - 1)] - x[sel]).sum(axis=0)
+    rows = np.arange(kmin + 2, size)
+    ends = packed_index(rows, rows - 1)
+    starts = packed_index(rows, np.full(rows.shape, kmin))
+    span = ((rows - kmin)[:, None] * (x[ends] - x[starts])).sum(axis=0)
+    return safe_ratio(gap, span)
+
+
+def _region_masks(size: int, left_fraction: float = LEFT_FRACTION) -> dict:
+    """Named left regions of the off-diagonal pairs (packed order over off_diagonal(size, 0))."""
+    t = tri(size)
+    sel = off_diagonal(size, 0)
+    q, k = t.q[sel], t.k[sel]
+    quarter = max(2, math.ceil(left_fraction * size))
+    return {"key 0": k == 0, "keys 0-1": k <= 1,
+            "first quarter of keys, queries past the first quarter": (k < quarter) & (q >= quarter),
+            "first quarter of keys, all queries": k < quarter}
+
+
+def region_deficits(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTION) -> dict:
+    """The left-region deficit under several definitions of the region: {name: [N]} the mean band-centred score
+    (s minus the mean of its band i - j, every off-diagonal pair) over the region, divided by the SD of the
+    off-diagonal scores. < 0 = the region is darker (lower) than its diagonals. The last region is
+    band_statistics' ``deficit0``."""
+    positions, starts, counts, _ = sorted_pairs(size, 0, "band")
+    sel = off_diagonal(size, 0)
+    order = np.empty(size * (size + 1) // 2, dtype=np.int64)
+    order[positions] = np.arange(len(positions))
+    p = band_centred(x, size, 0)[order[sel]]  # back in packed order
+    sd = x[sel].std(axis=0)
+    return {name: safe_ratio(p[mask].mean(axis=0), sd) if mask.any() else np.full(x.shape[1], np.nan)
+            for name, mask in _region_masks(size, left_fraction).items()}
+
+
+def first_keys_emphasis(x: np.ndarray, size: int) -> dict:
+    """Section 5.2's emphasis on the first few keys, in units of the SD of the scores over keys >= 1:
+    ``first``: the mean band-centred score (bands recentred without key 0) over keys 1 .. FIRST_KEYS;
+    ``sink``: the same for key 0 alone (bands with every key). > 0 = those keys score above their diagonals.
+    From band_statistics' pass (the sum of p over a set of pairs = their sum of s minus, band by band, the
+    band mean times the number of the set's pairs in the band)."""
+    stats = band_statistics(x, size, extras=True)
+    return {"first": stats["first1"], "sink": stats["sink0"]}
+
+
+def tail_quantiles(a: np.ndarray, quantiles, dtype=np.float64) -> np.ndarray:
+    """np.quantile(a, quantiles, axis=0) (linear interpolation) for a [P, N] array, by one single-pivot
+    partition per quantile of a contiguous [N, P] copy in `dtype` (several pivots at once are 3-5x slower)."""
+    rows = np.ascontiguousarray(a.T, dtype=dtype)
+    n = rows.shape[1]
+    out = []
+    for q in quantiles:
+        pos = q * (n - 1)
+        lo = int(math.floor(pos))
+        rows.partition(lo, axis=1)  # in place: later pivots only refine the order
+        low = rows[:, lo].astype(np.float64)
+        high = rows[:, lo + 1:].min(axis=1).astype(np.float64) if lo + 1 < n else low
+        out.append(low + (pos - lo) * (high - low))
+    return np.stack(out)
+
+
+RANGE_QUANTILES = (0.01, 0.99)  # Figure 5's colour scale: "adjusted using the 1% and 99% quantiles"
+
+
+def range_ratio_of(pattern: np.ndarray, raw: np.ndarray, quantiles=RANGE_QUANTILES) -> np.ndarray:
+    """(quantile range of pattern) / (quantile range of raw), column by column; float32 quantiles (1e-7
+    relative, far below any sampling error, and half the memory traffic)."""
+    qp = tail_quantiles(pattern, quantiles, np.float32)
+    qs = tail_quantiles(raw, quantiles, np.float32)
+    return safe_ratio(qp[-1] - qp[0], qs[-1] - qs[0])
+
+
+def pattern_range_ratio(x: np.ndarray, size: int, kmin: int = 1, quantiles=RANGE_QUANTILES) -> np.ndarray:
+    """Section 5.2's comparison of scales: the range of the diagonal-normalised pattern (s minus its band mean)
+    over the range of the raw scores, each between the `quantiles` (1% and 99%, as Figure 5's colour
+    scale), off-diagonal pairs with key >= kmin. The paper's pattern in [-1, 1] next to scores in
+    [-10, 10] is 0.1."""
+    return range_ratio_of(band_centred(x, size, kmin), x[off_diagonal(size, kmin)], quantiles)
+
+
+def noise_units_nonrelative(x: np.ndarray, size: int) -> np.ndarray:
+    """Sum over the off-diagonal pairs of (s minus its band mean)², over what Monte Carlo noise alone would give:
+    sum over bands b of (1 - 1/n_b) x the sum of the entries' noise variances (the variance of each entry over
+    the replicates, columns 1..; entries taken as independent). About 1 for a matrix that is relative up
+    to noise, 1 + (pattern RMS / noise RMS)² otherwise; the replicates, which carry the noise twice, about
+    2 + the same: the bootstrap bias correction (claims.replicates.debias) leaves (pattern / noise)²."""
+    positions, starts, counts, _ = sorted_pairs(size, 0, "band")
+    p = band_centred(x, size, 0)
+    noise = x[positions, 1:].var(axis=1, ddof=1) if x.shape[1] > 2 else np.zeros(len(positions))
+    factor = np.repeat(1.0 - 1.0 / counts, counts)
+    expected = float((factor * noise).sum())
+    return safe_ratio((p ** 2).sum(axis=0), np.full(x.shape[1], expected))

@@ -14,24 +14,31 @@ from causalpos.figures.style import new_figure
 
 
 VERDICT_STYLE = {"supported": ("tab:green", "o"), "not supported": ("tab:red", "X"), "inconclusive": ("tab:gray", "s")}
+PANEL = (3.6, 3.0)  # inches per panel, whatever the number of claims: the grid wraps, the panels keep their size
+COLUMNS = 5  # panels per row
 
 
 def plot_ledger(ledger: pd.DataFrame, options: dict | None = None):
     """One panel per claim: each setting's value with ±z standard errors (the verdict's margin) against the
     claim's threshold (dashed line), colour and marker by verdict. Returns a matplotlib Figure built like
     the others (no pyplot); draw it through figures.style.save_figure, which applies the plot options
-    (font_scale, dpi, formats), as figures.render does for the paper's figures."""
+    (font_scale, dpi, formats), as figures.render does for the paper's figures.
+
+    Panels have a fixed size (PANEL) and wrap COLUMNS to a row, so ~40 claims give a tall figure of the same
+    legible panels rather than a crowded one. Non-finite values (a ratio without an increase to compare
+    with) are left out of a panel; a claim without any finite value says "no data"."""
     z = ledger_z(ledger)
     claim_ids = list(dict.fromkeys(ledger["claim_id"]))
-    ncols = min(4, max(1, len(claim_ids)))
+    ncols = min(COLUMNS, max(1, len(claim_ids)))
     nrows = max(1, math.ceil(len(claim_ids) / ncols))
-    fig = new_figure(4.0 * ncols, 3.3 * nrows + 0.8)
+    fig = new_figure(PANEL[0] * ncols, PANEL[1] * nrows + 1.0)
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     for ax, claim_id in zip(axes, claim_ids):
         rows = ledger[ledger["claim_id"] == claim_id].reset_index(drop=True)
+        rows["value"] = rows["value"].astype(float).where(np.isfinite(rows["value"].astype(float)))
         x = np.arange(len(rows))
         for verdict_name, (colour, marker) in VERDICT_STYLE.items():
-            pick = (rows["verdict"] == verdict_name).to_numpy()
+            pick = (rows["verdict"] == verdict_name).to_numpy() & rows["value"].notna().to_numpy()
             if pick.any():
                 err = (z * rows.loc[pick, "uncertainty"].astype(float)).fillna(0.0).to_numpy()
                 ax.errorbar(x[pick], rows.loc[pick, "value"].astype(float), yerr=err, fmt=marker, color=colour,

@@ -1,7 +1,8 @@
 """The claims ledger: every claim of the paper as a measured number, its uncertainty and a verdict.
 
-catalogue (the claims, thresholds and verdict rule), replicates (inputs and their bootstrap),
-rows (one ledger row), simulation (claims 1-6) and models (claims 7-8): the builders, ledger
-(build_ledger, ledger_markdown). A new claim goes into simulation.py or models.py with its
-statement in catalogue.CLAIMS and its threshold in catalogue.THRESHOLDS.
+catalogue (the claims, thresholds and verdict rule), replicates (inputs, their bootstrap and the input
+law), rows (one ledger row); the builders: simulation (claims 1a-1b, 2-6), closed_forms (1c-1f, Appendix A),
+models (7a-7c, 8), stages (7d-7j, Figure 3's stages), robustness (9a, the input law); ledger (build_ledger,
+ledger_markdown). A new claim goes into the module of its subject (a new module rather than one past 700
+lines) with its statement in catalogue.CLAIMS and its threshold in catalogue.THRESHOLDS.
 """

@@ -3,37 +3,60 @@
 `build_ledger(simulations, theory, scores, intermediates, groups)` reads the tables of the other stages
 (long format, lower triangle with the diagonal, 0-based layers and positions) and returns one row per
 claim and setting: the columns LEDGER_COLUMNS (``claim_id, section, statement, setting, metric, value,
-uncertainty, threshold, verdict``), then EXTRA_COLUMNS (``claim`` 1-8, a short ``title``, the
+uncertainty, threshold, verdict``), then EXTRA_COLUMNS (``claim`` 1-9, a short ``title``, the
 ``direction`` of the threshold, ``unit``, the verdict margin ``z``, ``model``, ``layer`` (0-based), a short
-``label`` for plots, a ``note`` naming the variants or the source of the uncertainty, and for claim 8a
-the amplitude with the attention-sink key 0 and the left-region deficit). `ledger_markdown(ledger)`
-renders it for results/summary/claims.md; `plot_ledger(ledger, options)` draws one panel per claim.
+``label`` for plots, a ``note`` naming the variants or the source of the uncertainty; for claim 8a the
+amplitude with the attention-sink key 0, the left-region deficit and the range ratio of claim 8c; for 8d
+the emphasis of key 0 (``sink_emphasis``); for 9a the claim compared and both laws' values and verdicts).
+`ledger_markdown(ledger)` renders it for results/summary/claims.md; `plot_ledger(ledger, options)` draws
+one panel per claim.
 
-Claims (issue 6; each has a docstring in its builder, `_claim1` .. `_claim8`, saying why its metric
-measures it). Layers are 0-based in the data; statements and settings say "layer L (paper)" = 1-based.
+Claims (issues 6 and 12). Each builder's docstring says why its metric measures the claim: simulation.py
+(1a-1b, 2-6), closed_forms.py (1c-1f), models.py (7a-7c, 8), stages.py (7d-7j), robustness.py (9a).
+Layers are 0-based in the data; statements and settings say "layer L (paper)" = 1-based.
 
 ====  ===========================================================================================
 1a    R² of the Monte Carlo layer-2 scores on Eq. 4 (off-diagonal pairs)                   > 0.9
 1b    slope of log RMS(Monte Carlo - Eq. 4) against log d                                   < 0
+1c    largest relative step of the closed-form h(i) (A.1), per alpha                        < 0
+1d    the same for h'(i), without residual (A.2)                                            < 0
+1e    share of the variance of the closed-form g' that changes with the key (A.2)           < 0.1
+1f    key-order concordance at layer 2 of a no-residual Monte Carlo variant                  > 0.75
 2a    key-order concordance at layer 2 (share of key pairs where the nearer key scores higher) > 0.75
 2b    mean score advantage of the nearer key at layer 3, 4 over that at layer 2            > 1
+2c    share of rows resolved strictly increasing, no resolved decrease (family-wise test)  >= 1
 3a    share of the layer-2 score variance that is not explained by the key position        < 0.1
 3b    layer-2 nearer-key advantage at alpha > 0 over that at alpha = 0                      > 1
+3c    unsaturated share at the higher alpha over the lower (consecutive alphas), worst layer < 1
 4a    non-relative amplitude (RMS of score minus its band mean / RMS spread of the scores)  > 0.1
 4b    anti-diagonal antisymmetric amplitude (RMS of (s - mirrored s) / 2 / spread)          > 0.1
 5a    nearer-key advantage of LayerNorm + sqrt(d) over l2, in cosine units, worst layer     < 1
-5b    nearer-key advantage of LayerNorm + d over l2, weakest layer                          > 0.5
+5b    key-order concordance of LayerNorm + d, weakest layer                                 > 0.75
+5c    |log ratio| of the nearer-key advantages of LayerNorm + d and l2, worst layer         < log 2
 6a    non-relative amplitude of RoPE + causal mask, weakest layer from layer 2 on           > 0.1
-6b    left-region deficit (mean band-centred score of the first quarter of keys, in SDs)    < 0
+6b    left-region deficit in four named regions (in score SDs), per layer; all must agree   < 0
 6c    non-relative amplitude of RoPE without a mask, largest layer                          < 0.1
+6d    non-relative RMS of RoPE + mask at layer 1, in Monte Carlo noise RMS                  < 1
+6e    share of the score variance explained by i - j, layer 3 over layer 2                  > 1
 7a    key-order concordance of the trained NoPE model at (f) LN(O) and (i), keys >= 1       > 0.75
 7b    standardised nearer-key advantage of the NoPE model's (i) over the alpha = 0 simulation > 1
+7c    query share of the variance of (i), keys >= 1                                         < 0.1
+7d    RMS off-diagonal / RMS diagonal of (a) LN(X)                                          < 0.1
+7e    that ratio at (b) over (a)                                                            > 2
+7f    diagonal concordance of (c) AV (share of positions i < i' with a lower diagonal)      > 0.75
+7g    key share of the off-diagonal variance of (c)                                         < 0.1
+7h    off/diagonal RMS ratio at (d) over (c)                                                > 2
+7i    key-order concordance of (g), keys >= 1 (inverted)                                    < 0.25
+7j    key-order concordance of (h), keys >= 1 (restored)                                    > 0.75
 8a    non-relative amplitude of a pretrained RoPE LLM, per layer, keys >= 1                 > 0.1
 8b    the same, median over the layers from layer 2 (paper) on                              > 0.1
+8c    1%-99% range of the diagonal-normalised pattern / that of the raw scores, median      > 0.1
+8d    mean diagonal-normalised score of keys 1-4, in score SDs, per layer (key 0 apart)     > 0
+9a    agreement of a claim's verdicts under the paper's and the official input law          > 0.5
 ====  ===========================================================================================
 
 Uncertainty. Every metric is computed on the point estimate and on `n_bootstrap` replicates of its
-input matrices (seeded numpy Generators, derived from `seed` and the setting's name, so adding a
+input matrices (seeded numpy Generators, derived from `seed` and the setting's parameters, so adding a
 setting does not change the others):
 
 - Monte Carlo tables: parametric replicates score_mean + score_sem * N(0, 1), entry by entry. This
@@ -43,18 +66,27 @@ setting does not change the others):
   of sequences drawn with replacement, G draws; replicate mean = sum of the drawn groups' sums / sum of
   their n), one set of draws per model shared by all its layers and stages. Without a groups table the
   scores fall back to parametric replicates from score_sem, and intermediates have no uncertainty.
+- closed forms (1c-1e): exact, uncertainty 0.
 
 ``uncertainty`` is the standard deviation of the metric over the replicates (one standard error).
-Variance-share metrics (R², non-relative, antisymmetric and query shares) are biased upwards by
-sampling noise (noise adds variance to the band-centred scores even of an exactly relative matrix,
-the "noise floor" of summary.nonrelativeness); their value is bootstrap bias-corrected:
-value = estimate - (mean of the replicates - estimate), since each replicate adds the same amount of
-noise once more. Concordances and advantages are reported as estimated.
+Variance-share metrics (R², non-relative, antisymmetric, query and key shares, 6d's noise units, 8c's
+range ratio) are biased upwards by sampling noise (noise adds variance to the band-centred scores even
+of an exactly relative matrix, the "noise floor" of summary.nonrelativeness); their value is bootstrap
+bias-corrected: value = estimate - (mean of the replicates - estimate), since each replicate adds the
+same amount of noise once more. Concordances and advantages are reported as estimated.
 
 Verdict (THRESHOLDS["z"] = 2): a claim of the form "metric > t" is *supported* when
 value - z * uncertainty > t, *not supported* when value + z * uncertainty < t, and *inconclusive*
 in between (mirrored for "metric < t"). A missing setting, a NaN value or a missing uncertainty gives
-*inconclusive* with a note. Verdicts depend only on the data and the thresholds, never on the paper.
+*inconclusive* with a note. Two claims have their own rule, stated in their builders: 2c (a family-wise
+test row by row: not supported on any resolved decrease, supported when every row rises) and 6b (the
+common verdict of four regions, inconclusive where they disagree). Verdicts depend only on the data and
+the thresholds, never on the paper.
+
+Input law: the simulation tables' ``sampler`` column ("full", "reduced": the paper's law; "official": the
+authors' notebooks' law; no column: the paper's). The claims are measured on the paper's law; an
+official-law variant with a paper-law twin (same parameters) enters only claim 9a, one without a twin is a
+setting of its own ("official law" in its setting).
 """
 
 from __future__ import annotations
@@ -66,15 +98,18 @@ LEDGER_COLUMNS = ["claim_id", "section", "statement", "setting", "metric", "valu
 
 
 EXTRA_COLUMNS = ["claim", "title", "direction", "unit", "z", "model", "layer", "label", "note", "value_with_sink",
-                 "uncertainty_with_sink", "left_deficit", "left_deficit_uncertainty"]
+                 "uncertainty_with_sink", "left_deficit", "left_deficit_uncertainty", "range_ratio",
+                 "range_ratio_uncertainty", "sink_emphasis", "sink_emphasis_uncertainty", "compared_claim",
+                 "paper_value", "paper_uncertainty", "paper_verdict", "official_value", "official_uncertainty",
+                 "official_verdict"]
 
 
 VERDICTS = ("supported", "not supported", "inconclusive")
 
 
 THRESHOLDS = {
-    # Margin of the verdict in standard errors: about a two-sided 95% interval, so a verdict is
-    # "supported" or "not supported" only when the threshold lies outside value ± 2 SE.
+    # Margin of the verdict in standard errors: about a two-sided 95% interval, so a verdict is "supported" or
+    # "not supported" only when the threshold lies outside value ± 2 SE.
     "z": 2.0,
     # 1a: the closed form must explain at least 90% of the variance of the Monte Carlo layer-2 scores
     # (R² = 1 - SS(MC - Eq.4) / SS(MC - mean)). Eq. 4 replaces inner products by their expectations,
@@ -82,32 +117,74 @@ THRESHOLDS = {
     "eq4_r2": 0.9,
     # 1b: "the gap shrinks as d grows" = the log-log slope of the RMS gap against d is negative.
     "gap_slope": 0.0,
-    # 2a, 7a: "the score increases with the key position": in at least 3 of 4 key pairs of a row the
-    # nearer key scores higher (Kendall's tau >= 0.5, a strong rank association). Strict increase
-    # (1.0) cannot be reached where adjacent steps are smaller than the sampling noise; 0.5 = no order.
+    # 1c, 1d: "strictly decreasing" = even the largest step h(i+1) - h(i) (relative to h(i)) of the closed form
+    # is below 0. The closed form is exact, so no tolerance: any step >= 0 is a counterexample.
+    "strict_step": 0.0,
+    # 1e, 7g: "nearly independent of j": less than 10% of the off-diagonal variance changes with the key once
+    # the query is fixed (the mirror of query_share).
+    "key_share": 0.1,
+    # 1f, 2a, 5b, 7a, 7f, 7j: "the score increases with the key position": in at least 3 of 4 key pairs of a
+    # row the nearer key scores higher (Kendall's tau >= 0.5, a strong rank association). Strict increase
+    # (1.0) cannot be reached where adjacent steps are smaller than the sampling noise; 0.5 = no order. 7f:
+    # the same for the diagonal falling with the position.
     "concordance": 0.75,
+    # 7i: "laterally inverts the pattern": the mirror image of concordance, at most 1 of 4 key pairs of a row
+    # with the nearer key higher (Kendall's tau <= -0.5).
+    "inverted_concordance": 0.25,
     # 2b: "grows stronger in layers 3 and 4": the nearer-key advantage exceeds layer 2's (ratio > 1).
     "layer_growth": 1.0,
-    # 3a: "nearly independent of the query position": less than 10% of the off-diagonal score
-    # variance at layer 2 changes with the query once the key is fixed.
+    # 2c: "strictly increasing for j <= i with fixed i": every row must be resolved increasing with no
+    # resolved decrease (share of such rows = 1). The verdict is the test's (see strict_level), not value ± z SE.
+    "strict_rows": 1.0,
+    # 2c: family-wise error of the strictness test: every pair of keys j < j' < i of the matrix is one
+    # comparison, each at strict_level / (number of pairs) one-sided (Bonferroni), so that a row reads
+    # "violated" by noise alone with probability <= 5% over the whole matrix.
+    "strict_level": 0.05,
+    # 3a, 7c: "nearly independent of the query position": less than 10% of the off-diagonal score
+    # variance changes with the query once the key is fixed.
     "query_share": 0.1,
     # 3b: "appears faster": the layer-2 nearer-key advantage is larger than at alpha = 0 (ratio > 1).
     "alpha_gain": 1.0,
-    # 4a, 6a, 6c, 8: a non-relative pattern is "not negligible" when its RMS is at least a tenth of the
+    # 3c: "with higher alpha the pattern saturates faster": the unsaturated share (how far a row is from its
+    # end value, on average, as a share of its range) at the higher alpha is below that at the lower one.
+    "saturation_ratio": 1.0,
+    # 4a, 6a, 6c, 8a, 8b: a non-relative pattern is "not negligible" when its RMS is at least a tenth of the
     # RMS spread of the scores it sits in: the paper's own yardstick (Section 5.2: a pattern in [-1, 1]
     # next to scores in [-10, 10] "could not be dismissed as negligible"). 6c must stay below it.
     "nonrelative": 0.1,
+    # 8c: the same yardstick in the paper's own terms: the 1%-99% range of the diagonal-normalised pattern
+    # over the 1%-99% range of the raw scores ([-1, 1] next to [-10, 10] is 2 / 20 = 0.1).
+    "range_ratio": 0.1,
     # 4b: the same yardstick for the part of the map that is antisymmetric about the anti-diagonal.
     "asymmetry": 0.1,
     # 5a: "weakens": LayerNorm + sqrt(d) has a smaller nearer-key advantage (cosine units) than l2 in
     # every layer from 2 on (the largest ratio < 1).
     "sqrt_d_ratio": 1.0,
-    # 5b: "recovers": LayerNorm + d keeps at least half of l2's nearer-key advantage in every layer.
-    "d_ratio": 0.5,
-    # 6b: "the left region is lower": its mean band-centred score is below 0 (sign claim).
+    # 5c: "similar to l2" in size: the nearer-key advantage of LayerNorm + d within a factor of 2 of l2's,
+    # either way, in every layer from 2 on (the largest |log ratio| < log 2).
+    "size_log_ratio": float(np.log(2.0)),
+    # 6b: "the left region is darker": its mean band-centred score is below 0 (a sign claim), in every one of
+    # the named regions (the verdict is the regions' common one; see claim6's docstring).
     "left_deficit": 0.0,
+    # 6d: "RoPE alone does not affect the inner products" at layer 1: the non-relative pattern is smaller than
+    # the Monte Carlo noise (RMS pattern / RMS noise < 1): nothing resolvable beyond noise.
+    "noise_level": 1.0,
+    # 6e: "by the third layer the relative pattern becomes even clearer": the share of the score variance
+    # explained by i - j is larger at layer 3 than at layer 2 (ratio > 1).
+    "clarity_gain": 1.0,
     # 7b: "stronger than the alpha = 0 simulation": ratio of standardised nearer-key advantages > 1.
     "trained_gain": 1.0,
+    # 7d: "inner products close to zero except along the main diagonal ... the case alpha = 0": the RMS
+    # off-diagonal entry below a tenth of the RMS diagonal one, i.e. an effective alpha nearer 0 than the
+    # paper's smallest alpha > 0 (0.2).
+    "orthogonal": 0.1,
+    # 7e, 7h: "the ratio of off-diagonal to diagonal values increases substantially": at least doubles.
+    "stage_gain": 2.0,
+    # 8d: "emphasizes the first few keys": their mean diagonal-normalised score is above 0 (a sign claim).
+    "first_keys": 0.0,
+    # 9a: the verdict under the official input law agrees with the paper law's: 1 = the same verdict, 0.5 = one
+    # of them inconclusive, 0 = opposite verdicts; > 0.5 = the same verdict.
+    "law_agreement": 0.5,
 }
 
 
@@ -118,12 +195,26 @@ CLAIMS = {  # claim_id -> (section, statement, metric, unit, direction, threshol
            "R² of Monte Carlo on Eq. 4, off-diagonal pairs, layer 2 (paper)", "R²", ">", "eq4_r2"),
     "1b": ("3.2 (Eq. 4)", "The gap between Monte Carlo and Eq. 4 shrinks as d grows",
            "slope of log RMS gap against log d", "log-log slope", "<", "gap_slope"),
+    "1c": ("3.2, App. A.1", "\"h(j) is strictly decreasing on j\" (closed form, with residual)",
+           "largest relative step (h(i+1) - h(i)) / h(i) over i, closed form", "relative step", "<", "strict_step"),
+    "1d": ("4.2, App. A.2", "\"h'(i) decreases strictly with i\" (closed form, without residual)",
+           "largest relative step (h'(i+1) - h'(i)) / h'(i) over i, closed form", "relative step", "<",
+           "strict_step"),
+    "1e": ("4.2, App. A.2", "\"g'(i) is nearly independent of j\" (closed form, without residual)",
+           "share of the off-diagonal variance of g' that changes with the key at fixed query", "variance share",
+           "<", "key_share"),
+    "1f": ("App. A.2", "Without residual too the layer-2 (paper) score increases with the key position (h' "
+                       "strictly decreasing, Monte Carlo)",
+           "key-order concordance at layer 2 (paper), no residual", "share of key pairs", ">", "concordance"),
     "2a": ("3.2, 4.1",
            "h is strictly decreasing, so for a fixed query the layer-2 (paper) score increases with the key "
            "position (nearer keys score higher)",
            "key-order concordance at layer 2 (paper)", "share of key pairs", ">", "concordance"),
-    "2b": ("4.1", "The increasing pattern grows stronger in layers 3 and 4 (paper) (alpha = 0)",
+    "2b": ("4.1", "\"By layers three and four, the pattern becomes more pronounced\" (alpha = 0)",
            "nearer-key advantage relative to layer 2 (paper)", "ratio", ">", "layer_growth"),
+    "2c": ("4.1", "\"... and also strictly increasing for j <= i with fixed i\" (every layer from 2 (paper) on)",
+           "share of rows resolved increasing with no resolved decrease (family-wise test)", "share of rows", ">=",
+           "strict_rows"),
     "3a": ("4.1, App. B",
            "With alpha > 0 the pattern saturates: at layer 2 (paper) it is nearly independent of the "
            "query position",
@@ -131,6 +222,9 @@ CLAIMS = {  # claim_id -> (section, statement, metric, unit, direction, threshol
            "<", "query_share"),
     "3b": ("4.1, App. B", "With alpha > 0 the pattern appears faster: clearer at layer 2 (paper) than at alpha = 0",
            "layer-2 (paper) nearer-key advantage relative to alpha = 0", "ratio", ">", "alpha_gain"),
+    "3c": ("App. B", "\"With higher alpha value, the pattern faster saturate rapidly to a constant on j\" (Fig. 6)",
+           "unsaturated share at the higher alpha over that at the lower, largest over layers 2+ (paper)", "ratio",
+           "<", "saturation_ratio"),
     "4a": ("4.1", "Within each diagonal band the scores are not uniform, unlike a relative encoding "
                   "(every layer from 2 (paper) on)",
            "non-relative amplitude, weakest layer from layer 2 (paper) on", "fraction of score RMS", ">",
@@ -142,41 +236,94 @@ CLAIMS = {  # claim_id -> (section, statement, metric, unit, direction, threshol
     "5a": ("App. B", "LayerNorm with sqrt(d) scaling weakens the pattern relative to l2",
            "nearer-key advantage (cosine units) relative to l2, largest over layers 2+ (paper)", "ratio", "<",
            "sqrt_d_ratio"),
-    "5b": ("App. B", "LayerNorm with d scaling recovers l2-like behaviour",
-           "nearer-key advantage relative to l2, smallest over layers 2+ (paper)", "ratio", ">", "d_ratio"),
+    "5b": ("App. B", "LayerNorm with d scaling \"recovers behavior similar to l2 normalization\": the increasing "
+                     "pattern",
+           "key-order concordance of LayerNorm + d, smallest over layers 2+ (paper)", "share of key pairs", ">",
+           "concordance"),
+    "5c": ("App. B", "... and similar in size to l2's (two-sided)",
+           "|log (nearer-key advantage of LayerNorm + d / l2's)|, largest over layers 2+ (paper)", "|log ratio|",
+           "<", "size_log_ratio"),
     "6a": ("5.1, App. D", "RoPE with the causal mask gives a non-relative pattern from layer 2 (paper) on (Fig. 4, 9)",
            "non-relative amplitude, weakest layer from layer 2 (paper) on", "fraction of score RMS", ">",
            "nonrelative"),
-    "6b": ("5.1", "With RoPE and the causal mask the left region of the map is lower than its diagonals (Fig. 4)",
-           "left-region deficit: mean band-centred score of the first quarter of keys / score SD", "score SDs",
+    "6b": ("5.1", "\"The left portion of the attention maps appears darker than other regions\" (RoPE + mask; "
+                  "no layer or region named: every named region must agree)",
+           "left-region deficit (mean band-centred score / score SD), the region nearest 0 in SEs", "score SDs",
            "<", "left_deficit"),
     "6c": ("5.1, App. D", "RoPE without the causal mask gives a relative pattern (Fig. 10)",
            "non-relative amplitude, largest over layers 2+ (paper)", "fraction of score RMS", "<", "nonrelative"),
+    "6d": ("5.1", "\"The first layer ...: when the input is independent Gaussian noise, RoPE alone does not affect "
+                  "the inner products\" (RoPE + mask, layer 1 (paper))",
+           "non-relative RMS of layer 1 (paper) in Monte Carlo noise RMS", "noise RMS", "<", "noise_level"),
+    "6e": ("5.1", "\"By the third layer, this relative pattern becomes even clearer\" (RoPE + mask)",
+           "share of score variance explained by i - j, layer 3 (paper) over layer 2 (paper)", "ratio", ">",
+           "clarity_gain"),
     "7a": ("4.2", "The trained NoPE model shows the increasing pattern by (f) LN(O) and in the layer-2 (paper) "
                   "scores (i) (keys >= 1: the attention-sink column left out)",
            "key-order concordance, keys >= 1", "share of key pairs", ">", "concordance"),
-    "7b": ("4.2", "Its learned parameters make the layer-2 (paper) pattern stronger than the alpha = 0 simulation",
+    "7b": ("4.2", "Its learned parameters make the layer-2 (paper) pattern \"much stronger\" than the alpha = 0 "
+                  "simulation",
            "standardised nearer-key advantage of (i) relative to the alpha = 0 simulation", "ratio", ">",
            "trained_gain"),
+    "7c": ("4.2", "... and \"i-independent\", like the alpha > 0 case (stage (i), keys >= 1)",
+           "share of the (i) score variance that depends on the query at fixed key, keys >= 1", "variance share",
+           "<", "query_share"),
+    "7d": ("4.2", "(a) \"inner products after LayerNorm are close to zero except along the main diagonal\": the "
+                  "alpha = 0 case",
+           "RMS off-diagonal over RMS diagonal entry of (a), keys >= 1", "ratio", "<", "orthogonal"),
+    "7e": ("4.2", "(a) to (b): \"the ratio of off-diagonal to diagonal values increases substantially\"",
+           "RMS off-diagonal / RMS diagonal of (b) over that of (a), keys >= 1", "ratio", ">", "stage_gain"),
+    "7f": ("4.2", "(c) \"the main diagonal values decrease with increasing i, j\" (h'(i) decreasing)",
+           "diagonal concordance of (c): share of positions i < i' with a lower diagonal at i', positions >= 1",
+           "share of pairs", ">", "concordance"),
+    "7g": ("4.2", "(c) \"the off-diagonal values remain nearly uniform\" (g'(i) nearly independent of j)",
+           "share of the (c) off-diagonal variance that changes with the key at fixed query, keys >= 1",
+           "variance share", "<", "key_share"),
+    "7h": ("4.2", "(c) to (d): the off-diagonal to diagonal ratio \"is significantly increased\" (W_O, as (a) to (b))",
+           "RMS off-diagonal / RMS diagonal of (d) over that of (c), keys >= 1", "ratio", ">", "stage_gain"),
+    "7i": ("4.2", "(g) the FFN and residual \"appears to laterally invert the pattern\"",
+           "key-order concordance of (g), keys >= 1", "share of key pairs", "<", "inverted_concordance"),
+    "7j": ("4.2", "(h) \"a subsequent LayerNorm restores it\"",
+           "key-order concordance of (h), keys >= 1", "share of key pairs", ">", "concordance"),
     "8a": ("5.2", "Pretrained RoPE LLMs show a non-relative pattern at a scale that is not negligible next to "
                   "the raw scores (per layer; keys >= 1, the attention-sink column separately)",
            "non-relative amplitude, keys >= 1", "fraction of score RMS", ">", "nonrelative"),
     "8b": ("5.2", "The same over the layers from layer 2 (paper) on",
            "median non-relative amplitude over layers 2+ (paper), keys >= 1", "fraction of score RMS", ">",
            "nonrelative"),
+    "8c": ("5.2", "\"The non-relative patterns [are] in [-1, 1] scale\" next to scores \"in [-10^1, 10^1] scale\": "
+                  "not negligible (layers 2+ (paper))",
+           "median over layers 2+ (paper) of the 1%-99% range of the diagonal-normalised pattern over that of "
+           "the raw scores, keys >= 1", "range ratio", ">", "range_ratio"),
+    "8d": ("5.2", "\"This pattern non-uniformly emphasizes the first few keys\" (per layer; keys 1-4, key 0 apart)",
+           "mean diagonal-normalised score of keys 1-4 / score SD, keys >= 1", "score SDs", ">", "first_keys"),
+    "9a": ("4.1", "The verdicts do not depend on how the inputs are drawn: the paper's law (exact unit norm and "
+                  "E<x_i, x_j> = alpha) and the authors' notebooks' (\"a shared Gaussian component with an "
+                  "independent Gaussian noise component\") agree",
+           "agreement of a claim's verdicts under the two laws (1 same, 0.5 one inconclusive, 0 opposite)",
+           "agreement", ">", "law_agreement"),
 }
 
 
 TITLES = {  # short names for the figure's panels
     "1a": "Eq. 4 matches Monte Carlo", "1b": "Monte Carlo gap shrinks with d",
-    "2a": "layer 2: nearer keys score higher", "2b": "stronger in layers 3, 4",
+    "1c": "h strictly decreasing (A.1)", "1d": "h' strictly decreasing (A.2)",
+    "1e": "g' independent of j (A.2)", "1f": "no residual: nearer keys higher",
+    "2a": "layer 2: nearer keys score higher", "2b": "stronger in layers 3, 4", "2c": "strictly increasing rows",
     "3a": "α > 0: layer 2 independent of the query",
-    "3b": "α > 0: clearer at layer 2 than α = 0", "4a": "bands not uniform (not relative)",
+    "3b": "α > 0: clearer at layer 2 than α = 0", "3c": "higher α saturates faster in j",
+    "4a": "bands not uniform (not relative)",
     "4b": "not anti-diagonal symmetric (not absolute)", "5a": "LayerNorm + √d weakens the pattern",
-    "5b": "LayerNorm + d recovers it", "6a": "RoPE + mask: non-relative", "6b": "RoPE + mask: left region lower",
-    "6c": "RoPE without mask: relative", "7a": "trained NoPE: increasing at (f), (i)",
-    "7b": "trained NoPE stronger than α = 0", "8a": "LLM: non-relative pattern, per layer",
-    "8b": "LLM: non-relative, median of layers 2+",
+    "5b": "LayerNorm + d: increasing like l2", "5c": "LayerNorm + d: l2's size (×2)",
+    "6a": "RoPE + mask: non-relative", "6b": "RoPE + mask: left region darker",
+    "6c": "RoPE without mask: relative", "6d": "RoPE layer 1: no pattern beyond noise",
+    "6e": "RoPE: relative clearer at layer 3", "7a": "trained NoPE: increasing at (f), (i)",
+    "7b": "trained NoPE stronger than α = 0", "7c": "trained NoPE (i): query-independent",
+    "7d": "(a) nearly orthogonal", "7e": "(a) → (b) off/diagonal grows", "7f": "(c) diagonal decreasing",
+    "7g": "(c) off-diagonal uniform in j", "7h": "(c) → (d) off/diagonal grows", "7i": "(g) pattern inverted",
+    "7j": "(h) pattern restored", "8a": "LLM: non-relative pattern, per layer",
+    "8b": "LLM: non-relative, median of layers 2+", "8c": "LLM: pattern range / score range",
+    "8d": "LLM: first keys emphasised", "9a": "verdicts the same under both input laws",
 }
 
 

@@ -7,9 +7,20 @@ its metric measures the claim. Key 0 (the attention sink) is left out of the ver
 from __future__ import annotations
 
 import numpy as np
-from causalpos.analysis.claims.replicates import LedgerInputs, amplitude, estimate
-from causalpos.analysis.claims.rows import BASE, absent_row, paper_layer, reference_d, row, select_variants, setting_label
-from causalpos.analysis.triangles import band_statistics, concordance, nearer_key_advantage, off_diagonal_std, safe_ratio
+
+from causalpos.analysis.claims.replicates import LedgerInputs, amplitude, debias, estimate
+from causalpos.analysis.claims.rows import (BASE, absent_row, paper_layer, reference_d, row, select_variants,
+                                            setting_label)
+from causalpos.analysis.triangles import (FIRST_KEYS, band_statistics, concordance, nearer_key_advantage,
+                                          off_diagonal_std, query_share, safe_ratio)
+
+
+def nope_models(data: LedgerInputs) -> list[str]:
+    """The trained NoPE models: kind "trained" and "nope" in the name (or, without a kind, in the intermediates)."""
+    models = [m for m in data.models("trained") if "nope" in m.lower()]
+    if not models and data.intermediates is not None:
+        models = sorted({str(m) for m in data.intermediates["model"].unique() if "nope" in str(m).lower()})
+    return models
 
 def claim7(data: LedgerInputs, th: dict) -> list[dict]:
     """The trained NoPE model (kind "trained", name containing "nope"), Figure 3's intermediates.
@@ -23,11 +34,12 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
     nearer-key advantage divided by the SD of the off-diagonal scores (the spread a per-panel colour scale
     shows). Ratio model (i) / simulation > 1 = stronger. Uncertainty: bootstrap of the model and Monte
     Carlo replicates of the simulation, independent.
+    7c: "a much stronger, i-independent pattern in Q^(2)K^(2)T (i), which more closely resembles the alpha != 0
+    case": the query share of claim 3a (the share of the off-diagonal variance of (i) that the key does not
+    explain), keys >= 1, bias-corrected.
     """
-    models = [m for m in data.models("trained") if "nope" in m.lower()]
-    if not models and data.intermediates is not None:
-        models = sorted({str(m) for m in data.intermediates["model"].unique() if "nope" in str(m).lower()})
-    rows_a, rows_b = [], []
+    models = nope_models(data)
+    rows_a, rows_b, rows_c = [], [], []
     sims = reference_d(select_variants(data.params, alpha=0.0, **BASE))
     sims = sims[sims["n_layers"] >= 2] if len(sims) else sims
     for model in models:
@@ -42,6 +54,13 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
                                note=f"{field.source}; with key 0: {concordance(field.x[:, :1], field.size)[0]:.3g}",
                                layer=layer, label=f"{model} ({stage})", model=model))
         field, layer = data.intermediate_field(model, "i")
+        if field is None:
+            rows_c.append(row("7c", f"{model} (i)", None, th, note="no stage i intermediates", label=model,
+                              model=model))
+        else:
+            share = debias(query_share(field.x, field.size, 1))
+            rows_c.append(row("7c", f"{model} (i), layer {layer + 1} (paper)", share, th, note=field.source,
+                              layer=layer, label=model, model=model))
         if field is None or sims.empty:
             rows_b.append(row("7b", f"{model} (i)", None, th, note="no stage i intermediates" if field is None
                                else "no alpha = 0 l2 variant", label=model, model=model))
@@ -60,7 +79,8 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
         why = "no trained NoPE model (kind trained, name containing 'nope') in the tables"
         rows_a.append(absent_row("7a", th, why))
         rows_b.append(absent_row("7b", th, why))
-    return rows_a + rows_b
+        rows_c.append(absent_row("7c", th, why))
+    return rows_a + rows_b + rows_c
 
 
 def claim8(data: LedgerInputs, th: dict) -> list[dict]:
@@ -71,38 +91,61 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
     function of i - j, as a fraction of the RMS spread of the raw scores. Section 5.2 argues the pattern is
     not negligible because it spans about [-1, 1] next to raw scores of about [-10, 10], a ratio of 0.1: the
     threshold. Bias-corrected for sampling noise (with 64 sequences the noise floor is large). Extra columns:
-    the same with key 0 (``value_with_sink``) and the standardised left-region deficit over keys >= 1
-    (``left_deficit``: < 0 the first keys are darker than their diagonals, > 0 brighter).
+    the same with key 0 (``value_with_sink``), the standardised left-region deficit over keys >= 1
+    (``left_deficit``: < 0 the first keys are darker than their diagonals, > 0 brighter) and the paper's own
+    measure of scale (``range_ratio``, 8c's per layer).
     8b (per model): the median of 8a over the layers from layer 2 (paper) on ("except for the first layer").
+    8c (per model): the argument in the paper's terms, "the typical attention score of these models are in
+    [-10^1, 10^1] scale ... and the non-relative patterns in [-1, 1] scale": the 1%-99% quantile range of the
+    diagonal-normalised pattern over that of the raw scores (triangles.pattern_range_ratio, keys >= 1;
+    Figure 5's colour scale uses those quantiles), bias-corrected; the median over layers 2+ (paper).
+    8d (per layer): "this pattern non-uniformly emphasizes the first few keys": the mean diagonal-normalised
+    score of keys 1-4 (bands recentred without key 0) in score SDs (triangles.first_keys_emphasis): > 0 = the
+    first few keys score above their diagonals. The attention-sink key 0 is reported apart
+    (``sink_emphasis``), since a sink alone would make any first-keys statistic.
     """
-    rows_a, rows_b = [], []
+    rows_a, rows_b, rows_c, rows_d = [], [], [], []
     models = data.models("pretrained")
     for model in models:
         layers = data.score_layers(model)
         prefix = f"{model} " if len(models) > 1 else ""
         if not layers:
-            rows_a.append(row("8a", model, None, th, note=f"no scores for model {model}", label=model, model=model))
+            for claim_id, rows in (("8a", rows_a), ("8d", rows_d)):
+                rows.append(row(claim_id, model, None, th, note=f"no scores for model {model}", label=model,
+                                model=model))
             continue
-        amps = {}
+        amps, ranges = {}, {}
         for layer in layers:
             field = data.score_field(model, layer)
-            stats = band_statistics(field.x, field.size)
+            stats = band_statistics(field.x, field.size, extras=True)
             amp, sink, deficit = amplitude(stats["share1"]), amplitude(stats["share0"]), stats["deficit1"]
+            ranges[layer] = debias(stats["range1"])
             amps[layer] = amp
             value_sink, se_sink = estimate(sink)
             value_def, se_def = estimate(deficit)
-            rows_a.append(row("8a", f"{model}, {paper_layer(layer)}", amp, th, note=field.source, layer=layer,
-                               label=f"{prefix}L{layer + 1}", model=model, value_with_sink=value_sink,
-                               uncertainty_with_sink=se_sink, left_deficit=value_def,
-                               left_deficit_uncertainty=se_def))
-        later = [amps[layer] for layer in layers if layer >= 1]
+            value_range, se_range = estimate(ranges[layer])
+            common = dict(layer=layer, label=f"{prefix}L{layer + 1}", model=model)
+            rows_a.append(row("8a", f"{model}, {paper_layer(layer)}", amp, th, note=field.source,
+                              value_with_sink=value_sink, uncertainty_with_sink=se_sink, left_deficit=value_def,
+                              left_deficit_uncertainty=se_def, range_ratio=value_range,
+                              range_ratio_uncertainty=se_range, **common))
+            value_key0, se_key0 = estimate(stats["sink0"])
+            rows_d.append(row("8d", f"{model}, {paper_layer(layer)}", stats["first1"], th,
+                              note=f"{field.source}; keys 1-{FIRST_KEYS}; key 0: {value_key0:+.3g} ± {se_key0:.2g}",
+                              sink_emphasis=value_key0, sink_emphasis_uncertainty=se_key0, **common))
+        later = [layer for layer in layers if layer >= 1]
         if later:
-            rows_b.append(row("8b", f"{model}, layers 2-{max(layers) + 1} (paper)", np.median(np.stack(later), axis=0),
-                               th, note=f"{len(later)} layers", label=model, model=model))
+            setting = f"{model}, layers 2-{max(layers) + 1} (paper)"
+            rows_b.append(row("8b", setting, np.median(np.stack([amps[layer] for layer in later]), axis=0),
+                              th, note=f"{len(later)} layers", label=model, model=model))
+            rows_c.append(row("8c", setting, np.median(np.stack([ranges[layer] for layer in later]), axis=0),
+                              th, note=f"{len(later)} layers; by layer (from 2): "
+                              + ", ".join(f"{ranges[layer][0]:.3g}" for layer in later), label=model, model=model))
         else:
             rows_b.append(row("8b", model, None, th, note="only one layer", label=model, model=model))
+            rows_c.append(row("8c", model, None, th, note="only one layer", label=model, model=model))
     if not rows_a:
         why = "no pretrained model (kind pretrained) in the scores table"
-        rows_a.append(absent_row("8a", th, why))
-        rows_b.append(absent_row("8b", th, why))
-    return rows_a + rows_b
+        for claim_id, rows in (("8a", rows_a), ("8b", rows_b), ("8c", rows_c), ("8d", rows_d)):
+            rows.append(absent_row(claim_id, th, why))
+    return rows_a + rows_b + rows_c + rows_d

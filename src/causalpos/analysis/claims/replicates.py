@@ -6,6 +6,7 @@ models a bootstrap over groups of sequences (the extraction's groups table). See
 
 from __future__ import annotations
 
+import copy
 import math
 import zlib
 from dataclasses import dataclass
@@ -18,6 +19,13 @@ from causalpos.tables import require_columns
 
 PAPER_D = 64  # the paper's hidden size; the reference d where several d share the other parameters
 SIM_PARAMS = ["norm", "scale", "alpha", "pe", "rope_theta", "mask", "residual", "d", "seq_len", "n_layers"]
+# The input law, from the tables' optional `sampler` column: "full" and "reduced" (and a Variant's "auto") are two
+# exact samplers of the paper's law (unit norm, E<x_i, x_j> = alpha), law "paper"; "official", the authors'
+# notebooks' x_i = normalize(g_i + l u), is law "official". No column: the paper's law. With SIM_PARAMS the law
+# identifies a variant, so a paper-law variant and its official-law twin are two settings.
+LAWS = {"official": "official"}  # sampler -> law; any other sampler is the paper's law
+PAPER_LAW = "paper"
+VARIANT_KEYS = SIM_PARAMS + ["law"]
 # the columns each input table must have
 SIM_NEEDS = ["variant", "layer", "query_pos", "key_pos", "score_mean", "score_sem"] + SIM_PARAMS
 THEORY_NEEDS = ["alpha", "residual", "query_pos", "key_pos", "score"]
@@ -47,6 +55,25 @@ def estimate(values: np.ndarray) -> tuple[float, float]:
     finite = reps[np.isfinite(reps)]
     se = float(finite.std(ddof=1)) if finite.size >= max(2, reps.size / 2) else math.nan
     return float(values[0]), se
+
+
+def law_of(sampler: pd.Series) -> pd.Series:
+    """The input law of each sampler value (see LAWS); missing values are the paper's law."""
+    return sampler.map(lambda s: LAWS.get(str(s).strip().lower(), PAPER_LAW) if isinstance(s, str) else PAPER_LAW)
+
+
+def find_twins(params: pd.DataFrame) -> dict:
+    """{paper-law variant: official-law variant with the same SIM_PARAMS} (the first by name where several)."""
+    twins = {}
+    official = params[params["law"] != PAPER_LAW]
+    for variant, p in params[params["law"] == PAPER_LAW].iterrows():
+        same = np.ones(len(official), dtype=bool)
+        for column in SIM_PARAMS:
+            values = official[column].to_numpy()
+            same &= np.isclose(values.astype(float), float(p[column])) if column == "alpha" else values == p[column]
+        if same.any():
+            twins[variant] = str(min(official.index[same]))
+    return twins
 
 
 def seeded_rng(seed: int, *parts) -> np.random.Generator:
@@ -121,18 +148,40 @@ class LedgerInputs:
                 self._kinds.update({str(m): str(k) for m, k in zip(pairs["model"], pairs["kind"])})
         self._counts = {}
         self._cache = {}
-        self.params = None
+        self.params = self.all_params = None
+        self.twins = {}  # paper-law variant -> its official-law twin
+        self._identity = {}
         if self.sim is not None:
-            params = self.sim.drop_duplicates("variant").set_index("variant")[SIM_PARAMS].copy()
+            first = self.sim.drop_duplicates("variant").set_index("variant")
+            params = first[SIM_PARAMS].copy()
             params["residual"] = params["residual"].astype(bool)
             params["alpha"] = params["alpha"].astype(float).round(9)
             params["n_layers"] = self.sim.groupby("variant")["layer"].max().reindex(params.index) + 1
-            self.params = params.sort_index()
-            # replicates are seeded by a variant's parameters, not its name: renaming changes no number
+            # replicates are seeded by a variant's parameters, not its name: renaming changes no number (the
+            # law joins the identity only when it is not the paper's, so that paper-law seeds stay as they were)
             extra = [c for c in ("n_samples", "seed") if c in self.sim.columns]
-            ident = self.sim.drop_duplicates("variant").set_index("variant")[extra]
-            self._identity = {v: repr(tuple(params.loc[v].tolist()) + tuple(ident.loc[v].tolist()))
-                              for v in params.index}
+            params["law"] = law_of(first["sampler"]) if "sampler" in first.columns else PAPER_LAW
+            for v in params.index:
+                ident = tuple(params.loc[v, SIM_PARAMS].tolist()) + tuple(first.loc[v, extra].tolist())
+                if params.loc[v, "law"] != PAPER_LAW:
+                    ident += (params.loc[v, "law"],)
+                self._identity[v] = repr(ident)
+            self.all_params = params.sort_index()
+            self.twins = find_twins(self.all_params)
+            # the ledger's settings: every paper-law variant, and official-law ones that have no paper-law twin
+            self.params = self.all_params.drop(index=list(self.twins.values()))
+
+    def view(self, params: pd.DataFrame) -> "LedgerInputs":
+        """The same inputs (and caches) with another set of simulation variants to choose settings from."""
+        other = copy.copy(self)
+        other.params = params
+        return other
+
+    def twin_view(self) -> "LedgerInputs":
+        """The settings with every paper-law variant that has an official-law twin replaced by the twin."""
+        params = self.params.drop(index=list(self.twins))
+        twins = list(dict.fromkeys(self.twins.values()))
+        return self.view(pd.concat([params, self.all_params.loc[twins]]).sort_index())
 
     # -- simulations: parametric replicates from the Monte Carlo standard errors
 

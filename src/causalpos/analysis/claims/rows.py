@@ -7,13 +7,16 @@ import math
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.claims.catalogue import CLAIMS, TITLES, verdict
-from causalpos.analysis.claims.replicates import PAPER_D, SIM_PARAMS, estimate
+from causalpos.analysis.claims.catalogue import CLAIMS, TITLES, VERDICTS, verdict
+from causalpos.analysis.claims.replicates import PAPER_D, PAPER_LAW, SIM_PARAMS, VARIANT_KEYS, estimate
 
 
 def row(claim_id: str, setting: str, values, thresholds: dict, note: str = "", layer=None, label: str = "",
-         **extra) -> dict:
-    """A ledger row from [estimate, replicates...] (or (value, uncertainty) for precomputed ones)."""
+        decided: str | None = None, **extra) -> dict:
+    """A ledger row from [estimate, replicates...] (or (value, uncertainty) for precomputed ones).
+
+    `decided`: the verdict of a claim whose rule is not "value beyond threshold by z uncertainties" (a test
+    row by row, an agreement of several regions); the builder's docstring states the rule."""
     section, statement, metric, unit, direction, key = CLAIMS[claim_id]
     if isinstance(values, tuple):
         value, se = values
@@ -22,9 +25,14 @@ def row(claim_id: str, setting: str, values, thresholds: dict, note: str = "", l
     else:
         value, se = estimate(values)
     threshold = float(thresholds[key])
-    result = verdict(value, se, threshold, direction, thresholds["z"])
-    if np.isfinite(value) and not np.isfinite(se):
-        note = "; ".join(filter(None, [note, "no uncertainty available, so no verdict"]))
+    if decided is not None:
+        if decided not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {decided!r}")
+        result = decided
+    else:
+        result = verdict(value, se, threshold, direction.rstrip("="), thresholds["z"])
+        if np.isfinite(value) and not np.isfinite(se):
+            note = "; ".join(filter(None, [note, "no uncertainty available, so no verdict"]))
     return {"claim_id": claim_id, "section": section, "statement": statement, "setting": setting, "metric": metric,
             "value": value, "uncertainty": se, "threshold": threshold, "verdict": result,
             "claim": int(claim_id[:-1]), "title": TITLES[claim_id], "direction": direction, "unit": unit,
@@ -53,12 +61,19 @@ def setting_label(p) -> str:
         parts.append("no residual")
     parts.append(f"α={float(p['alpha']):g}")
     parts.append(f"d={int(p['d'])}")
+    if p.get("law", PAPER_LAW) != PAPER_LAW:
+        parts.append(f"{p['law']} law")
     return ", ".join(parts)
+
+
+def law_suffix(p) -> str:
+    """", official" for a variant of another input law than the paper's, else "" (for short labels)."""
+    return "" if p.get("law", PAPER_LAW) == PAPER_LAW else f", {p['law']}"
 
 
 def select_variants(params: pd.DataFrame | None, **where) -> pd.DataFrame:
     if params is None:
-        return pd.DataFrame(columns=SIM_PARAMS)
+        return pd.DataFrame(columns=VARIANT_KEYS)
     keep = np.ones(len(params), dtype=bool)
     for column, value in where.items():
         if column == "alpha":
@@ -73,7 +88,7 @@ def reference_d(params: pd.DataFrame) -> pd.DataFrame:
     present, else the largest d (the closest to the closed form); then the deepest; ties by variant name."""
     if params.empty:
         return params
-    others = [c for c in SIM_PARAMS if c not in ("d", "n_layers")]
+    others = [c for c in VARIANT_KEYS if c not in ("d", "n_layers") and c in params.columns]
     chosen = []
     for _, rows in params.groupby(others, sort=True):
         pick = rows[rows["d"] == PAPER_D] if (rows["d"] == PAPER_D).any() else rows[rows["d"] == rows["d"].max()]
@@ -84,14 +99,18 @@ def reference_d(params: pd.DataFrame) -> pd.DataFrame:
 
 def partner_variant(params: pd.DataFrame, variant: str, **change) -> str | None:
     """The variant with the same parameters as `variant` except those in `change` (any depth: the deepest,
-    then the first by name)."""
+    then the first by name). Of the same input law if there is one, else of any (the paper's first): at
+    alpha = 0 the two laws are the same law (i.i.d. uniform on the sphere)."""
     p = params.loc[variant]
     where = {c: p[c] for c in SIM_PARAMS if c != "n_layers"}
     where.update(change)
     hits = select_variants(params, **where)
     if hits.empty:
         return None
-    return str(min(hits.index, key=lambda v: (-int(hits.loc[v, "n_layers"]), str(v))))
+    law = p.get("law", PAPER_LAW)
+    laws = hits["law"] if "law" in hits.columns else pd.Series(PAPER_LAW, index=hits.index)
+    return str(min(hits.index, key=lambda v: (laws[v] != law, laws[v] != PAPER_LAW, -int(hits.loc[v, "n_layers"]),
+                                              str(v))))
 
 
 BASE = dict(norm="l2", scale="none", pe="none", mask="causal", residual=True)

@@ -1,4 +1,5 @@
-"""Claims 1-6: the parameter-free decoder (Sections 3, 4.1, 5.1; Appendices A, B, D), on the simulations.
+"""Claims 1a-1b and 2-6: the parameter-free decoder (Sections 3, 4.1, 5.1; Appendices B, D), on the simulations.
+(Claims 1c-1f, Appendix A's closed forms, are in closed_forms.py.)
 
 Each builder takes the LedgerInputs and the thresholds and returns ledger rows; its docstring says why
 its metric measures the claim.
@@ -7,9 +8,15 @@ its metric measures the claim.
 from __future__ import annotations
 
 import numpy as np
-from causalpos.analysis.claims.replicates import Field, LedgerInputs, amplitude, debias
-from causalpos.analysis.claims.rows import BASE, absent_row, paper_layer, partner_variant, reference_d, row, select_variants, setting_label
-from causalpos.analysis.triangles import antisymmetric_share, concordance, diagonal_mean, eq4_r2, left_deficit, mean_squared_gap, nearer_key_advantage, nonrelative_share, pack, query_share, safe_ratio
+
+from causalpos.analysis.claims.catalogue import verdict
+from causalpos.analysis.claims.replicates import PAPER_LAW, Field, LedgerInputs, amplitude, debias, estimate
+from causalpos.analysis.claims.rows import (BASE, absent_row, law_suffix, paper_layer, partner_variant, reference_d,
+                                            row, select_variants, setting_label)
+from causalpos.analysis.triangles import (antisymmetric_share, concordance, diagonal_mean, eq4_r2, mean_squared_gap,
+                                          nearer_key_advantage, noise_units_nonrelative, nonrelative_share, pack,
+                                          query_share, region_deficits, safe_ratio, strict_increase, unsaturated_share)
+
 
 def claim1(data: LedgerInputs, th: dict) -> list[dict]:
     """Eq. 4 against Monte Carlo (settings: every l2 / no scaling / no PE / causal / residual variant with
@@ -91,17 +98,31 @@ def claim2(data: LedgerInputs, th: dict) -> list[dict]:
     the proof) is left out because it holds trivially.
     2b (the same variants at alpha = 0, the case Section 4.1 describes): the nearer-key advantage A_l (mean
     over the same key pairs of s(i, j') - s(i, j), in score units = cosines) of layer l over that of layer 2
-    (paper), for each later layer: > 1 = the increasing pattern is stronger there.
+    (paper), for each later layer: > 1 = the increasing pattern is stronger there ("more pronounced").
+    2c (the 2a variants, every layer from 2 (paper) on): "strictly increasing for j <= i with fixed i" is a
+    statement about every row and every step, which no average can test: triangles.strict_increase tests
+    it row by row. Every pair of keys j < j' < i of the matrix is a comparison of s(i, j') - s(i, j) with its
+    standard error (from the replicates), Bonferroni over all pairs at family-wise level strict_level. A row
+    is violated when an earlier key scores resolvedly higher than a later one (comparing all pairs, not only
+    neighbours, finds a slow decline of many steps each within the noise: a row that peaks before its
+    last key), rising when none does and its nearest key resolvedly beats its first. Value: the share of
+    rising rows. Verdict (the test's, not value ± z SE): not supported when any row is violated, supported
+    when every row rises, inconclusive otherwise (no violation, some rows flat within the noise). The note
+    names the violated rows, their worst pair and where they peak (0-based positions, as in the tables).
     """
-    rows_a, rows_b = [], []
+    rows_a, rows_b, rows_c = [], [], []
     variants = reference_d(select_variants(data.params, **BASE))
     variants = variants[variants["n_layers"] >= 2] if len(variants) else variants
     for variant, p in variants.iterrows():
         field = data.sim_field(variant, 1)
         rows_a.append(row("2a", setting_label(p), concordance(field.x, field.size), th, note=f"variant {variant}",
-                           layer=1, label=f"α={p['alpha']:g}"))
+                           layer=1, label=f"α={p['alpha']:g}{law_suffix(p)}"))
+        for layer in range(1, int(p["n_layers"])):
+            rows_c.append(strictness_row(data.sim_field(variant, layer), variant, p, layer, th))
     if not rows_a:
-        rows_a.append(absent_row("2a", th, "no l2 / no scaling / no PE / causal / residual variant with >= 2 layers"))
+        why = "no l2 / no scaling / no PE / causal / residual variant with >= 2 layers"
+        rows_a.append(absent_row("2a", th, why))
+        rows_c.append(absent_row("2c", th, why))
     zero = variants[np.isclose(variants["alpha"].astype(float), 0.0)] if len(variants) else variants
     for variant, p in zero.iterrows():
         base = data.sim_field(variant, 1)
@@ -113,10 +134,49 @@ def claim2(data: LedgerInputs, th: dict) -> list[dict]:
             if not a2[0] > 0:
                 ratio, note = None, note + "; no increase at layer 2 (paper) to compare with"
             rows_b.append(row("2b", f"{setting_label(p)}, {paper_layer(layer)}", ratio, th, note=note, layer=layer,
-                               label=f"L{layer + 1}"))
+                               label=f"L{layer + 1}{law_suffix(p)}"))
     if not rows_b:
         rows_b.append(absent_row("2b", th, "no alpha = 0 l2 variant with >= 3 layers"))
-    return rows_a + rows_b
+    return rows_a + rows_b + rows_c
+
+
+def spans(values) -> str:
+    """Sorted integers as runs: 3, 5-9, 12."""
+    values = sorted(set(int(v) for v in values))
+    runs, start = [], None
+    for i, v in enumerate(values):
+        if start is None:
+            start = v
+        if i + 1 == len(values) or values[i + 1] != v + 1:
+            runs.append(f"{start}" if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(runs)
+
+
+def strict_verdict(result: dict) -> str:
+    if result["violated"]:
+        return "not supported"
+    return "supported" if result["rising"] == result["rows"] else "inconclusive"
+
+
+def strictness_note(result: dict) -> str:
+    """Where a strictness test fails: rows, their worst pair and their peaks (0-based positions)."""
+    text = (f"{result['rows']} rows: {result['rising']} rising, {result['violated']} violated, "
+            f"{result['unresolved']} flat within the noise (family-wise z = {result['z']:.2f})")
+    if result["violations"]:
+        q, j, jj, t = min(result["violations"], key=lambda v: v[3])
+        text += (f"; violated queries {spans(v[0] for v in result['violations'])} (0-based); worst: query {q}, "
+                 f"key {j} above key {jj} by {-t:.1f} SE")
+        q, peak, gap = result["peaks"][-1]
+        text += f"; query {q} peaks at key {peak}, {gap:.1f} SE above key {q - 1}"
+    return text
+
+
+def strictness_row(field: Field, variant: str, p, layer: int, th: dict) -> dict:
+    result = strict_increase(field.x, field.size, 0, th["strict_level"])
+    return row("2c", f"{setting_label(p)}, {paper_layer(layer)}", (result["rising_share"], np.nan), th,
+               note=f"variant {variant}; {strictness_note(result)}", layer=layer,
+               label=f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}", decided=strict_verdict(result))
 
 
 def claim3(data: LedgerInputs, th: dict) -> list[dict]:
@@ -130,6 +190,13 @@ def claim3(data: LedgerInputs, th: dict) -> list[dict]:
     3b (same variants; partner: the alpha = 0 variant with the other parameters equal): the layer-2 (paper)
     nearer-key advantage at alpha over that at alpha = 0: > 1 = "much clearer compared to the alpha = 0
     case" already at layer 2, both in cosine units.
+    3c (every l2 / no scaling / no PE / causal / residual variant at the reference d, consecutive alphas of one
+    d and length): "with higher alpha value, the pattern faster saturate rapidly to a constant on j"
+    (Appendix B, Figure 6, every layer shown). How far a row still is from its end value: the unsaturated
+    share U = sum over rows i and keys j < i of (s(i, i-1) - s(i, j)) / sum over rows of (keys) x (s(i, i-1)
+    - s(i, 0)) (triangles.unsaturated_share; 1/2 for a linear rise, 1/keys for a row that is constant after its
+    first key). Ratio U(higher alpha) / U(lower alpha) per layer from 2 (paper) on; the largest counts
+    (< 1 = faster saturation in every layer), every layer's ratio in the note.
     """
     rows_a, rows_b = [], []
     variants = reference_d(select_variants(data.params, **BASE))
@@ -159,7 +226,31 @@ def claim3(data: LedgerInputs, th: dict) -> list[dict]:
         why = "no l2 / no scaling / no PE / causal / residual variant with alpha > 0"
         rows_a.append(absent_row("3a", th, why))
         rows_b.append(absent_row("3b", th, why))
-    return rows_a + rows_b
+    return rows_a + rows_b + saturation_rows(data, th)
+
+
+def saturation_rows(data: LedgerInputs, th: dict) -> list[dict]:
+    rows = []
+    variants = reference_d(select_variants(data.params, **BASE))
+    variants = variants[variants["n_layers"] >= 2] if len(variants) else variants
+    for _, group in variants.groupby(["d", "seq_len"], sort=True) if len(variants) else []:
+        # one variant per alpha: the paper's law first where two laws share an alpha
+        group = group.assign(other_law=(group["law"] != PAPER_LAW)).sort_values(["alpha", "other_law"])
+        group = group[~group["alpha"].duplicated()]
+        for (lo, p_lo), (hi, p_hi) in zip(list(group.iterrows())[:-1], list(group.iterrows())[1:]):
+            depth = min(int(p_lo["n_layers"]), int(p_hi["n_layers"]))
+            ratios = np.stack([safe_ratio(unsaturated_share(data.sim_field(hi, layer).x, int(p_hi["seq_len"])),
+                                          unsaturated_share(data.sim_field(lo, layer).x, int(p_lo["seq_len"])))
+                               for layer in range(1, depth)])
+            worst = int(np.argmax(ratios[:, 0])) + 1
+            by_layer = ", ".join(f"{paper_layer(layer)} {r:.3g}" for layer, r in enumerate(ratios[:, 0], start=1))
+            rows.append(row("3c", f"{setting_label(p_hi)} vs α={p_lo['alpha']:g}{law_suffix(p_lo)}",
+                            ratios.max(axis=0), th, note=f"{hi} vs {lo}; weakest at {paper_layer(worst)}; by layer: "
+                            + by_layer, label=f"α={p_lo['alpha']:g}→{p_hi['alpha']:g}{law_suffix(p_hi)}"))
+    if not rows:
+        rows.append(absent_row("3c", th, "fewer than two alphas among the l2 / no scaling / no PE / causal / "
+                                          "residual variants of one d and length"))
+    return rows
 
 
 def layers_from_2(data: LedgerInputs, variant: str, n_layers: int) -> list[Field]:
@@ -203,52 +294,111 @@ def claim4(data: LedgerInputs, th: dict) -> list[dict]:
 
 def claim5(data: LedgerInputs, th: dict) -> list[dict]:
     """LayerNorm against l2 (Appendix B): each LayerNorm / no PE / causal / residual variant with sqrt_d (5a)
-    or d (5b) scaling, paired with the l2 / no scaling variant of the same alpha, d and length.
+    or d (5b, 5c) scaling, paired with the l2 / no scaling variant of the same alpha, d and length.
 
     Strength = the nearer-key advantage (mean over key pairs j < j' < i of s(i, j') - s(i, j)) in cosine
     units: each layer's scores divided by the mean of its diagonal (a token's score with itself: 1 for l2
     and for LayerNorm with d scaling, sqrt(d) for LayerNorm with sqrt(d) scaling, whose scores are
     sqrt(d) times the cosines). Ratio LayerNorm / l2 per layer from layer 2 (paper) on (layers where l2 has
     no increase are left out).
-    5a: the largest ratio (< 1 = weaker than l2 in every layer). 5b: the smallest ratio (> 0.5 = the d
-    scaling keeps at least half of l2's strength in every layer). The note gives every layer's ratio,
-    since "l2-like" can also be missed from above (a much stronger pattern than l2's).
+    5a: the largest ratio (< 1 = weaker than l2 in every layer).
+    "Simply changing the scaling factor from sqrt(d) to d recovers behavior similar to l2 normalization" has
+    two readings, tested apart, since the d scaling can miss l2 from above (a much stronger pattern):
+    5b, the shape: the key-order concordance of claim 2a of LayerNorm + d, the smallest over layers 2+
+    (paper) (> 0.75 = it increases with the key as l2 does; l2's own in the note).
+    5c, the size: |log ratio| of the advantages, the largest over layers 2+ (paper): < log 2 = within a factor
+    of 2 of l2's, either way, in every layer. A ratio <= 0 (no increase at all) is not similar.
     """
-    rows = {"5a": [], "5b": []}
-    for claim_id, scale, pick in (("5a", "sqrt_d", np.max), ("5b", "d", np.min)):
+    rows = {"5a": [], "5b": [], "5c": []}
+    for claim_ids, scale in ((("5a",), "sqrt_d"), (("5b", "5c"), "d")):
         variants = reference_d(select_variants(data.params, norm="layernorm", scale=scale, pe="none", mask="causal",
-                                        residual=True))
+                                               residual=True))
         for variant, p in variants.iterrows():
             partner = partner_variant(data.params, variant, norm="l2", scale="none")
-            setting = f"{setting_label(p)} vs l2"
+            setting, label = f"{setting_label(p)} vs l2", f"α={p['alpha']:g}{law_suffix(p)}"
             depth = min(int(p["n_layers"]), int(data.params.loc[partner, "n_layers"])) if partner else 0
             if partner is None or depth < 2:
-                rows[claim_id].append(row(claim_id, setting, None, th, note=f"variant {variant}: no l2 variant "
-                                           "with the same alpha, d and seq_len" if partner is None
-                                           else f"variant {variant}: fewer than 2 layers",
-                                           label=f"α={p['alpha']:g}"))
+                why = (f"variant {variant}: no l2 variant with the same alpha, d and seq_len" if partner is None
+                       else f"variant {variant}: fewer than 2 layers")
+                for claim_id in claim_ids:
+                    rows[claim_id].append(row(claim_id, setting, None, th, note=why, label=label))
                 continue
-            ratios, kept = [], []
+            ratios, kept, conc, conc_l2 = [], [], [], []
             for layer in range(1, depth):
                 ln, l2 = data.sim_field(variant, layer), data.sim_field(partner, layer)
                 a_ln = nearer_key_advantage(ln.x / diagonal_mean(ln.x, ln.size)[None, :], ln.size)
                 a_l2 = nearer_key_advantage(l2.x / diagonal_mean(l2.x, l2.size)[None, :], l2.size)
+                conc.append(concordance(ln.x, ln.size))
+                conc_l2.append(concordance(l2.x, l2.size)[0])
                 if a_l2[0] > 0:
                     ratios.append(safe_ratio(a_ln, a_l2))
                     kept.append(layer)
+            if "5b" in claim_ids:
+                conc = np.stack(conc)
+                by_layer = ", ".join(f"{paper_layer(layer)} {c:.3g} (l2 {c2:.3g})"
+                                     for layer, c, c2 in zip(range(1, depth), conc[:, 0], conc_l2))
+                rows["5b"].append(row("5b", setting, conc.min(axis=0), th, note=f"{variant} vs {partner}; by layer: "
+                                      + by_layer, label=label))
+            size_ids = [c for c in claim_ids if c != "5b"]
             if not ratios:
-                rows[claim_id].append(row(claim_id, setting, None, th, note=f"{variant} vs {partner}: l2 shows no "
-                                           "increase in any layer from 2 (paper) on", label=f"α={p['alpha']:g}"))
+                for claim_id in size_ids:
+                    rows[claim_id].append(row(claim_id, setting, None, th, note=f"{variant} vs {partner}: l2 shows "
+                                              "no increase in any layer from 2 (paper) on", label=label))
                 continue
             ratios = np.stack(ratios)
             by_layer = ", ".join(f"{paper_layer(layer)} {r:.3g}" for layer, r in zip(kept, ratios[:, 0]))
-            rows[claim_id].append(row(claim_id, setting, pick(ratios, axis=0), th,
-                                       note=f"{variant} vs {partner}; by layer: {by_layer}",
-                                       label=f"α={p['alpha']:g}"))
-        if not rows[claim_id]:
-            rows[claim_id].append(absent_row(claim_id, th, f"no LayerNorm variant with {scale} scaling, no PE, causal, "
-                                          "residual"))
-    return rows["5a"] + rows["5b"]
+            note = f"{variant} vs {partner}; ratio by layer: {by_layer}"
+            if claim_ids == ("5a",):
+                rows["5a"].append(row("5a", setting, ratios.max(axis=0), th, note=note, label=label))
+                continue
+            with np.errstate(divide="ignore", invalid="ignore"):
+                size = np.where(ratios > 0, np.abs(np.log(np.where(ratios > 0, ratios, 1.0))), np.inf).max(axis=0)
+            if not np.isfinite(size[0]):
+                rows["5c"].append(row("5c", setting, (np.inf, np.nan), th, label=label, decided="not supported",
+                                      note=note + "; no increase in some layer: not similar at any size"))
+            else:
+                size[~np.isfinite(size)] = np.nan
+                rows["5c"].append(row("5c", setting, size, th, note=note, label=label))
+        for claim_id in claim_ids:
+            if not rows[claim_id]:
+                rows[claim_id].append(absent_row(claim_id, th, f"no LayerNorm variant with {scale} scaling, no PE, "
+                                                 "causal, residual"))
+    return rows["5a"] + rows["5b"] + rows["5c"]
+
+
+REGIONS = {  # triangles.region_deficits' names -> short names for the notes
+    "key 0": "key 0", "keys 0-1": "keys 0-1",
+    "first quarter of keys, queries past the first quarter": "first quarter, later queries",
+    "first quarter of keys, all queries": "first quarter, all queries",
+}
+PAPER_FIGURES = {  # what the paper's own figures show of the left region (6b's notes), by alpha
+    0.0: "the paper's Figure 4 (alpha = 0) shows the left brighter at layer 2 and darker at layer 4",
+    0.5: "the paper's Figure 9 (alpha = 0.5) shows it darker at every layer",
+}
+
+
+def region_row(field: Field, variant: str, p, layer: int, th: dict) -> dict:
+    """6b in one layer: every named region's deficit and verdict; the common verdict, else inconclusive."""
+    z = th["z"]
+    found = {}
+    for name, values in region_deficits(field.x, field.size).items():
+        value, se = estimate(values)
+        found[name] = (values, value, se, verdict(value, se, th["left_deficit"], "<", z))
+    verdicts = {v[3] for v in found.values()}
+    common = verdicts.pop() if len(verdicts) == 1 else "inconclusive"
+    # the value shown: the region nearest the threshold in standard errors (the weakest evidence)
+    nearest = min(found, key=lambda n: abs(found[n][1]) / max(found[n][2], 1e-300) if np.isfinite(found[n][1])
+                  else np.inf)
+    parts = [f"{REGIONS[n]} {v[1]:+.3g} ± {v[2]:.2g} ({'darker' if v[1] < 0 else 'brighter'})"
+             for n, v in found.items()]
+    note = f"variant {variant}; " + "; ".join(parts)
+    if common == "inconclusive" and len({v[3] for v in found.values()}) > 1:
+        note += "; the regions disagree: the verdict depends on the region"
+    figure = PAPER_FIGURES.get(round(float(p["alpha"]), 9))
+    if figure:
+        note += f"; {figure}"
+    return row("6b", f"{setting_label(p)}, {paper_layer(layer)}", found[nearest][0], th, note=note, layer=layer,
+               label=f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}", decided=common)
 
 
 def claim6(data: LedgerInputs, th: dict) -> list[dict]:
@@ -258,35 +408,64 @@ def claim6(data: LedgerInputs, th: dict) -> list[dict]:
     variance not explained by i - j), weakest layer from layer 2 (paper) on: RoPE alone is relative, so
     anything here comes from the mask. Layer 1 (paper) is left out: RoPE does not act on i.i.d. isotropic
     inputs (Barbero et al. 2025), the scores are noise.
-    6b (mask causal, per layer from 2 (paper) on): the left-region deficit of summary.nonrelativeness (mean of
-    the band-centred score over the keys j < max(2, ceil(S/4))), divided by the SD of the off-diagonal scores
-    so that settings compare: < 0 = the left region is darker than its diagonals. A sign claim.
+    6b (mask causal, per layer from 2 (paper) on): "the left portion of the attention maps appears darker than
+    other regions" names no layer and no region, and the sign of the left-region deficit (the mean of the
+    band-centred score over the region, divided by the SD of the off-diagonal scores so that settings
+    compare; < 0 = darker than its diagonals) flips with the region. So it is measured in four named regions
+    (triangles.region_deficits: key 0; keys 0-1; the first quarter of keys for queries past the first
+    quarter; the first quarter of keys over all queries) and the verdict is robust only where all agree:
+    the common verdict of the four (each "< 0 by z SE"), else inconclusive. The value shown is the region
+    nearest 0 in standard errors; every region is in the note, with what the paper's figure shows.
     6c (mask none; lower triangle, the pairs the causal variants have): the largest non-relative amplitude
     over layers 2+ (paper) must stay below the same threshold.
+    6d (mask causal, layer 1 (paper)): "when the input is independent Gaussian noise, RoPE alone does not
+    affect the inner products": at layer 1 any non-relative pattern must be at the Monte Carlo noise level.
+    Layer 1's scores are noise around alpha, so a variance share (6a's metric) is no measure (noise over
+    noise); instead triangles.noise_units_nonrelative: the sum of squares of the band-centred scores over what
+    noise alone gives (each entry's variance over the replicates), bias-corrected and square-rooted: the RMS
+    of the non-relative pattern in noise RMS (0 = none; < 1 = smaller than the noise). At alpha > 0 RoPE does
+    rotate the shared component, a relative pattern, which this does not count. Where the entries share noise
+    (alpha > 0: the shared component), band-centring removes part of it and the uncorrected ratio is below 1.
+    6e (mask causal, >= 3 layers): "by the third layer, this relative pattern becomes even clearer": clarity =
+    the share of the off-diagonal score variance that i - j explains (1 - the bias-corrected non-relative
+    share), what a per-panel colour scale shows of the relative stripes; layer 3 (paper) over layer 2 (paper)
+    > 1. Layer 4's share is in the note.
     """
-    rows = {"6a": [], "6b": [], "6c": []}
-    for mask, claim_ids in (("causal", ("6a", "6b")), ("none", ("6c",))):
-        variants = reference_d(select_variants(data.params, norm="l2", scale="none", pe="rope", mask=mask, residual=True))
+    rows = {"6a": [], "6b": [], "6c": [], "6d": [], "6e": []}
+    for mask, claim_ids in (("causal", ("6a", "6b", "6d", "6e")), ("none", ("6c",))):
+        variants = reference_d(select_variants(data.params, norm="l2", scale="none", pe="rope", mask=mask,
+                                               residual=True))
         variants = variants[variants["n_layers"] >= 2] if len(variants) else variants
         for variant, p in variants.iterrows():
             fields = layers_from_2(data, variant, int(p["n_layers"]))
             amp = np.stack([amplitude(nonrelative_share(f.x, f.size)) for f in fields])
             by_layer = ", ".join(f"{v:.3g}" for v in amp[:, 0])
             setting = f"{setting_label(p)}, layers 2-{int(p['n_layers'])} (paper)"
+            label = f"α={p['alpha']:g}{law_suffix(p)}"
             if mask == "causal":
                 rows["6a"].append(row("6a", setting, amp.min(axis=0), th, note=f"variant {variant}; by layer: "
-                                       + by_layer, label=f"α={p['alpha']:g}"))
+                                       + by_layer, label=label))
                 for layer, f in enumerate(fields, start=1):
-                    rows["6b"].append(row("6b", f"{setting_label(p)}, {paper_layer(layer)}", left_deficit(f.x, f.size), th,
-                                           note=f"variant {variant}", layer=layer,
-                                           label=f"α={p['alpha']:g} L{layer + 1}"))
+                    rows["6b"].append(region_row(f, variant, p, layer, th))
+                first = data.sim_field(variant, 0)
+                units = noise_units_nonrelative(first.x, first.size)
+                rows["6d"].append(row("6d", f"{setting_label(p)}, {paper_layer(0)}", amplitude(units), th, layer=0,
+                                      note=f"variant {variant}; sum of squares over the noise's, uncorrected: "
+                                      f"{units[0]:.3g}", label=label))
+                if len(fields) >= 2:
+                    shares = [1.0 - debias(nonrelative_share(f.x, f.size)) for f in fields]
+                    rows["6e"].append(row("6e", f"{setting_label(p)}, {paper_layer(2)} vs {paper_layer(1)}",
+                                          safe_ratio(shares[1], shares[0]), th, layer=2, label=label,
+                                          note=f"variant {variant}; relative share by layer from 2 (paper): "
+                                          + ", ".join(f"{v[0]:.3g}" for v in shares)))
             else:
                 causal = partner_variant(data.params, variant, mask="causal")
                 rows["6c"].append(row("6c", setting, amp.max(axis=0), th,
                                        note=f"variant {variant}" + (f" (causal twin {causal})" if causal else "")
-                                       + "; by layer: " + by_layer, label=f"α={p['alpha']:g}"))
+                                       + "; by layer: " + by_layer, label=label))
         for claim_id in claim_ids:
             if not rows[claim_id]:
+                need = ">= 3 layers" if claim_id == "6e" else ">= 2 layers"
                 rows[claim_id].append(absent_row(claim_id, th, f"no RoPE variant with mask = {mask} (l2, no scaling, "
-                                              "residual, >= 2 layers)"))
-    return rows["6a"] + rows["6b"] + rows["6c"]
+                                                 f"residual, {need})"))
+    return rows["6a"] + rows["6b"] + rows["6c"] + rows["6d"] + rows["6e"]
