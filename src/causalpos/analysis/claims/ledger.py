@@ -158,8 +158,9 @@ def ledger_markdown(ledger: pd.DataFrame) -> str:
                          f"{pick(f, 'sink_emphasis', 'sink_emphasis_uncertainty')} | "
                          f"{'' if f is None else f['verdict']} |")
     if len(law):
-        lines += ["", "Claim 9a: each claim and setting whose number changes when the official-law twins (the "
-                  "authors' notebooks' inputs) replace the paper-law variants, with both verdicts.", "",
+        lines += ["", "Claim 9a: each claim and setting measured on a paper-law variant that has an official-law twin "
+                  "(the authors' notebooks' inputs: the same parameters but the sampler), measured again with the "
+                  "twin in its place, and both verdicts.", "",
                   "| claim | setting | paper law | official law | verdicts |", "| --- | --- | --- | --- | --- |"]
         for _, row in law.iterrows():
             same = {1.0: "the same", 0.5: "one inconclusive", 0.0: "**opposite**"}.get(float(row["value"]), "")
