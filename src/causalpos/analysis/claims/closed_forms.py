@@ -19,6 +19,8 @@ def closed_form_series(theory, alpha: float, residual: bool):
     """(positions, h(i) or h'(i) on the diagonal, packed g or g' over the lower triangle, size) of one alpha."""
     rows = theory[np.isclose(theory["alpha"].astype(float), alpha) & (theory["residual"].astype(bool) == residual)]
     rows = rows.drop_duplicates(["query_pos", "key_pos"])
+    if rows.empty:
+        return np.array([], dtype=int), np.array([]), np.array([]), 0
     size = int(rows["query_pos"].max()) + 1
     diagonal = rows[rows["query_pos"] == rows["key_pos"]].sort_values("query_pos")
     (g,) = pack(rows, ["g"], size)
@@ -55,7 +57,7 @@ def claim1_appendix(data: LedgerInputs, th: dict) -> list[dict]:
                 positions, h, _, _ = closed_form_series(data.theory, alpha, residual)
                 if len(h) < 2:
                     rows[claim_id].append(row(claim_id, f"closed form, α={alpha:g}", None, th, label=f"α={alpha:g}",
-                                              note="fewer than two positions in the theory table"))
+                                              note=f"fewer than two positions of the closed form ({name}) in the theory table"))
                     continue
                 steps = np.diff(h) / h[:-1]
                 flattest = int(np.argmax(steps))
@@ -65,6 +67,10 @@ def claim1_appendix(data: LedgerInputs, th: dict) -> list[dict]:
                                           f"{len(h)}); flattest step from position {positions[flattest] + 1} to "
                                           f"{positions[flattest] + 2} (1-based, as in the paper)"))
             positions, _, g, size = closed_form_series(data.theory, alpha, False)
+            if size < 3:
+                rows["1e"].append(row("1e", f"closed form, α={alpha:g}", None, th, label=f"α={alpha:g}",
+                                      note="no closed form without residual over >= 3 positions in the theory table"))
+                continue
             share = key_share(g[:, None], size)[0]
             query_g = np.array([g[q * (q + 1) // 2] for q in range(1, size)])  # g'(i) at key 0, queries 1..
             rows["1e"].append(row("1e", f"closed form, α={alpha:g}", (float(share), 0.0), th, label=f"α={alpha:g}",
