@@ -56,8 +56,9 @@ def claim1_appendix(data: LedgerInputs, th: dict) -> list[dict]:
             for claim_id, residual, name in (("1c", True, "h"), ("1d", False, "h'")):
                 positions, h, _, _ = closed_form_series(data.theory, alpha, residual)
                 if len(h) < 2:
+                    why = f"fewer than two positions of the closed form ({name}) in the theory table"
                     rows[claim_id].append(row(claim_id, f"closed form, α={alpha:g}", None, th, label=f"α={alpha:g}",
-                                              note=f"fewer than two positions of the closed form ({name}) in the theory table"))
+                                              note=why))
                     continue
                 steps = np.diff(h) / h[:-1]
                 flattest = int(np.argmax(steps))
