@@ -343,7 +343,7 @@ def test_claims_ledger_from_the_run_and_by_the_cli(rerun_copy):
     assert list(ledger.columns[:9]) == ["claim_id", "section", "statement", "setting", "metric", "value",
                                         "uncertainty", "threshold", "verdict"]
     assert set(ledger["verdict"]) <= {"supported", "not supported", "inconclusive"}
-    assert {claim[0] for claim in ledger["claim_id"]} == set("12345678")  # all eight claims of issue 6
+    assert {claim[0] for claim in ledger["claim_id"]} == set("123456789")  # claims 1-8 and the input law (9)
     assert (summary / "claims.md").read_text().count("\n|") > len(set(ledger["claim_id"]))
     assert (rerun_copy / "results" / "figures" / "figL1_claims.png").stat().st_size > 1000
     env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
