@@ -266,6 +266,78 @@ def test_killed_run_resumes_to_the_same_weights(trained, data, tmp_path):
                                   pd.read_parquet(trained / "out" / "metrics.parquet")[columns])
 
 
+def start_and_wait_for_steps(cmd: list[str], pattern: str = "nope step 10/") -> subprocess.Popen:
+    """Start a training process; return once its log (stderr) shows `pattern`."""
+    proc = subprocess.Popen(cmd, env=env(), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    for line in proc.stderr:
+        if pattern in line or time.monotonic() > deadline:
+            break
+    return proc
+
+
+def test_sigterm_checkpoints_the_step_reached_and_the_rerun_ends_bitwise_the_same(trained, data, tmp_path):
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps({"training": {**CFG, "checkpoint_every": 0}}))  # no checkpoint but the stop's
+    checkpoint = tmp_path / "ckpt" / CHECKPOINT_NAME
+    proc = start_and_wait_for_steps(command(data, tmp_path, config))
+    assert proc.poll() is None, "training ended before it could be interrupted"
+    proc.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    rest = proc.stderr.read()
+    proc.wait(timeout=30)
+    assert time.monotonic() - sent < 10
+    assert proc.returncode == 128 + signal.SIGTERM, rest[-2000:]
+    stopped_at = load_checkpoint(checkpoint)["step"]
+    assert 10 <= stopped_at < CFG["steps"]
+    assert f"stopped by SIGTERM at step {stopped_at}; checkpoint {checkpoint} written" in rest
+    assert not (tmp_path / "out").exists()
+
+    done = subprocess.run(command(data, tmp_path, config), env=env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"resuming from {checkpoint} at step {stopped_at}" in done.stderr
+    resumed = load_file(tmp_path / "out" / "model.safetensors")
+    reference = load_file(trained / "out" / "model.safetensors")
+    assert all(torch.equal(resumed[k], reference[k]) for k in reference)
+    # the row after the stop averages the steps before it too (the loss sum is in the checkpoint)
+    columns = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "metrics.parquet")[columns],
+                                  pd.read_parquet(trained / "out" / "metrics.parquet")[columns])
+
+
+def test_sigterm_to_the_job_stops_every_rank_at_the_same_step_through_torchrun(data, tmp_path):
+    """The workflow's DDP path (stages.run_train with processes=2): the job passes SIGTERM on to torchrun,
+    torchrun to its ranks, and the ranks agree on the step to stop at."""
+    settings = {**CFG, "checkpoint_every": 0}
+    job = [sys.executable, "-c", "import sys; from causalpos.workflow.stages import run_train; "
+           f"run_train('nope', {settings!r}, {str(data / 'blocks')!r}, {str(data / 'tokenizer')!r}, "
+           f"{str(tmp_path / 'out')!r}, {str(tmp_path / 'ckpt')!r}, processes=2)"]
+    proc = start_and_wait_for_steps(job)
+    assert proc.poll() is None, "training ended before it could be interrupted"
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    (checkpoint,) = (tmp_path / "ckpt").glob(f"nope/*/{CHECKPOINT_NAME}")
+    stopped_at = load_checkpoint(checkpoint)["step"]
+    assert 10 <= stopped_at < CFG["steps"], rest[-3000:]
+    assert rest.count(f"stopped by SIGTERM at step {stopped_at};") == 2, rest[-3000:]  # both ranks, one step
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+    done = subprocess.run(job, env=env(), capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming from {checkpoint} at step {stopped_at}" in done.stderr
+
+
+def test_model_folder_has_the_usual_file_modes(trained):
+    """safetensors writes model.safetensors 0600; the folder is shared (results, a cache): 0666 less the umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    files = [path for path in (trained / "out").rglob("*") if path.is_file()]
+    assert "model.safetensors" in {path.name for path in files}
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in files} == \
+        {path.name: oct(0o666 & ~mask) for path in files}
+
+
 def test_damaged_checkpoint_is_detected_and_named(trained, data, tmp_path):
     checkpoint = tmp_path / "ckpt" / CHECKPOINT_NAME
     checkpoint.parent.mkdir()

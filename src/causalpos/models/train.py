@@ -31,7 +31,9 @@ import logging
 import math
 import os
 import random
+import signal
 import sys
+import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -44,7 +46,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from causalpos.devices import available_cpus, resolve_device
-from causalpos.io import atomic_path, write_parquet
+from causalpos.errors import UserError
+from causalpos.io import atomic_path, read_array, read_json, usual_mode, write_parquet
 from causalpos.models.model import build_model, count_parameters
 from causalpos.models.settings import training_settings
 
@@ -59,8 +62,17 @@ METRIC_COLUMNS = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", 
 logger = logging.getLogger("causalpos")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint file is damaged or belongs to a different run; the message names the file."""
+
+
+class TrainingInterrupted(UserError, RuntimeError):
+    """SIGTERM or SIGINT stopped the run after a checkpoint at the step it reached; the rerun resumes there."""
+
+    def __init__(self, signum: int, step: int, path):
+        self.signum, self.step = signum, step
+        super().__init__(f"stopped by {signal.Signals(signum).name} at step {step}; checkpoint {path} written: "
+                         f"run the same command again to resume from it")
 
 
 # ---------------------------------------------------------------- settings
@@ -87,7 +99,7 @@ class Blocks:
         meta_path = self.dir / "blocks.json"
         if not meta_path.is_file():
             raise FileNotFoundError(f"{meta_path} does not exist (is {self.dir} a token-blocks folder?)")
-        self.meta = json.loads(meta_path.read_text())
+        self.meta = read_json(meta_path)
         self.block_len = int(self.meta["block_len"])
         self.vocab_size = int(self.meta["vocab_size"])
         self.eos_token_id = self.meta.get("eos_token_id")
@@ -96,7 +108,7 @@ class Blocks:
 
     def _load(self, split: str) -> np.ndarray:
         path = self.dir / f"{split}.npy"
-        array = np.load(path, mmap_mode="r")
+        array = read_array(path, mmap_mode="r")  # DamagedFileError naming it if truncated
         if array.ndim != 2 or array.shape[1] != self.block_len or array.shape[0] < 1:
             raise ValueError(f"{path}: shape {array.shape} is not [n_blocks >= 1, block_len = {self.block_len}]")
         if array.dtype.kind not in "ui":
@@ -179,11 +191,7 @@ class Context:
         return nullcontext()
 
     def all_mean(self, values: list[float]) -> list[float]:
-        if self.world == 1:
-            return values
-        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
-        dist.all_reduce(tensor)
-        return (tensor / self.world).tolist()
+        return values if self.world == 1 else [v / self.world for v in self.all_sum(values)]
 
     def all_sum(self, values: list[float]) -> list[float]:
         if self.world == 1:
@@ -304,6 +312,34 @@ def remove_stale_temporaries(checkpoint_dir: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+class StopRequest:
+    """SIGTERM (what SLURM sends before a kill or a preemption, and Snakemake's jobs on Ctrl-C) or SIGINT
+    only raise a flag: the loop ends its step, writes a checkpoint there and stops (TrainingInterrupted)."""
+
+    def __enter__(self):
+        self.signum, self._previous = 0, {}
+        if threading.current_thread() is threading.main_thread():  # signal.signal works only there
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup, `cmd &` in a script: keep ignoring
+                    self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.signum = self.signum or signum  # the first one is the cause (Ctrl-C may bring SIGINT and SIGTERM)
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+    def agreed(self, ctx: Context) -> int:
+        """The signal to stop for (0: go on), any rank's: a rank that stopped alone would hang the others."""
+        if ctx.world == 1:
+            return self.signum
+        flag = torch.tensor([self.signum], dtype=torch.int64, device=ctx.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item())
+
+
 # ---------------------------------------------------------------- training
 
 
@@ -377,7 +413,8 @@ def train(model_name: str, rope: bool, blocks_dir, out_dir, checkpoint_dir, cfg:
     (micro_batch x grad_accum sequences per rank) and only rank 0 writes.
 
     Resumes from `checkpoint_dir`/last.ckpt when it exists (written every
-    checkpoint_every steps and at the end). Writes to `out_dir`: the model
+    checkpoint_every steps, at the end, and when SIGTERM or SIGINT arrives: then
+    it raises TrainingInterrupted after that step's checkpoint). Writes to `out_dir`: the model
     (save_pretrained, safetensors), the tokenizer of `tokenizer_dir` if given,
     training.json, and last metrics.parquet (model, step, tokens_seen,
     train_loss: mean over the steps since the previous row, heldout_loss: NaN
@@ -392,7 +429,9 @@ def train(model_name: str, rope: bool, blocks_dir, out_dir, checkpoint_dir, cfg:
     threads = torch.get_num_threads()
     ctx = setup(cfg)
     try:
-        return _train(ctx, model_name, rope, blocks, Path(out_dir), Path(checkpoint_dir), cfg, tokenizer_dir, log)
+        with StopRequest() as stop:
+            return _train(ctx, model_name, rope, blocks, Path(out_dir), Path(checkpoint_dir), cfg, tokenizer_dir,
+                          log, stop)
     finally:
         torch.set_num_threads(threads)  # leave the caller's process as it was
         if ctx.owns_group:
@@ -400,7 +439,7 @@ def train(model_name: str, rope: bool, blocks_dir, out_dir, checkpoint_dir, cfg:
 
 
 def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkpoint_dir: Path, cfg: dict,
-           tokenizer_dir, log) -> pd.DataFrame:
+           tokenizer_dir, log, stop: StopRequest) -> pd.DataFrame:
     seed_everything(cfg["seed"])  # same seed on every rank: same initial weights
     model = build_model(cfg["model"], blocks.vocab_size, rope, blocks.eos_token_id).to(ctx.device)
     model.train()
@@ -411,7 +450,7 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
     if ctx.main:
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(checkpoint_dir)
-    step, metrics = resume(ckpt_path, identity, model, optimizer, scheduler)
+    step, metrics, interval = resume(ckpt_path, identity, model, optimizer, scheduler)
     if ctx.main:
         sizes = count_parameters(model)
         log.info("%s: %s at step %d; %d parameters (%d outside the embedding), rope=%s, %d ranks on %s, %d threads",
@@ -437,31 +476,42 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
         metrics.append(row)
         progress.row(row)
 
+    def checkpoint() -> None:
+        # with the loss sum since the last row (so that row is as without a stop): all ranks, rank 0 writes
+        loss_sum = ctx.all_mean([interval[0]])[0]
+        if ctx.main:
+            save_checkpoint({"fingerprint": identity, "step": step, "position": step * identity["global_batch"],
+                             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                             "scheduler": scheduler.state_dict(), "rng": rng_states(), "metrics": metrics,
+                             "interval": [loss_sum, *interval[1:]]}, ckpt_path)
+        if ctx.world > 1:
+            dist.barrier()
+
     if step == 0 and cfg["eval_every"]:
         add_row(math.nan, lr_at(0, cfg), 0.0, 0, evaluate=True)  # the untrained model's held-out loss
 
-    interval_loss, interval_steps, interval_seconds = 0.0, 0, 0.0
     while step < cfg["steps"]:
         started = time.perf_counter()
         lr = scheduler.get_last_lr()[0]
-        interval_loss += train_step(wrapped, model, optimizer, scheduler, blocks.train, order, step, cfg, ctx,
-                                    consumed)
+        interval[0] += train_step(wrapped, model, optimizer, scheduler, blocks.train, order, step, cfg, ctx,
+                                  consumed)
         step += 1
-        interval_steps += 1
-        interval_seconds += time.perf_counter() - started
+        interval[1] += 1
+        interval[2] += time.perf_counter() - started
         progress.step()
 
         done = step == cfg["steps"]
         evaluate = bool(cfg["eval_every"]) and (step % cfg["eval_every"] == 0 or done)
         if step % cfg["log_every"] == 0 or evaluate or done:
-            train_loss = ctx.all_mean([interval_loss / interval_steps])[0]
-            add_row(train_loss, lr, interval_seconds, interval_steps, evaluate)
-            interval_loss, interval_steps, interval_seconds = 0.0, 0, 0.0
-        if ctx.main and (done or (cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0)):
-            save_checkpoint({"fingerprint": identity, "step": step, "position": step * identity["global_batch"],
-                             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                             "scheduler": scheduler.state_dict(), "rng": rng_states(), "metrics": metrics},
-                            ckpt_path)
+            train_loss = ctx.all_mean([interval[0] / interval[1]])[0]
+            add_row(train_loss, lr, interval[2], interval[1], evaluate)
+            interval = [0.0, 0, 0.0]
+        stop_signal = 0 if done else stop.agreed(ctx)
+        if done or stop_signal or (cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0):
+            checkpoint()
+        if stop_signal:
+            progress.close()
+            raise TrainingInterrupted(stop_signal, step, ckpt_path)
     progress.close()
 
     if debug_dir:
@@ -475,10 +525,10 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
     return frame
 
 
-def resume(path: Path, identity: dict, model, optimizer, scheduler) -> tuple[int, list]:
-    """Load the checkpoint at `path` if there is one; the step to go on from and the metrics rows so far."""
+def resume(path: Path, identity: dict, model, optimizer, scheduler) -> tuple[int, list, list]:
+    """From the checkpoint at `path`, if any: the step to go on from, the rows so far, [loss sum, steps, s] since."""
     if not path.exists():
-        return 0, []
+        return 0, [], [0.0, 0, 0.0]
     state = load_checkpoint(path)
     check_fingerprint(state["fingerprint"], identity, path)
     step = state["step"]
@@ -489,7 +539,7 @@ def resume(path: Path, identity: dict, model, optimizer, scheduler) -> tuple[int
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     set_rng_states(state["rng"])
-    return step, state["metrics"]
+    return step, state["metrics"], list(state.get("interval", [0.0, 0, 0.0]))  # older checkpoints: none
 
 
 def train_step(wrapped, model, optimizer, scheduler, train_blocks, order: TrainOrder, step: int, cfg: dict,
@@ -538,6 +588,7 @@ def write_outputs(model, frame: pd.DataFrame, out_dir: Path, tokenizer_dir, info
         from transformers import AutoTokenizer
 
         AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(out_dir)
+    usual_mode(out_dir)  # safetensors writes model.safetensors 0600: unreadable to others sharing the folder
     with atomic_path(out_dir / "training.json") as tmp:
         tmp.write_text(json.dumps(info, indent=1, default=str) + "\n")
     write_parquet(frame, out_dir / "metrics.parquet", {"stage": "train", "model": info["model_name"]})
@@ -637,9 +688,10 @@ def main(argv=None) -> int:
     try:
         train(args.model, args.model == "rope", args.blocks, args.out, args.checkpoints, cfg,
               tokenizer_dir=args.tokenizer)
-    except (ValueError, CheckpointError, FileNotFoundError) as err:
+    except (ValueError, CheckpointError, FileNotFoundError, TrainingInterrupted) as err:
         print(f"causalpos.models.train: {err}", file=sys.stderr)
-        return 2
+        # stopped by a signal: the status of a process it killed, as shells and torchrun read it
+        return 128 + err.signum if isinstance(err, TrainingInterrupted) else 2
     return 0
 
 

@@ -7,7 +7,10 @@ Layers and positions inside the files are 0-based; see docs/results.md for the c
 
 from __future__ import annotations
 
+import re
+
 from causalpos.analysis.summary import SUMMARY_FILES
+from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE
 from causalpos.tables import ACTIVATION_TABLES
 
 RESULTS = "results"
@@ -88,3 +91,49 @@ def summary_file(name: str, results: str = RESULTS) -> str:
 def figure_files(stem: str, formats, results: str = RESULTS) -> list[str]:
     """One figure in every format, e.g. figure_files("fig02_l2norm", ["pdf", "png"])."""
     return [f"{results}/figures/{stem}.{fmt}" for fmt in formats]
+
+
+# ---------------------------------------------------------------- which rule writes a path
+
+
+def writers(results: str = "{results}") -> list[tuple[str, str]]:
+    """(rule, path pattern) of every result, from the functions above with their wildcards left in.
+
+    The first pattern a path matches names its rule, so a file with a rule of its own comes before the
+    folder it lies in (length_eval.parquet before the rest of a model's folder)."""
+    return [
+        ("sample", documents(results)),
+        ("tokenizer", f"{tokenizer_dir(results)}/{{name}}"),
+        ("tokenizer", tokens_file("{name}", results)),
+        ("theory", theory_table(results)),
+        ("simulate", simulation_table("{variant}", results)),
+        ("length_eval", model_file("{model}", "length_eval.parquet", results)),
+        ("train", model_file("{model}", "{name}", results)),
+        ("train", train_benchmark("{model}")),
+        ("pretrained", pretrained_dir("{model}", results)),  # a directory() output, and the files in it
+        ("pretrained", f"{pretrained_dir('{model}', results)}/{{name}}"),
+        *(("extract", path) for path in activation_tables("{model}", results).values()),
+        *(("summary", path) for path in summary_tables(results)),
+        ("claims", summary_file("claims.{ext}", results)),
+        ("runtimes", summary_file("runtimes.{ext}", results)),
+        ("config_record", summary_file("config.html", results)),
+        ("claims", figure_files(CLAIMS_FIGURE, ["{ext}"], results)[0]),
+        ("model_figure", figure_files(f"{ALL_LAYERS_FIGURE}_{{model}}", ["{ext}"], results)[0]),
+        ("figure", figure_files("{figure}", ["{ext}"], results)[0]),
+    ]
+
+
+def _regex(pattern: str) -> re.Pattern:
+    # {results} may be any folder (absolute, nested); other wildcards one path component; a path
+    # outside the results folder (the benchmarks) may sit below the working directory
+    parts = re.split(r"\{(\w+)\}", pattern)
+    body = "".join(re.escape(text) if i % 2 == 0 else (".+" if text == "results" else "[^/]+")
+                   for i, text in enumerate(parts))
+    return re.compile(body if pattern.startswith("{results}") else f"(?:.+/)?{body}")
+
+
+def rule_writing(path) -> str | None:
+    """The rule whose output `path` is (None if no rule writes it), e.g. "simulate" for
+    results/simulation/l2_alpha0.0.parquet."""
+    text = str(path).replace("\\", "/")
+    return next((rule for rule, pattern in writers() if _regex(pattern).fullmatch(text)), None)

@@ -1,21 +1,59 @@
-"""One function per workflow stage. The Snakemake scripts and the CLI both call these."""
+"""One function per workflow stage. The Snakemake scripts and the CLI both call these.
+
+Also what a job needs around its stage: a damaged input is moved aside with a message naming the rule
+that rebuilds it (`rebuilds_damaged_inputs`), a job ends with the Snakemake that started it
+(`log_to_file`), and Ctrl-C or SIGTERM to Snakemake reach its jobs (`forward_stop_signals`).
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
+import signal
 import sys
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 from causalpos import __version__
 from causalpos.devices import available_cpus, resolve_device
-from causalpos.io import read_tables, write_parquet
+from causalpos.io import DamagedFileError, move_aside, read_array, read_table, read_tables, write_parquet
 from causalpos.tables import ACTIVATION_TABLES
 from causalpos.workflow.digest import code_digest
 
 log = logging.getLogger("causalpos")
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def rebuilds_damaged_inputs(runner):
+    """Wrap a runner that reads other stages' files: a damaged one is renamed to <name>.damaged (kept for
+    a look; missing, so Snakemake reruns the rule that writes it) and the error says which rule that is.
+    Without this the file stays, every run fails on it again, and each failed job deletes its outputs."""
+
+    @functools.wraps(runner)
+    def run(*args, **kwargs):
+        try:
+            return runner(*args, **kwargs)
+        except DamagedFileError as err:
+            raise _moved_aside(err) from err
+
+    return run
+
+
+def _moved_aside(err: DamagedFileError) -> DamagedFileError:
+    from causalpos.workflow.paths import rule_writing  # not at the top: it would enter every stage's code digest
+
+    link = os.readlink(err.path) if os.path.islink(err.path) else None
+    moved = move_aside(err.path)
+    rule = rule_writing(err.path)
+    advice = f"moved to {moved}. " + (f"Rule {rule} rebuilds it: run the same snakemake command again."
+                                      if rule else "Rerun the step that writes it.")
+    if link:  # the rerun would link the same damaged copy again
+        advice += f" It was a link to {link} (the between-workflow cache): delete that file too."
+    return DamagedFileError(err.path, err.reason, advice)
 
 
 def run_sample(sources: list, heldout_fraction: float, seed: int, max_documents, output) -> None:
@@ -29,14 +67,13 @@ def run_sample(sources: list, heldout_fraction: float, seed: int, max_documents,
     log.info("sample: %d documents -> %s", len(documents), output)
 
 
+@rebuilds_damaged_inputs
 def run_tokenizer(documents_path, name, vocab_size: int, block_len: int, snippet_len: int, n_snippets: int,
                   seed: int, tokenizer_dir, tokens_dir) -> None:
     """Train (name None) or load the tokenizer, save it, and write token blocks and snippets."""
-    import pandas as pd
-
     from causalpos.models.tokenizer import load_tokenizer, train_bpe, write_snippets, write_token_blocks
 
-    documents = pd.read_parquet(documents_path)
+    documents = read_table(documents_path)
     start = time.perf_counter()
     if name is None:
         tokenizer = train_bpe(documents.loc[documents["split"] == "train", "text"], vocab_size=vocab_size)
@@ -62,11 +99,14 @@ def checkpoint_folder(root, model: str, settings: dict, blocks_json) -> str:
     return os.path.join(root, model, key)
 
 
+@rebuilds_damaged_inputs
 def run_train(model: str, settings: dict, tokens_dir, tokenizer_dir, out_dir, checkpoint_root,
               processes: int = 1) -> None:
-    """Train the `nope` or `rope` decoder; with processes > 1 through torchrun (DDP)."""
+    """Train the `nope` or `rope` decoder; with processes > 1 through torchrun (DDP).
+
+    SIGTERM or SIGINT stops the training after a checkpoint at the step it reached (it raises
+    models.train.TrainingInterrupted, or torchrun exits non-zero); the next run resumes from it."""
     import subprocess
-    import sys
     import tempfile
 
     checkpoints = checkpoint_folder(checkpoint_root, model, settings, os.path.join(tokens_dir, "blocks.json"))
@@ -83,11 +123,34 @@ def run_train(model: str, settings: dict, tokens_dir, tokenizer_dir, out_dir, ch
                "--checkpoints", checkpoints, "--config", fh.name, "--tokenizer", str(tokenizer_dir)]
     log.info("launch: %s", " ".join(command))
     try:
-        subprocess.run(command, check=True)
+        code = _run_stoppable(command)
     finally:
         os.unlink(fh.name)
+    if code:
+        raise subprocess.CalledProcessError(code, command)
 
 
+def _run_stoppable(command: list[str]) -> int:
+    """Run `command` (torchrun) to its end and pass it the first SIGTERM or SIGINT this process gets.
+
+    Its own session keeps a terminal's Ctrl-C from reaching it a second time (torchrun cuts its shutdown
+    short on a second signal); it gets SIGTERM if this process dies; and unlike subprocess.run, no
+    SIGKILL on an interrupt, which would orphan the ranks (torchrun starts them in sessions of their own)."""
+    import subprocess
+
+    proc = subprocess.Popen(command, start_new_session=True, preexec_fn=_parent_death_signal())
+    forwarded = []
+
+    def forward(signum, frame):
+        if not forwarded:
+            forwarded.append(signum)
+            proc.send_signal(signum)
+
+    with _handling(forward):
+        return proc.wait()
+
+
+@rebuilds_damaged_inputs
 def run_length_eval(model_dir, tokens_dir, factors, max_sequences: int, output, device: str = "auto") -> None:
     from causalpos.models.train import evaluate_lengths
 
@@ -103,6 +166,7 @@ def run_pretrained(name: str, spec: dict, out_dir) -> None:
     convert_gguf(spec, out_dir, f"extraction.pretrained.models.{name}")
 
 
+@rebuilds_damaged_inputs
 def run_extract(name: str, settings: dict, location, outputs: dict, documents=None, snippets=None,
                 device: str = "auto", seed: int = 0) -> None:
     """Scores of every layer, Figure 3's intermediates and the position probe of one model, to Parquet.
@@ -110,9 +174,6 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
     `settings["kind"]` is "trained" (the nope / rope folder, on the evaluation snippets) or
     "pretrained" (a folder or hub id, on held-out documents in its own tokenizer).
     """
-    import numpy as np
-    import pandas as pd
-
     from causalpos.models.extract import ATTENTION_NAME, extract
     from causalpos.models.pretrained import bos_prefix, load_for_extraction
     from causalpos.models.tokenizer import snippet_tokens
@@ -125,9 +186,9 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
     log.info("extract %s: %s loaded from %s on %s in %.1f s", name, type(model).__name__, location, dev,
              time.perf_counter() - started)
     if not pretrained:
-        tokens = np.load(snippets)
+        tokens = read_array(snippets)
     else:
-        tokens, _ = snippet_tokens(pd.read_parquet(documents), tokenizer, settings["seq_len"], settings["n_sequences"],
+        tokens, _ = snippet_tokens(read_table(documents), tokenizer, settings["seq_len"], settings["n_sequences"],
                                    seed=seed, settings=(f"{setting}.seq_len", f"{setting}.n_sequences"),
                                    prefix=bos_prefix(tokenizer))
     log.info("extract %s: %d sequences of %d tokens, batch %d", name, *tokens.shape, settings["batch_size"])
@@ -144,6 +205,7 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
              ", ".join(map(str, outputs.values())))
 
 
+@rebuilds_damaged_inputs
 def run_summary(scores, probes, out_dir) -> None:
     """The measured claims of Sections 4.2 and 5.2, per model and layer, to results/summary/."""
     from causalpos.analysis.summary import write_summaries
@@ -152,6 +214,7 @@ def run_summary(scores, probes, out_dir) -> None:
     log.info("summary -> %s", ", ".join(map(str, written.values())))
 
 
+@rebuilds_damaged_inputs
 def run_runtimes(benchmarks: dict, parquets: dict, table, html) -> None:
     """Run times of the expensive jobs (benchmark files and Parquet metadata) to a table and an HTML page."""
     from causalpos.io import atomic_path
@@ -164,6 +227,7 @@ def run_runtimes(benchmarks: dict, parquets: dict, table, html) -> None:
     log.info("runtimes: %d jobs, %.0f s in all -> %s, %s", len(frame), frame["seconds"].sum(), table, html)
 
 
+@rebuilds_damaged_inputs
 def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: dict) -> None:
     """The claims ledger from the other stages' Parquet results: a table, its Markdown and its figure."""
     from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
@@ -238,6 +302,7 @@ def run_simulation(name: str, params: dict, output, device: str = "auto", thread
              name, result.seconds, rate, result.sampler, result.device, output)
 
 
+@rebuilds_damaged_inputs
 def run_figure(figure: str, inputs: dict, options: dict, outputs) -> None:
     """Draw one figure; `inputs` maps a table name to the Parquet files it is read from."""
     from causalpos.figures.render import render_figure
@@ -249,12 +314,14 @@ def run_figure(figure: str, inputs: dict, options: dict, outputs) -> None:
 
 
 class log_to_file:
-    """Send the stage's log records (and any traceback) to `path`, as Snakemake's log: wants."""
+    """Around a Snakemake job's stage: send its log records (and any traceback) to `path`, as Snakemake's
+    log: wants; and stop the job when Snakemake dies (stop_with_parent)."""
 
     def __init__(self, path):
         self.path = path
 
     def __enter__(self):
+        stop_with_parent()
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self.handler = logging.FileHandler(self.path, mode="w")
         self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -271,3 +338,88 @@ class log_to_file:
         log.removeHandler(self.handler)
         self.handler.close()
         return False
+
+
+# ---------------------------------------------------------------- stopping jobs
+
+
+@contextmanager
+def _handling(handler, signals=(signal.SIGTERM, signal.SIGINT)):
+    """`handler` for `signals` while the block runs, but for those ignored (nohup, `cmd &` in a script)."""
+    previous = {sig: signal.signal(sig, handler) for sig in signals if signal.getsignal(sig) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, signal.SIG_DFL if old is None else old)
+
+
+def _prctl():
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _parent_death_signal(sig=signal.SIGTERM):
+    """A preexec_fn by which Linux sends the child `sig` when its parent dies (None elsewhere). prctl is
+    looked up here, before the fork: the child of a threaded process should do no more than call it."""
+    prctl = _prctl()
+    return None if prctl is None else functools.partial(prctl, PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+
+
+def stop_with_parent(sig=signal.SIGTERM) -> None:
+    """Have Linux send this process `sig` when its parent (Snakemake) dies, so no job outlives a killed
+    workflow; a training takes SIGTERM as a cue to checkpoint and stop. Does nothing off Linux."""
+    prctl = _prctl()
+    if prctl is None:
+        return
+    parent = os.getppid()
+    prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() != parent:  # it died before the request took effect
+        os.kill(os.getpid(), sig)
+
+
+def forward_stop_signals(local: bool = True, jobs=None) -> None:
+    """Make Ctrl-C and SIGTERM to Snakemake stop its running jobs: call it in the Snakefile's onstart with
+    `workflow.local_exec` (a cluster executor cancels its jobs itself, and its children are sbatch and
+    squeue calls, never to be signalled).
+
+    Snakemake 9 never signals its local jobs itself: on SIGINT it waits for them to end (and a second
+    Ctrl-C makes it exit and leaves them running), on SIGTERM it lets them finish, by design. So this
+    handler first sends SIGTERM to each job process (`jobs()`: pids, default this process's children:
+    a local Snakemake starts nothing else while jobs run), then does what Snakemake's handler does. A
+    training writes a checkpoint and stops; a job in a shell wrapper follows its shell (stop_with_parent)."""
+    if not local:
+        return
+    jobs = jobs or (lambda: _children(os.getpid()))
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(sig)
+        if previous not in (signal.SIG_IGN, None):
+            signal.signal(sig, functools.partial(_stop_jobs, jobs, previous))
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux /proc; none elsewhere)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:  # the field after the state
+                found.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+    return found
+
+
+def _stop_jobs(jobs, previous, signum, frame) -> None:
+    for pid in jobs():
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    if previous is signal.SIG_DFL:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    else:
+        previous(signum, frame)
