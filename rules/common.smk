@@ -150,3 +150,10 @@ def all_model_figures():
         for model in EXTRACTED
         for path in paths.figure_files(f"{ALL_LAYERS_FIGURE}_{model}", FORMATS)
     ]
+
+
+onstart:
+    # Ctrl-C or SIGTERM to Snakemake also stop its running jobs (alone, it waits for them to end)
+    from causalpos.workflow.stages import forward_stop_signals
+
+    forward_stop_signals(workflow.local_exec)

@@ -29,28 +29,21 @@ class MissingInputError(UserError):
     """A stage's input does not exist yet; the message names it and the command that makes it."""
 
 
-def _makers(config: dict, results: str) -> list[tuple[str, str]]:
-    """(result path or folder, the causalpos command that writes it), from the paths module."""
-    makers = [(paths.documents(results), "sample"), (paths.tokenizer_dir(results), "tokenizer"),
-              (paths.tokens_dir(results), "tokenizer"), (paths.theory_table(results), "theory")]
-    makers += [(paths.simulation_table(v, results), f"simulate {v}") for v in config["simulation"]["variants"]]
-    for model in MODELS:
-        makers += [(paths.model_file(model, "length_eval.parquet", results), f"evaluate {model}"),
-                   (paths.model_dir(model, results), f"train {model}")]
-    for model in extracted_models(config):
-        makers += [(paths.pretrained_dir(model, results), f"pretrained {model}")]
-        makers += [(path, f"extract {model}") for path in paths.activation_tables(model, results).values()]
-    return makers + [(path, "summary") for path in paths.summary_tables(results)]
+# the causalpos command that runs each rule's job (its wildcards filled in)
+RULE_COMMANDS = {"sample": "sample", "tokenizer": "tokenizer", "theory": "theory", "simulate": "simulate {variant}",
+                 "train": "train {model}", "length_eval": "evaluate {model}", "pretrained": "pretrained {model}",
+                 "extract": "extract {model}", "summary": "summary", "claims": "claims", "figure": "plot {figure}",
+                 "model_figure": "plot fig_all_layers --model {model}"}
 
 
-def require_inputs(files, config: dict, results: str) -> None:
+def require_inputs(files) -> None:
     """MissingInputError naming the first missing file and the command that writes it."""
     missing = [str(f) for f in files if not Path(f).exists()]
     if not missing:
         return
     first = missing[0]
-    command = next((c for prefix, c in _makers(config, results) if first == prefix or first.startswith(prefix + "/")),
-                   None)
+    writer = paths.writer_of(first)
+    command = RULE_COMMANDS.get(writer[0], "").format(**writer[1]) if writer else ""
     how = f"`causalpos {command}` makes it" if command else "the workflow makes it"
     more = f" (and {len(missing) - 1} more missing input(s))" if len(missing) > 1 else ""
     raise MissingInputError(f"{first} does not exist{more}; {how}, or run the whole workflow: "
@@ -69,7 +62,7 @@ def cmd_tokenizer(args, config):
     from causalpos.workflow.stages import run_tokenizer
 
     tok, ev = config["tokenizer"], config["evaluation"]
-    require_inputs([paths.documents(args.results)], config, args.results)
+    require_inputs([paths.documents(args.results)])
     run_tokenizer(paths.documents(args.results), tok["name"], tok["vocab_size"], tok["block_len"],
                   ev["snippet_len"], ev["n_snippets"], config["data"]["seed"],
                   paths.tokenizer_dir(args.results), paths.tokens_dir(args.results))
@@ -91,10 +84,11 @@ def cmd_extract(args, config):
         raise ConfigError(f"unknown model {args.model!r}; known: {extracted_models(config)}")
     location = model_location(config, args.model, args.results)
     if args.model in MODELS:
-        require_inputs([location, paths.tokens_file("snippets.npy", args.results)], config, args.results)
+        require_inputs([paths.model_file(args.model, "model.safetensors", args.results),
+                        paths.tokens_file("snippets.npy", args.results)])
     else:
         local = [location] if "gguf" in config["extraction"]["pretrained"]["models"][args.model] else []
-        require_inputs(local + [paths.documents(args.results)], config, args.results)
+        require_inputs(local + [paths.documents(args.results)])
     run_extract(args.model, extraction_settings(config, args.model), location,
                 paths.activation_tables(args.model, args.results), documents=paths.documents(args.results),
                 snippets=paths.tokens_file("snippets.npy", args.results), device=config["extraction"]["device"],
@@ -107,7 +101,7 @@ def cmd_summary(args, config):
     models = extracted_models(config)
     scores = [paths.activation_table(m, "scores", args.results) for m in models]
     probes = [paths.activation_table(m, "probe", args.results) for m in models]
-    require_inputs(scores + probes, config, args.results)
+    require_inputs(scores + probes)
     run_summary(scores, probes, paths.summary_dir(args.results))
 
 
@@ -115,7 +109,7 @@ def cmd_claims(args, config):
     from causalpos.workflow.stages import run_claims
 
     inputs = claims_inputs(config, args.results)
-    require_inputs([f for files in inputs.values() for f in files], config, args.results)
+    require_inputs([f for files in inputs.values() for f in files])
     run_claims(inputs, config["claims"], paths.summary_file("claims.parquet", args.results),
                paths.summary_file("claims.md", args.results),
                paths.figure_files(CLAIMS_FIGURE, config["plot"]["formats"], args.results), config["plot"])
@@ -150,7 +144,7 @@ def cmd_plot(args, config):
         options = {**config["plot"], "model": args.model}
         outputs = paths.figure_files(f"{ALL_LAYERS_FIGURE}_{args.model}", options["formats"], args.results)
         scores = paths.activation_table(args.model, "scores", args.results)
-        require_inputs([scores], config, args.results)
+        require_inputs([scores])
         run_figure(args.figure, {"scores": [scores]}, options, outputs)
         return
     if args.figure not in config["figures"]:
@@ -158,15 +152,14 @@ def cmd_plot(args, config):
     options = figure_options(config, args.figure)
     outputs = paths.figure_files(args.figure, options["formats"], args.results)
     inputs = figure_inputs(config, args.figure, args.results)
-    require_inputs([f for files in inputs.values() for f in files], config, args.results)
+    require_inputs([f for files in inputs.values() for f in files])
     run_figure(args.figure, inputs, options, outputs)
 
 
 def cmd_train(args, config):
     from causalpos.workflow.stages import run_train
 
-    require_inputs([paths.tokens_file("blocks.json", args.results), paths.tokenizer_dir(args.results)], config,
-                   args.results)
+    require_inputs([paths.tokens_file("blocks.json", args.results), f"{paths.tokenizer_dir(args.results)}/tokenizer.json"])
     run_train(args.model, dict(config.get("training") or {}), paths.tokens_dir(args.results),
               paths.tokenizer_dir(args.results), paths.model_dir(args.model, args.results),
               paths.checkpoints_dir(args.results),
@@ -178,7 +171,7 @@ def cmd_evaluate(args, config):
 
     ev = config["evaluation"]
     require_inputs([paths.model_file(args.model, "model.safetensors", args.results),
-                    paths.tokens_file("blocks.json", args.results)], config, args.results)
+                    paths.tokens_file("blocks.json", args.results)])
     run_length_eval(paths.model_dir(args.model, args.results), paths.tokens_dir(args.results), ev["length_factors"],
                     ev["length_sequences"], paths.model_file(args.model, "length_eval.parquet", args.results),
                     device=(config.get("training") or {}).get("device", "auto"))

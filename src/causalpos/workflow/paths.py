@@ -127,13 +127,25 @@ def _regex(pattern: str) -> re.Pattern:
     # {results} may be any folder (absolute, nested); other wildcards one path component; a path
     # outside the results folder (the benchmarks) may sit below the working directory
     parts = re.split(r"\{(\w+)\}", pattern)
-    body = "".join(re.escape(text) if i % 2 == 0 else (".+" if text == "results" else "[^/]+")
+    body = "".join(re.escape(text) if i % 2 == 0 else
+                   (f"(?P<{text}>.+)" if text == "results" else f"(?P<{text}>[^/]+)")
                    for i, text in enumerate(parts))
     return re.compile(body if pattern.startswith("{results}") else f"(?:.+/)?{body}")
+
+
+def writer_of(path) -> tuple[str, dict] | None:
+    """(rule, wildcards) of the job whose output `path` is, e.g. ("simulate", {"variant": "l2_alpha0.0",
+    "results": "results"}) for results/simulation/l2_alpha0.0.parquet; None if no rule writes it."""
+    text = str(path).replace("\\", "/")
+    for rule, pattern in writers():
+        match = _regex(pattern).fullmatch(text)
+        if match:
+            return rule, match.groupdict()
+    return None
 
 
 def rule_writing(path) -> str | None:
     """The rule whose output `path` is (None if no rule writes it), e.g. "simulate" for
     results/simulation/l2_alpha0.0.parquet."""
-    text = str(path).replace("\\", "/")
-    return next((rule for rule, pattern in writers() if _regex(pattern).fullmatch(text)), None)
+    found = writer_of(path)
+    return found[0] if found else None
