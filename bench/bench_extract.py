@@ -1,28 +1,28 @@
-"""Peak memory and time of the score extraction against `output_attentions=True` with eager attention.
+"""Peak memory and time of the score extraction against `output_attentions=True` and a plain forward.
 
-Both sides average every layer's attention over the same sequences of the same
-pretrained model (SmolLM2-135M by default: 30 layers, 9 heads, 3 KV heads),
-running the decoder without its LM head (no logits on either side):
+Every side runs the decoder without its LM head (no logits) over the same random
+sequences of the same pretrained model (SmolLM2-135M: 30 layers, 9 heads, 3 KV heads;
+Gemma-3-270M: 18 layers, 4 heads, 1 KV head, sliding windows of 512):
 
-- recorder: the reduction alone, `causalpos.models.extract.ScoreRecorder` passed to the
-  attention function registered in transformers' AttentionInterface (running
-  float64 sums per layer, transformers' SDPA for the output), then mean and SEM;
-- extract: all of `causalpos.models.extract.extract` (the same reduction, plus the long
-  Parquet-ready table of every layer's lower triangle);
-- eager: attn_implementation="eager", output_attentions=True, the returned
-  per-layer [batch, heads, S, S] probabilities averaged afterwards (what a
-  notebook does; TransformerLens' run_with_cache keeps the same tensors).
+- plain: attn_implementation="sdpa", nothing recorded: what the model costs anyway;
+- eager: attn_implementation="eager", output_attentions=True, the returned per-layer
+  [batch, heads, S, S] probabilities averaged afterwards (what a notebook does;
+  TransformerLens' run_with_cache keeps the same tensors);
+- recorder: the reduction alone, `causalpos.models.recorder.ScoreRecorder` passed to the
+  attention function registered in transformers' AttentionInterface (running float64
+  sums of the lower triangle per layer, transformers' SDPA for the output), then mean and SEM;
+- extract: all of `causalpos.models.extract.extract_to_files` with the default run's settings
+  (Figure 3's intermediates of layer 0, the position probe on up to 200 sequences at 32
+  positions, 16 bootstrap groups), writing the four Parquet tables to a temporary folder.
 
-Our sides run at the eager batch and at --our-batch (1 by default: the reduction's
-memory does not depend on how many sequences there are, so it needs no big batch).
+Each side runs in its own process. "extra" memory is the peak resident set during the
+computation minus the resident set just before it (model loaded, weights touched), so it
+is what the method itself costs; the peak is reset through /proc/self/clear_refs first.
+Time is per sequence; "x plain" is the side's time over the plain forward's at its batch.
 
-Each side runs in its own process. "extra" memory is the peak resident set
-during the computation minus the resident set just before it (model loaded,
-weights touched), so it is what the method itself costs; the peak is reset
-through /proc/self/clear_refs before each measurement.
-
-    python bench/bench_extract.py                       # S = 512, 8 sequences; eager batch 8, ours 8 and 1
-    python bench/bench_extract.py --seq-len 1024 --sequences 16 --json out.json
+    python bench/bench_extract.py                                  # SmolLM2, S = 1,024, 8 sequences, batch 8 and 1
+    python bench/bench_extract.py --gguf gemma3-270m --threads 1 --json out.json
+    python bench/bench_extract.py --sides extract --batches 1 --sequences 4 16   # memory against the sequences
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+FOLDERS = {"smollm2-135m": "smollm2_135m", "gemma3-270m": "gemma3_270m"}  # results/pretrained/<name>
+SIDES = ("plain", "eager", "recorder", "extract")
 
 
 def rss_kib(field: str) -> int:
@@ -50,93 +52,131 @@ def reset_peak() -> None:
         fh.write("5")  # Linux: reset VmHWM (the peak resident set) to the current resident set
 
 
+def run_side(side: str, model, tokens, batch: int) -> dict:
+    """The side's computation: a checksum (so that nothing is optimised away), for extract also the
+    seconds of its loop over the batches (the rest writes the tables: a cost that does not grow with
+    the number of sequences)."""
+    import torch
+
+    from causalpos.models.extract import extract_to_files, mean_probabilities_eager
+    from causalpos.models.recorder import ScoreRecorder
+    from causalpos.tables import ACTIVATION_TABLES
+
+    batches = [torch.from_numpy(tokens[i:i + batch]) for i in range(0, len(tokens), batch)]
+    if side == "plain":
+        return {"checksum": float(sum(model.model(input_ids=b, use_cache=False).last_hidden_state[:, -1].sum()
+                                      for b in batches))}
+    if side == "eager":
+        return {"checksum": float(mean_probabilities_eager(model, tokens, batch_size=batch).sum())}
+    if side == "recorder":
+        recorder = ScoreRecorder(model.config.num_hidden_layers, tokens.shape[1], torch.device("cpu"))
+        for b in batches:
+            model.model(input_ids=b, use_cache=False, causalpos_recorder=recorder)
+        return {"checksum": float(recorder.mean_and_sem()[0].sum())}
+    with tempfile.TemporaryDirectory(prefix="bench_extract_") as folder:
+        paths = {table: Path(folder) / f"{table}.parquet" for table in ACTIVATION_TABLES}
+        probe = 200 if len(tokens) >= 5 else 0  # the probe needs 5 sequences
+        loop = extract_to_files(model, tokens, "bench", "pretrained", paths, batch_size=batch, intermediates_layer=0,
+                                probe_sequences=probe, probe_positions=32, n_groups=16, progress=False)
+        return {"checksum": float(sum(p.stat().st_size for p in paths.values())), "loop_seconds": loop}
+
+
 def one_side(side: str, folder: str, seq_len: int, n: int, batch: int, threads: int) -> dict:
     import numpy as np
     import torch
     from transformers import AutoModelForCausalLM
 
-    from causalpos.models.extract import ATTENTION_NAME, ScoreRecorder, extract, mean_probabilities_eager
+    from causalpos.models.recorder import ATTENTION_NAME
 
     torch.set_num_threads(threads)
-    attention = "eager" if side == "eager" else ATTENTION_NAME
+    attention = {"plain": "sdpa", "eager": "eager"}.get(side, ATTENTION_NAME)
     model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=attention, dtype=torch.float32).eval()
     tokens = np.random.default_rng(0).integers(0, model.config.vocab_size, size=(n, seq_len))
-    batches = [torch.from_numpy(tokens[i:i + batch]) for i in range(0, n, batch)]
-    with torch.no_grad():  # touch every weight once, so both sides start from the same resident set
-        model.model(input_ids=batches[0][:1, :8])
+    with torch.no_grad():  # touch every weight once, so all sides start from the same resident set
+        model.model(input_ids=torch.from_numpy(tokens[:1, :8]))
     reset_peak()
     before = rss_kib("VmRSS")
     start = time.perf_counter()
     with torch.no_grad():
-        if side == "extract":
-            result = extract(model, tokens, "bench", "pretrained", batch_size=batch, intermediates_layer=None,
-                             probe_sequences=0)
-            checksum = float(result.scores["score_mean"].sum())
-        elif side == "recorder":
-            recorder = ScoreRecorder(model.config.num_hidden_layers, seq_len, torch.device("cpu"))
-            for tokens_batch in batches:
-                model.model(input_ids=tokens_batch, use_cache=False, causalpos_recorder=recorder)
-            checksum = float(recorder.mean_and_sem()[0].sum())
-        else:
-            checksum = float(mean_probabilities_eager(model, tokens, batch_size=batch).sum())
+        result = run_side(side, model, tokens, batch)
     seconds = time.perf_counter() - start
     peak = rss_kib("VmHWM")
     return {"side": side, "seconds": seconds, "extra_mib": (peak - before) / 1024, "peak_mib": peak / 1024,
-            "before_mib": before / 1024, "checksum": checksum}
+            "before_mib": before / 1024, **result}
 
 
-def model_folder(path: str | None) -> str:
-    """The safetensors folder of the pretrained model; converted from the embedded GGUF when not given."""
+def model_folder(path: str | None, gguf: str) -> str:
+    """The safetensors folder: --model, else results/pretrained/<model>, else converted from the embedded GGUF."""
     if path:
         return path
-    default = ROOT / "results" / "pretrained" / "smollm2_135m"
+    default = ROOT / "results" / "pretrained" / FOLDERS[gguf]
     if (default / "model.safetensors").exists():
         return str(default)
     from causalpos.models.pretrained import convert_gguf
 
-    out = Path(tempfile.mkdtemp(prefix="bench_extract_")) / "smollm2_135m"
-    convert_gguf({"gguf": "embedded"}, out, "bench")
+    out = Path(tempfile.mkdtemp(prefix="bench_extract_")) / FOLDERS[gguf]
+    convert_gguf({"gguf": gguf}, out, "bench")
     return str(out)
+
+
+def child(side: str, folder: str, args, batch: int, n: int) -> dict:
+    command = [sys.executable, __file__, "--side", side, "--model", folder, "--seq-len", str(args.seq_len),
+               "--sequences", str(n), "--batches", str(batch), "--threads", str(args.threads)]
+    out = subprocess.run(command, capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"{side}, batch {batch}, {n} sequences failed:\n{out.stderr[-3000:]}")
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "batch": batch, "sequences": n}
+
+
+def report(results: list, folder: str, args) -> None:
+    print(f"model {folder}, S = {args.seq_len}, {args.threads} threads")
+    print(f"{'side':<9} {'batch':>5} {'seqs':>5} {'s/seq':>7} {'extra MiB':>10} {'peak MiB':>9} "
+          f"{'eager/this: extra':>18} {'time x plain':>13}")
+    for row in results:
+        same = {r["side"]: r for r in results if r["batch"] == row["batch"] and r["sequences"] == row["sequences"]}
+        per_sequence = row["seconds"] / row["sequences"]
+        ratio = same["eager"]["extra_mib"] / max(row["extra_mib"], 1e-9) if "eager" in same else float("nan")
+        versus = row["seconds"] / same["plain"]["seconds"] if "plain" in same else float("nan")
+        row.update(seconds_per_sequence=per_sequence, eager_extra_ratio=ratio, time_vs_plain=versus)
+        print(f"{row['side']:<9} {row['batch']:>5} {row['sequences']:>5} {per_sequence:>7.2f} "
+              f"{row['extra_mib']:>10.0f} {row['peak_mib']:>9.0f} {ratio:>17.1f}x {versus:>12.2f}x")
+    for row in results:
+        if "loop_seconds" not in row:
+            continue
+        # the loop's time per sequence, plus the tables once (they do not grow with the sequences)
+        loop, tables = row["loop_seconds"], row["seconds"] - row["loop_seconds"]
+        row["estimate_1000_s"] = loop / row["sequences"] * 1000 + tables
+        plain = [r for r in results if r["side"] == "plain" and (r["batch"], r["sequences"]) ==
+                 (row["batch"], row["sequences"])]
+        row["loop_vs_plain"] = loop / plain[0]["seconds"] if plain else float("nan")
+        print(f"extract, batch {row['batch']}, {row['sequences']} sequences: loop {loop / row['sequences']:.2f} "
+              f"s/sequence ({row['loop_vs_plain']:.2f}x plain), tables {tables:.1f} s; 1,000 sequences: about "
+              f"{row['estimate_1000_s'] / 3600:.2f} h")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", help="safetensors folder (default: results/pretrained/smollm2_135m, or convert)")
-    parser.add_argument("--seq-len", type=int, default=512)
-    parser.add_argument("--sequences", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=8, help="batch of the eager side (and of ours, once)")
-    parser.add_argument("--our-batch", type=int, default=1, help="our second batch size")
+    parser.add_argument("--model", help="safetensors folder (default: results/pretrained/<model>, or convert)")
+    parser.add_argument("--gguf", choices=sorted(FOLDERS), default="smollm2-135m", help="embedded model")
+    parser.add_argument("--seq-len", type=int, default=1024)
+    parser.add_argument("--sequences", type=int, nargs="+", default=[8])
+    parser.add_argument("--batches", type=int, nargs="+", default=[8, 1], help="batch sizes")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--side", choices=["recorder", "extract", "eager"], help=argparse.SUPPRESS)  # child process
+    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # child process
     args = parser.parse_args()
     if args.side:
-        print(json.dumps(one_side(args.side, args.model, args.seq_len, args.sequences, args.batch, args.threads)))
+        print(json.dumps(one_side(args.side, args.model, args.seq_len, args.sequences[0], args.batches[0],
+                                  args.threads)))
         return
-
-    folder = model_folder(args.model)
-    runs = [("eager", args.batch), ("recorder", args.batch), ("extract", args.batch),
-            ("recorder", args.our_batch), ("extract", args.our_batch)]
-    results = []
-    for side, batch in runs:
-        out = subprocess.run([sys.executable, __file__, "--side", side, "--model", folder, "--seq-len",
-                              str(args.seq_len), "--sequences", str(args.sequences), "--batch", str(batch),
-                              "--threads", str(args.threads)], check=True, capture_output=True, text=True)
-        results.append({**json.loads(out.stdout.strip().splitlines()[-1]), "batch": batch})
-    eager = results[0]
-    print(f"model {folder}, S = {args.seq_len}, {args.sequences} sequences, {args.threads} threads")
-    print(f"{'side':<10} {'batch':>5} {'time s':>8} {'extra MiB':>10} {'peak MiB':>9} "
-          f"{'eager/this: extra mem':>22} {'peak mem':>9} {'time':>6}")
-    for row in results:
-        row["extra_memory_ratio"] = eager["extra_mib"] / max(row["extra_mib"], 1e-9)
-        row["peak_memory_ratio"] = eager["peak_mib"] / row["peak_mib"]
-        row["time_ratio"] = eager["seconds"] / row["seconds"]
-        print(f"{row['side']:<10} {row['batch']:>5} {row['seconds']:>8.2f} {row['extra_mib']:>10.0f} "
-              f"{row['peak_mib']:>9.0f} {row['extra_memory_ratio']:>21.1f}x {row['peak_memory_ratio']:>8.1f}x "
-              f"{row['time_ratio']:>5.2f}x")
+    folder = model_folder(args.model, args.gguf)
+    results = [child(side, folder, args, batch, n) for n in args.sequences for batch in args.batches
+               for side in args.sides]
+    report(results, folder, args)
     if args.json:
-        Path(args.json).write_text(json.dumps({"runs": results, "seq_len": args.seq_len,
-                                               "sequences": args.sequences}, indent=1))
+        Path(args.json).write_text(json.dumps({"runs": results, "seq_len": args.seq_len, "model": folder,
+                                               "threads": args.threads}, indent=1))
 
 
 if __name__ == "__main__":

