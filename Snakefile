@@ -1,5 +1,6 @@
 # causalpos: reproduce "Behind RoPE: How Does Causal Mask Encode Positional Information?"
 # Run:  snakemake --cores 8 all_figures      (config: config.yaml, checked before any job)
+#       snakemake --cores 8 length_seeds     (the length comparison over training seeds: more trainings)
 
 
 # config.yaml unless --configfile names another: `--configfile .test/config.yaml` runs that config alone
@@ -25,11 +26,12 @@ include: "rules/report.smk"
 
 rule all:
     input:
-        paths.theory_table(),
+        paths.theory_table(RESULTS),
         rules.tokenizer.output,
-        [paths.model_file(m, "length_eval.parquet") for m in MODELS],
+        [paths.model_file(m, "length_eval.parquet", RESULTS) for m in MODELS],
         all_simulations(),
-        paths.summary_tables(),
+        paths.summary_tables(RESULTS),
+        rules.emergence_summary.output,
         rules.claims.output,
         rules.runtimes.output,
         rules.config_record.output,

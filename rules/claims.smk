@@ -5,13 +5,13 @@ rule claims:
     input:
         unpack(claims_inputs),
     output:
-        table=paths.summary_file("claims.parquet"),
-        markdown=paths.summary_file("claims.md"),
+        table=paths.summary_file("claims.parquet", RESULTS),
+        markdown=paths.summary_file("claims.md", RESULTS),
         figures=report_figures(
             CLAIMS_FIGURE, caption="../report/claims.rst", category="Claims"
         ),
     log:
-        "logs/claims.log",
+        log_path("claims.log"),
     conda:
         "../envs/causalpos.yaml"
     params:

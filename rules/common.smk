@@ -9,6 +9,7 @@ from causalpos.figures.registry import (
     ALL_LAYERS_FIGURE,
     CLAIMS_FIGURE,
     FIGURES as FIGURE_SPECS,
+    LENGTH_SEEDS_FIGURE,
 )
 from causalpos.simulation.variant import Variant
 from causalpos.workflow import paths, provenance
@@ -16,11 +17,16 @@ from causalpos.workflow.config import (
     MODELS,
     check_duplicate_keys,
     claims_inputs as config_claims_inputs,
+    emergence_settings,
+    emergence_variants,
+    extra_seeds,
     extracted_models,
     extraction_settings as config_extraction_settings,
     figure_inputs as config_figure_inputs,
     figure_options,
     model_location,
+    results_dir,
+    snapshot_steps,
     validate_config,
     variant_params,
 )
@@ -36,16 +42,27 @@ for path in workflow.configfiles:
     check_duplicate_keys(path)
 validate_config(config, devices=workflow.local_exec and workflow.is_main_process)
 
+# every result under RESULTS (and its logs and benchmarks too unless it is "results")
+RESULTS = results_dir(config)
 VARIANTS = list(config["simulation"]["variants"])
 FIGURES = list(config["figures"])
 FORMATS = list(config["plot"]["formats"])
 EXTRACTED = extracted_models(config)
+# the steps of the trained models' weight-only snapshots; other training seeds (target length_seeds)
+SNAPSHOTS = snapshot_steps(config)
+SEEDS = extra_seeds(config)
 
 
 wildcard_constraints:
     variant="|".join(map(re.escape, VARIANTS)),
     figure="|".join(map(re.escape, FIGURES)) or "(?!)",
     model="|".join(map(re.escape, EXTRACTED)),
+    seed=r"\d+",
+
+
+def log_path(name):
+    """A rule's log: logs/<name> for the default results folder, <results>/logs/<name> otherwise."""
+    return paths.log_file(name, RESULTS)
 
 
 def upstream_of(rule):
@@ -56,7 +73,7 @@ def upstream_of(rule):
 
 
 def all_simulations():
-    return [paths.simulation_table(v) for v in VARIANTS]
+    return [paths.simulation_table(v, RESULTS) for v in VARIANTS]
 
 
 def report_figures(stem, caption="../report/figure.rst", category="Figures"):
@@ -69,7 +86,7 @@ def report_figures(stem, caption="../report/figure.rst", category="Figures"):
             subcategory=lambda wildcards: figure_section(stem.format(**wildcards)),
             labels={"figure": stem, "format": path.rsplit(".", 1)[1]},
         )
-        for path in paths.figure_files(stem, FORMATS)
+        for path in paths.figure_files(stem, FORMATS, RESULTS)
     ]
 
 
@@ -89,7 +106,11 @@ def figure_caption(wildcards):
 
 
 def all_figure_files():
-    return [path for figure in FIGURES for path in paths.figure_files(figure, FORMATS)]
+    return [
+        path
+        for figure in FIGURES
+        for path in paths.figure_files(figure, FORMATS, RESULTS)
+    ]
 
 
 def figure_inputs(wildcards):
@@ -123,12 +144,12 @@ def extraction_inputs(wildcards):
     model = wildcards.model
     if not is_pretrained(model):
         return {
-            "model": paths.model_file(model, "model.safetensors"),
-            "tokens": paths.tokens_file("snippets.npy"),
+            "model": paths.model_file(model, "model.safetensors", RESULTS),
+            "tokens": paths.tokens_file("snippets.npy", RESULTS),
         }
-    inputs = {"documents": paths.documents()}
+    inputs = {"documents": paths.documents(RESULTS)}
     if "gguf" in pretrained_spec(wildcards):
-        inputs["model"] = paths.pretrained_dir(model)
+        inputs["model"] = paths.pretrained_dir(model, RESULTS)
     return inputs
 
 
@@ -148,8 +169,30 @@ def all_model_figures():
     return [
         path
         for model in EXTRACTED
-        for path in paths.figure_files(f"{ALL_LAYERS_FIGURE}_{model}", FORMATS)
+        for path in paths.figure_files(f"{ALL_LAYERS_FIGURE}_{model}", FORMATS, RESULTS)
     ]
+
+
+def seed_runs():
+    """(model, seed, length_eval.parquet) of every training in the length comparison over seeds."""
+    seed = int((config.get("training") or {}).get("seed", 0))
+    runs = [
+        (m, seed, paths.model_file(m, "length_eval.parquet", RESULTS)) for m in MODELS
+    ]
+    return runs + [
+        (m, s, paths.seed_model_file(m, s, "length_eval.parquet", RESULTS))
+        for m in MODELS
+        for s in SEEDS
+    ]
+
+
+def seed_training_settings(wildcards):
+    """The training section with another seed and no snapshots (only the length is measured)."""
+    return {
+        **dict(config.get("training") or {}),
+        "seed": int(wildcards.seed),
+        "snapshot_steps": 0,
+    }
 
 
 onstart:

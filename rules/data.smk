@@ -1,8 +1,8 @@
 rule sample:
     output:
-        paths.documents(),
+        paths.documents(RESULTS),
     log:
-        "logs/sample.log",
+        log_path("sample.log"),
     conda:
         "../envs/causalpos.yaml"
     params:
@@ -17,17 +17,17 @@ rule sample:
 
 rule tokenizer:
     input:
-        paths.documents(),
+        paths.documents(RESULTS),
     output:
-        tokenizer=f"{paths.tokenizer_dir()}/tokenizer.json",
-        tokenizer_config=f"{paths.tokenizer_dir()}/tokenizer_config.json",
-        train=paths.tokens_file("train.npy"),
-        heldout=paths.tokens_file("heldout.npy"),
-        blocks=paths.tokens_file("blocks.json"),
-        snippets=paths.tokens_file("snippets.npy"),
-        snippet_documents=paths.tokens_file("snippets.parquet"),
+        tokenizer=f"{paths.tokenizer_dir(RESULTS)}/tokenizer.json",
+        tokenizer_config=f"{paths.tokenizer_dir(RESULTS)}/tokenizer_config.json",
+        train=paths.tokens_file("train.npy", RESULTS),
+        heldout=paths.tokens_file("heldout.npy", RESULTS),
+        blocks=paths.tokens_file("blocks.json", RESULTS),
+        snippets=paths.tokens_file("snippets.npy", RESULTS),
+        snippet_documents=paths.tokens_file("snippets.parquet", RESULTS),
     log:
-        "logs/tokenizer.log",
+        log_path("tokenizer.log"),
     cache: True  # between workflows; no benchmark: allowed (see rule pretrained)
     conda:
         "../envs/causalpos.yaml"

@@ -3,9 +3,9 @@
 # the job's run time is in the report's statistics and in results/summary/runtimes.parquet.
 rule pretrained:
     output:
-        directory(paths.pretrained_dir("{model}")),
+        directory(paths.pretrained_dir("{model}", RESULTS)),
     log:
-        "logs/pretrained/{model}.log",
+        log_path("pretrained/{model}.log"),
     cache: True
     conda:
         "../envs/causalpos.yaml"
@@ -22,9 +22,9 @@ rule extract:
     input:
         unpack(extraction_inputs),
     output:
-        **paths.activation_tables("{model}"),
+        **paths.activation_tables("{model}", RESULTS),
     log:
-        "logs/extract/{model}.log",
+        log_path("extract/{model}.log"),
     cache: True
     conda:
         "../envs/causalpos.yaml"
@@ -44,12 +44,12 @@ rule extract:
 
 rule summary:
     input:
-        scores=[paths.activation_table(m, "scores") for m in EXTRACTED],
-        probe=[paths.activation_table(m, "probe") for m in EXTRACTED],
+        scores=[paths.activation_table(m, "scores", RESULTS) for m in EXTRACTED],
+        probe=[paths.activation_table(m, "probe", RESULTS) for m in EXTRACTED],
     output:
-        paths.summary_tables(),
+        paths.summary_tables(RESULTS),
     log:
-        "logs/summary.log",
+        log_path("summary.log"),
     conda:
         "../envs/causalpos.yaml"
     params:
@@ -61,11 +61,11 @@ rule summary:
 
 rule model_figure:
     input:
-        scores=paths.activation_table("{model}", "scores"),
+        scores=paths.activation_table("{model}", "scores", RESULTS),
     output:
         report_figures("fig_all_layers_{model}"),
     log:
-        "logs/figures/fig_all_layers_{model}.log",
+        log_path("figures/fig_all_layers_{model}.log"),
     conda:
         "../envs/causalpos.yaml"
     params:

@@ -4,7 +4,7 @@ rule figure:
     output:
         report_figures("{figure}"),
     log:
-        "logs/figures/{figure}.log",
+        log_path("figures/{figure}.log"),
     conda:
         "../envs/causalpos.yaml"
     params:

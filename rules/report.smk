@@ -4,18 +4,19 @@
 
 rule runtimes:
     input:
-        train=[paths.train_benchmark(m) for m in MODELS],
+        train=[paths.train_benchmark(m, RESULTS) for m in MODELS],
+        emergence=[paths.emergence_benchmark(m, RESULTS) for m in MODELS],
         simulate=all_simulations(),
-        extract=[paths.activation_table(m, "scores") for m in EXTRACTED],
+        extract=[paths.activation_table(m, "scores", RESULTS) for m in EXTRACTED],
     output:
-        table=paths.summary_file("runtimes.parquet"),
+        table=paths.summary_file("runtimes.parquet", RESULTS),
         html=report(
-            paths.summary_file("runtimes.html"),
+            paths.summary_file("runtimes.html", RESULTS),
             caption="../report/runtimes.rst",
             category="Runtimes",
         ),
     log:
-        "logs/runtimes.log",
+        log_path("runtimes.log"),
     conda:
         "../envs/causalpos.yaml"
     params:
@@ -30,12 +31,12 @@ rule runtimes:
 rule config_record:
     output:
         report(
-            paths.summary_file("config.html"),
+            paths.summary_file("config.html", RESULTS),
             caption="../report/config.rst",
             category="Configuration",
         ),
     log:
-        "logs/config_record.log",
+        log_path("config_record.log"),
     conda:
         "../envs/causalpos.yaml"
     params:

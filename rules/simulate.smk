@@ -1,8 +1,8 @@
 rule simulate:
     output:
-        paths.simulation_table("{variant}"),
+        paths.simulation_table("{variant}", RESULTS),
     log:
-        "logs/simulate/{variant}.log",
+        log_path("simulate/{variant}.log"),
     cache: True  # between workflows; no benchmark: allowed (see rule pretrained)
     conda:
         "../envs/causalpos.yaml"

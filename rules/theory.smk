@@ -1,8 +1,8 @@
 rule theory:
     output:
-        paths.theory_table(),
+        paths.theory_table(RESULTS),
     log:
-        "logs/theory.log",
+        log_path("theory.log"),
     conda:
         "../envs/causalpos.yaml"
     params:

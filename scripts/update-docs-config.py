@@ -47,6 +47,14 @@ MEANINGS = {
     "evaluation.n_snippets": "how many snippets",
     "train_processes": "> 1: the train job runs itself under torchrun (DDP, NCCL on GPU, gloo on CPU)",
     "training.steps": "optimizer steps",
+    "training.snapshot_steps": "weight-only snapshots for rule emergence: n gives step 0, the last and n - 2 "
+                               "log-spaced steps between (8: 0, 3, 8, 24, 68, 194, 558, 1600); a list gives those "
+                               "steps and 0 and the last; 0 none (then no figE1_emergence)",
+    "evaluation.seeds": "other training seeds for the length comparison over seeds: target `length_seeds` trains "
+                        "nope and rope again with each (not part of `all`); must differ from `training.seed`",
+    "results": "the folder every result goes to; a config with a folder of its own "
+               "(`config/nope-large.yaml`: results/nope-large) runs beside the default run, its logs and "
+               "benchmarks inside that folder too",
     "training.micro_batch": "sequences (blocks) per forward/backward, per process",
     "training.grad_accum": "micro batches per optimizer step; global batch = micro_batch x grad_accum x processes",
     "training.lr": "peak learning rate, reached at the end of the linear warmup",

@@ -49,12 +49,16 @@ def edit(root, relative: str) -> None:
 
 
 @pytest.mark.parametrize("relative, changed", [
-    ("models/train.py", {"train", "length_eval"}),
-    ("models/extract.py", {"extract"}),
+    ("models/train.py", {"train", "length_eval", "emergence"}),
+    ("models/extract.py", {"extract", "emergence"}),
+    ("models/snapshots.py", {"train", "length_eval", "emergence"}),
+    ("models/emergence.py", {"emergence"}),
     ("simulation/engine.py", {"simulate"}),
     ("simulation/theory.py", {"theory", "plot"}),
-    ("analysis/triangles.py", {"summary", "plot", "claims"}),
-    ("figures/style.py", {"plot", "claims"}),
+    ("analysis/triangles.py", {"summary", "plot", "claims", "emergence_summary"}),
+    ("analysis/emergence.py", {"emergence_summary"}),
+    ("analysis/lengths.py", {"length_seeds"}),
+    ("figures/style.py", {"plot", "claims", "length_seeds"}),
 ])
 def test_an_edit_changes_the_digest_of_the_stages_that_run_it_only(source_copy, relative, changed):
     before = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}

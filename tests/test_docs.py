@@ -213,9 +213,12 @@ def test_configuration_tables_are_up_to_date():
 
 def test_results_page_lists_every_column():
     from causalpos import tables
-    from causalpos.analysis import runtimes, summary
+    from causalpos.analysis import emergence, lengths, runtimes, summary
     from causalpos.analysis.claims import catalogue
 
+    loss_columns = next(ast.literal_eval(n.value) for n in ast.parse(text(ROOT / "src" / "causalpos" / "models"
+                                                                             / "emergence.py")).body
+                        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "LOSS_COLUMNS")
     train = ast.parse(text(ROOT / "src" / "causalpos" / "models" / "train.py"))  # no torch import for a list
     metric_columns = next(ast.literal_eval(n.value) for n in train.body
                           if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "METRIC_COLUMNS")
@@ -224,7 +227,9 @@ def test_results_page_lists_every_column():
     lists |= {name: getattr(summary, name) for name in ("NONRELATIVENESS_COLUMNS", "INCREASING_COLUMNS",
                                                          "PROBE_SUMMARY_COLUMNS")}
     lists |= {"LEDGER_COLUMNS": catalogue.LEDGER_COLUMNS, "EXTRA_COLUMNS": catalogue.EXTRA_COLUMNS,
-              "RUNTIME_COLUMNS": runtimes.RUNTIME_COLUMNS, "METRIC_COLUMNS": metric_columns}
+              "RUNTIME_COLUMNS": runtimes.RUNTIME_COLUMNS, "METRIC_COLUMNS": metric_columns,
+              "EMERGENCE_COLUMNS": emergence.EMERGENCE_COLUMNS, "LENGTH_SEED_COLUMNS": lengths.LENGTH_SEED_COLUMNS,
+              "LOSS_COLUMNS": loss_columns}
     page = text(DOCS / "results.md")
     missing = {name: [c for c in columns if f"`{c}`" not in page] for name, columns in lists.items()}
     assert {k: v for k, v in missing.items() if v} == {}, "docs/results.md lacks these columns"

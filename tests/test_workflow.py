@@ -117,6 +117,8 @@ TRAINED_ANALYSIS = {("extract", "nope"), ("extract", "rope"), ("model_figure", "
                     ("figure", "figC1_nope_vs_rope"), ("figure", "figM1_nonrelativeness"),
                     ("figure", "figM2_increasing_fraction"), ("figure", "figM3_position_probe")}
 LLM_ANALYSIS = {("extract", "smollm2_135m"), ("model_figure", "smollm2_135m"), ("figure", "fig05_llms")}
+# the extraction at every training snapshot, its table and figure
+EMERGENCE = {("emergence", "nope"), ("emergence", "rope"), ("emergence_summary", ""), ("figure", "figE1_emergence")}
 
 
 CONFIG_PAGE = {("config_record", "")}  # the report's copy of the configuration: any config edit
@@ -125,7 +127,7 @@ CONFIG_PAGE = {("config_record", "")}  # the report's copy of the configuration:
 def with_ledger(jobs: set) -> set:
     """The jobs plus what gathers their results: the run-time table and the claims ledger."""
     rules = {rule for rule, _ in jobs}
-    extra = {("runtimes", "")} if rules & {"simulate", "train", "extract"} else set()
+    extra = {("runtimes", "")} if rules & {"simulate", "train", "extract", "emergence"} else set()
     if rules & {"simulate", "extract", "theory"}:
         extra.add(("claims", ""))
     return jobs | extra
@@ -133,19 +135,19 @@ def with_ledger(jobs: set) -> set:
 
 def test_editing_data_code_reruns_the_data_branch_only(rerun_copy):
     touch_source(rerun_copy, "models/data")
-    expected = {("sample", ""), ("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS | LLM_ANALYSIS
+    expected = {("sample", ""), ("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS | LLM_ANALYSIS | EMERGENCE
     assert planned_jobs(rerun_copy, "all") == with_ledger(expected)  # the documents feed the LLM's sequences too
 
 
 def test_changing_the_vocabulary_reruns_tokenizer_training_and_their_analysis(rerun_copy):
     edit_config(rerun_copy, lambda c: c["tokenizer"].update(vocab_size=450))
-    expected = {("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS
+    expected = {("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS | EMERGENCE
     assert planned_jobs(rerun_copy, "all") == with_ledger(expected) | CONFIG_PAGE
 
 
 def test_changing_a_training_setting_reruns_training_and_its_analysis_only(rerun_copy):
     edit_config(rerun_copy, lambda c: c["training"].update(steps=25))
-    assert planned_jobs(rerun_copy, "all") == with_ledger(TRAINING_JOBS | TRAINED_ANALYSIS) | CONFIG_PAGE
+    assert planned_jobs(rerun_copy, "all") == with_ledger(TRAINING_JOBS | TRAINED_ANALYSIS | EMERGENCE) | CONFIG_PAGE
 
 
 def test_training_outputs(finished):
@@ -161,6 +163,64 @@ def test_training_outputs(finished):
         assert all(flag == (model == "rope") for flag in loaded.config.no_rope_layers)
         lengths = pd.read_parquet(folder / "length_eval.parquet")
         assert sorted(lengths["factor"]) == [1, 2, 4]
+
+
+def test_emergence_table_and_figure_from_the_snapshots(finished):
+    """Snapshots at the configured steps, the extraction at each, and the table whose last step of nope is the
+    ledger's claim 7 for the final model (the last snapshot is the final model; the same bootstrap)."""
+    from causalpos.models.settings import snapshot_schedule, training_settings
+
+    config = yaml.safe_load((finished / "config.yaml").read_text())
+    steps = snapshot_schedule(training_settings(config["training"]))
+    for model in ("nope", "rope"):
+        folder = finished / "results" / "models" / model / "snapshots"
+        assert sorted(p.name for p in folder.iterdir()) == [f"step_{s:07d}.safetensors" for s in steps]
+        losses = pd.read_parquet(finished / "results" / "emergence" / model / "losses.parquet")
+        assert losses["step"].tolist() == steps
+    table = pd.read_parquet(finished / "results" / "summary" / "emergence.parquet")
+    assert set(table["model"]) == {"nope", "rope"} and sorted(table["step"].unique()) == steps
+    assert {"concordance", "strength_ratio", "nonrelative_amplitude", "heldout_loss"} <= set(table["metric"])
+    assert (table.loc[table.metric != "heldout_loss", "uncertainty"] > 0).all()
+    ledger = pd.read_parquet(finished / "results" / "summary" / "claims.parquet").set_index("label")
+    last = table[(table["model"] == "nope") & (table["step"] == steps[-1])].set_index(["metric", "stage"])
+    for metric, stage, claim, label in (("concordance", "f", "7a", "nope (f)"), ("concordance", "i", "7a", "nope (i)"),
+                                        ("strength_ratio", "i", "7b", "nope")):
+        row = ledger[ledger["claim_id"] == claim].loc[label]
+        assert last.loc[(metric, stage), "value"] == pytest.approx(row["value"], abs=1e-9), (metric, stage)
+    assert (finished / "results" / "figures" / "figE1_emergence.png").stat().st_size > 1000
+
+
+def test_length_seeds_target_trains_the_other_seeds_and_summarises(rerun_copy):
+    """`snakemake length_seeds`: both models again with each of evaluation.seeds, their length evaluation and
+    the table and figure over seeds; the default run's own trainings are reused, not retrained."""
+    jobs = planned_jobs(rerun_copy, "length_seeds")
+    config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
+    seeds = config["evaluation"]["seeds"]
+    assert {rule for rule, _ in jobs} == {"train_seed", "length_eval_seed", "length_seeds"}
+    snakemake(rerun_copy, "length_seeds")
+    table = pd.read_parquet(rerun_copy / "results" / "summary" / "length_seeds.parquet")
+    assert set(table["model"]) == {"nope", "rope", "nope - rope"}
+    assert (table["n_seeds"] == 1 + len(seeds)).all()
+    assert sorted(table["factor"].unique()) == sorted(config["evaluation"]["length_factors"])
+    for seed in seeds:
+        trained = rerun_copy / "results" / "seeds" / "nope" / f"seed{seed}" / "model.safetensors"
+        assert trained.stat().st_size > 1000
+    assert (rerun_copy / "results" / "figures" / "figT3_length_seeds.png").stat().st_size > 1000
+    assert planned_jobs(rerun_copy, "length_seeds") == set()
+    assert planned_jobs(rerun_copy, "all") == set()  # nothing of the default run was touched
+
+
+def test_a_config_with_its_own_results_folder_writes_only_there(rerun_copy):
+    """config/nope-large.yaml's `results: results/nope-large`: every output, log and benchmark of its DAG lies
+    under that folder, so it runs beside the default run without touching it."""
+    import shutil as sh
+
+    sh.copytree(Path(__file__).resolve().parents[1] / "config", rerun_copy / "config")
+    out = snakemake(rerun_copy, "-n", "--configfile", "config/nope-large.yaml", "all", "length_seeds").stdout
+    outputs = [p.strip() for line in out.splitlines() if line.strip().startswith(("output:", "log:", "benchmark:"))
+               for p in line.split(":", 1)[1].split(",")]
+    assert outputs and all(p.startswith("results/nope-large/") for p in outputs), outputs[:5]
+    assert "rule train:" in out and "rule emergence:" in out and "rule pretrained:" not in out
 
 
 def test_changing_one_variant_reruns_it_and_its_figures(rerun_copy):
@@ -194,6 +254,7 @@ def test_editing_simulation_code_reruns_simulations_and_figures(rerun_copy):
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
     expected = {("simulate", v) for v in config["simulation"]["variants"]}
     expected |= {("figure", f) for f, spec in config["figures"].items() if spec.get("variants")}
+    expected |= {("emergence_summary", ""), ("figure", "figE1_emergence")}  # against the alpha = 0 simulation
     assert planned_jobs(rerun_copy) == with_ledger(expected)
 
 
@@ -205,7 +266,7 @@ def test_editing_figure_code_reruns_only_figures(rerun_copy):
 
 def test_editing_extraction_code_reruns_extraction_summary_and_their_figures(rerun_copy):
     touch_source(rerun_copy, "models/extract")
-    assert planned_jobs(rerun_copy, "all") == with_ledger(TRAINED_ANALYSIS | LLM_ANALYSIS)
+    assert planned_jobs(rerun_copy, "all") == with_ledger(TRAINED_ANALYSIS | LLM_ANALYSIS | EMERGENCE)
 
 
 def test_editing_theory_code_reruns_theory_and_figures_not_simulations(rerun_copy):

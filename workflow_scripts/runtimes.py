@@ -7,7 +7,7 @@ from causalpos.workflow.stages import log_to_file, run_runtimes
 
 with log_to_file(snakemake.log[0]):
     run_runtimes(
-        {"train": list(snakemake.input.train)},
+        {"train": list(snakemake.input.train), "emergence": list(snakemake.input.emergence)},
         {"simulate": list(snakemake.input.simulate), "extract": list(snakemake.input.extract)},
         snakemake.output.table,
         snakemake.output.html,

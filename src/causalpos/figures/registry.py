@@ -10,13 +10,15 @@ from dataclasses import dataclass
 
 ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted model by rule model_figure
 CLAIMS_FIGURE = "figL1_claims"  # drawn by rule claims, beside the ledger
+LENGTH_SEEDS_FIGURE = "figT3_length_seeds"  # drawn by rule length_seeds (its own target), beside its table
 
 
 @dataclass(frozen=True)
 class FigureSpec:
     """section: the report's category; caption: what it shows; tables: what it reads, from
     "simulation" (the variants listed under figures.<id>.variants), "theory", "metrics", "blocks",
-    "length_eval" (the trained models) and the extraction tables "scores", "intermediates", "probe";
+    "length_eval" (the trained models), "emergence" (results/summary/emergence.parquet) and the extraction
+    tables "scores", "intermediates", "probe";
     models: whose extraction tables ("model": options["model"], "trained": nope and rope,
     "pretrained": every pretrained model, "all": every extracted model, "one": one per rule job)."""
 
@@ -54,6 +56,11 @@ FIGURES = {
         "Trained models", "Training and held-out loss of the NoPE model and its RoPE twin.", ("metrics", "blocks")),
     "figT2_length_generalization": FigureSpec(
         "Trained models", "Held-out loss at 1x, 2x and 4x the training length.", ("length_eval",)),
+    "figE1_emergence": FigureSpec(
+        "Trained models", "Over training: claim 7's key-order concordance at Figure 3's (f) and (i), the nearer-key "
+        "advantage of (i) against the alpha = 0 simulation, the non-relative amplitude of every layer and the "
+        "held-out loss, at each snapshot, NoPE and RoPE side by side; dashed: the alpha = 0 simulation.",
+        ("emergence",)),
     "fig03_intermediates": FigureSpec(
         "Trained models", "Figure 3: Gram matrices of the intermediates (a)-(i) of the trained NoPE model's "
         "first two layers.", ("intermediates",), "model"),
@@ -75,9 +82,12 @@ FIGURES = {
         "All layers", "Figures 11-16: diagonal-normalised scores of every layer of one model.", ("scores",), "one"),
     CLAIMS_FIGURE: FigureSpec(
         "Claims", "The claims ledger: each claim's metric with its uncertainty against its threshold."),
+    LENGTH_SEEDS_FIGURE: FigureSpec(
+        "Trained models", "Length generalisation over training seeds: the held-out loss at 2x and 4x the training "
+        "length minus that at 1x, each seed and the mean ± SD over seeds, NoPE and RoPE."),
 }
-# Figures a config lists under `figures:` (the other two are drawn by rules model_figure and claims)
-CONFIGURABLE = tuple(f for f in FIGURES if f not in (ALL_LAYERS_FIGURE, CLAIMS_FIGURE))
+# Figures a config lists under `figures:` (the other three are drawn by rules model_figure, claims, length_seeds)
+CONFIGURABLE = tuple(f for f in FIGURES if f not in (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, LENGTH_SEEDS_FIGURE))
 
 
 def figure_spec(figure: str) -> FigureSpec:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from causalpos.figures import activations, measurements, simulation, training
+from causalpos.figures import activations, emergence, measurements, simulation, training
 from causalpos.figures.registry import ALL_LAYERS_FIGURE, figure_spec
 from causalpos.figures.style import save_figure
 
@@ -23,6 +23,7 @@ DRAW = {
     "figS1_mc_vs_closed_form": simulation.fig_mc_vs_closed_form,
     "figT1_training_loss": training.fig_training_loss,
     "figT2_length_generalization": training.fig_length_generalization,
+    "figE1_emergence": emergence.fig_emergence,
     "fig03_intermediates": activations.fig_intermediates,
     "fig05_llms": activations.fig_llms,
     "fig08_model_layers": activations.fig_model_layers,
@@ -31,7 +32,8 @@ DRAW = {
     "figM1_nonrelativeness": measurements.fig_nonrelativeness,
     "figM2_increasing_fraction": measurements.fig_increasing_fraction,
     "figM3_position_probe": measurements.fig_position_probe,
-}  # the claims figure is drawn by rule claims, beside the ledger (figures.ledger.plot_ledger)
+}  # the claims figure is drawn by rule claims (figures.ledger.plot_ledger), figT3 by rule length_seeds
+# (figures.training.fig_length_seeds)
 
 
 def render_figure(figure_id: str, tables: dict[str, pd.DataFrame], options: dict, outputs) -> None:

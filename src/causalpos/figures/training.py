@@ -51,3 +51,39 @@ def fig_length_generalization(tables: dict, options) -> Figure:
     ax.set_title("Length generalisation")
     ax.legend(fontsize="small")
     return fig
+
+
+def fig_length_seeds(tables: dict, options) -> Figure:
+    """Left: the gap (loss at k x the training length minus at 1x) of every seed (dots) and its mean ± SD over
+    seeds, per model; right: the paired NoPE - RoPE gap difference, mean ± SD and ± SEM (< 0: NoPE loses less)."""
+    summary = require_table(tables, "length_seeds", ("model", "factor", "seq_len", "n_seeds", "gap_mean", "gap_sd",
+                                                     "gap_sem"))
+    per_seed = require_table(tables, "length_eval", ("model", "seed", "factor", "seq_len", "gap"))
+    fig = new_figure(11, 4)
+    left, right = fig.subplots(1, 2)
+    for model, rows in summary[summary["model"].isin(MODEL_COLOURS)].groupby("model", sort=True):
+        colour = MODEL_COLOURS[model]
+        dots = per_seed[per_seed["model"] == model]
+        left.plot(dots["seq_len"], dots["gap"], "o", alpha=0.35, markersize=4, color=colour)
+        rows = rows.sort_values("seq_len")
+        left.errorbar(rows["seq_len"], rows["gap_mean"], yerr=rows["gap_sd"].fillna(0.0), marker="s", capsize=3,
+                      color=colour, label=f"{MODEL_LABELS[model]} (mean ± SD, {int(rows['n_seeds'].max())} seeds)")
+    pair = summary[~summary["model"].isin(MODEL_COLOURS)].sort_values("seq_len")
+    if len(pair):
+        right.errorbar(pair["seq_len"], pair["gap_mean"], yerr=pair["gap_sd"].fillna(0.0), marker="s", capsize=5,
+                       color="gray", label="mean ± SD over seeds")
+        right.errorbar(pair["seq_len"], pair["gap_mean"], yerr=pair["gap_sem"].fillna(0.0), fmt="none", capsize=3,
+                       lw=2.5, color="black", label="± SEM")
+    for ax, title in ((left, "Gap to the training length, per seed"), (right, "NoPE gap - RoPE gap (paired by seed)")):
+        ax.axhline(0.0, ls=":", color="gray")
+        ax.set_xscale("log", base=2)
+        ticks = sorted(summary["seq_len"].unique())
+        if ticks:
+            ax.set_xticks(ticks, [str(int(t)) for t in ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("Sequence length (tokens)")
+        ax.set_ylabel("Δ held-out loss (nats/token)")
+        ax.set_title(title)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    return fig

@@ -84,6 +84,7 @@ DEFAULT_TRAIN = {
     "log_every": 20,         # steps per metrics row / log line
     "device": "auto",        # auto | cpu | cuda
     "threads": 0,            # CPU threads per rank; 0 = the CPUs available / ranks on this node
+    "snapshot_steps": 8,     # weight-only snapshots: a count (0 and the last step, the rest log-spaced) or a list
 }
 
 
@@ -116,8 +117,33 @@ def training_settings(cfg: dict) -> dict:
     if cfg["device"] not in ("auto", "cpu", "cuda"):
         raise ValueError(f"training.device = {cfg['device']!r} must be auto, cpu or cuda")
     cfg["betas"] = [float(b) for b in betas]
+    snapshot_schedule(cfg)  # checks training.snapshot_steps
     cfg["model"] = model
     return cfg
+
+
+def snapshot_schedule(cfg: dict) -> list[int]:
+    """The optimizer steps after which training writes a weight-only snapshot, sorted (step 0: before any update).
+
+    `snapshot_steps` n (an integer): none for 0, else n steps: 0, the last, and n - 2 between them log-spaced,
+    round(steps^(k / (n - 1))) for k = 1 .. n - 2 (fewer where two round to the same step); a list: those
+    steps, with 0 and the last added. Plain Python: the workflow reads it to declare rule train's outputs."""
+    value, steps = cfg.get("snapshot_steps", DEFAULT_TRAIN["snapshot_steps"]), cfg["steps"]
+    if _is_int(value):
+        if value < 0 or value == 1:
+            raise ValueError(f"training.snapshot_steps = {value} must be 0 (no snapshots), at least 2 (step 0, the "
+                             f"last and log-spaced steps between), or a list of steps")
+        if value == 0:
+            return []
+        chosen = {0, steps} | {round(steps ** (k / (value - 1))) for k in range(1, value - 1)}
+    elif isinstance(value, (list, tuple)) and all(_is_int(s) for s in value):
+        outside = [s for s in value if not 0 <= s <= steps]
+        if outside:
+            raise ValueError(f"training.snapshot_steps: {outside} outside 0 .. training.steps = {steps}")
+        chosen = {0, steps, *value}
+    else:
+        raise ValueError(f"training.snapshot_steps = {value!r} must be a non-negative integer or a list of steps")
+    return sorted(chosen)
 
 
 def _is_int(value) -> bool:

@@ -24,8 +24,6 @@ of each global batch.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import json
 import logging
 import math
@@ -48,22 +46,18 @@ import torch.nn.functional as F
 from causalpos.devices import available_cpus, resolve_device
 from causalpos.errors import UserError
 from causalpos.io import atomic_path, read_array, read_json, usual_mode, write_parquet
+from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RESUMABLE_CHANGES,  # noqa: F401
+                                          CheckpointError, check_fingerprint, fingerprint, load_checkpoint,
+                                          remove_stale_temporaries, rng_states, save_checkpoint, set_rng_states)
 from causalpos.models.model import build_model, count_parameters
-from causalpos.models.settings import training_settings
+from causalpos.models.settings import snapshot_schedule, training_settings
+from causalpos.models.snapshots import FOLDER as SNAPSHOT_FOLDER
+from causalpos.models.snapshots import Snapshots
 
-# Settings that do not change the weights a run ends with: a run may resume
-# from a checkpoint written under different values of these.
-RESUMABLE_CHANGES = ("eval_every", "eval_batches", "checkpoint_every", "log_every", "device", "threads")
-CHECKPOINT_NAME = "last.ckpt"
-CHECKPOINT_MAGIC = b"causalpos checkpoint v1 sha256 "
 DEBUG_ENV = "CAUSALPOS_TRAIN_DEBUG"  # a folder: each rank writes the blocks it read and its final weights
 METRIC_COLUMNS = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr", "tokens_per_s"]
 
 logger = logging.getLogger("causalpos")
-
-
-class CheckpointError(UserError, RuntimeError):
-    """A checkpoint file is damaged or belongs to a different run; the message names the file."""
 
 
 class TrainingInterrupted(UserError, RuntimeError):
@@ -228,90 +222,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # also seeds every CUDA device
 
 
-# ---------------------------------------------------------------- checkpoints
-
-
-def rng_states() -> dict:
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
-    # plain types and tensors only, so the checkpoint loads with weights_only=True
-    states = {"torch": torch.get_rng_state(), "python": random.getstate(),
-              "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)]}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def set_rng_states(states: dict) -> None:
-    torch.set_rng_state(states["torch"])
-    random.setstate(_as_tuples(states["python"]))
-    kind, keys, pos, has_gauss, cached = states["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def _as_tuples(value):
-    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
-
-
-def save_checkpoint(payload: dict, path) -> None:
-    """Write `payload` atomically, prefixed by the SHA-256 of its bytes.
-
-    One file holds both, so a kill at any moment leaves either the old or the new
-    checkpoint, never a payload with a stale digest.
-    """
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    data = buffer.getvalue()
-    header = CHECKPOINT_MAGIC + hashlib.sha256(data).hexdigest().encode() + b"\n"
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(header)
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())  # the rename must not land before the data
-
-
-def load_checkpoint(path) -> dict:
-    """The payload of a checkpoint; CheckpointError naming the file if it is damaged."""
-    raw = Path(path).read_bytes()
-    head, sep, data = raw.partition(b"\n")
-    if not sep or not head.startswith(CHECKPOINT_MAGIC):
-        raise CheckpointError(f"checkpoint {path} is damaged: no causalpos checkpoint header "
-                              f"(delete it to train from the start)")
-    expected = head[len(CHECKPOINT_MAGIC):].decode(errors="replace")
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != expected:
-        raise CheckpointError(f"checkpoint {path} is damaged: SHA-256 of its {len(data)} payload bytes is "
-                              f"{actual}, its header says {expected} (delete it to train from the start)")
-    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-
-
-def fingerprint(model_name: str, rope: bool, cfg: dict, blocks: Blocks, world: int) -> dict:
-    """What a checkpoint must share with the run that resumes from it."""
-    kept = {k: v for k, v in cfg.items() if k not in RESUMABLE_CHANGES}
-    return json.loads(json.dumps({
-        "model_name": model_name, "rope": bool(rope), "training": kept,
-        "global_batch": cfg["micro_batch"] * cfg["grad_accum"] * world,
-        "block_len": blocks.block_len, "vocab_size": blocks.vocab_size, "n_train_blocks": len(blocks.train),
-    }))
-
-
-def check_fingerprint(saved: dict, current: dict, path) -> None:
-    if saved != current:
-        keys = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
-        detail = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in keys)
-        raise CheckpointError(f"checkpoint {path} was written by a different run ({detail}); "
-                              f"delete it to train from the start")
-
-
-def remove_stale_temporaries(checkpoint_dir: Path) -> None:
-    # atomic_path's temporaries survive a SIGKILL during a save; they are never read
-    stem, suffix = Path(CHECKPOINT_NAME).stem, Path(CHECKPOINT_NAME).suffix
-    for tmp in checkpoint_dir.glob(f".{stem}.*.tmp{suffix}"):
-        tmp.unlink(missing_ok=True)
-
-
 class StopRequest:
     """SIGTERM (what SLURM sends before a kill or a preemption, and Snakemake's jobs on Ctrl-C) or SIGINT
     only raise a flag: the loop ends its step, writes a checkpoint there and stops (TrainingInterrupted)."""
@@ -416,6 +326,7 @@ def train(model_name: str, rope: bool, blocks_dir, out_dir, checkpoint_dir, cfg:
     checkpoint_every steps, at the end, and when SIGTERM or SIGINT arrives: then
     it raises TrainingInterrupted after that step's checkpoint). Writes to `out_dir`: the model
     (save_pretrained, safetensors), the tokenizer of `tokenizer_dir` if given,
+    snapshots/ (the weights at the steps of training.snapshot_steps, causalpos.models.snapshots),
     training.json, and last metrics.parquet (model, step, tokens_seen,
     train_loss: mean over the steps since the previous row, heldout_loss: NaN
     where not evaluated, lr, tokens_per_s: of the training steps alone).
@@ -451,6 +362,11 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         remove_stale_temporaries(checkpoint_dir)
     step, metrics, interval = resume(ckpt_path, identity, model, optimizer, scheduler)
+    snapshots = Snapshots(checkpoint_dir / SNAPSHOT_FOLDER, snapshot_schedule(cfg))
+    if ctx.main:
+        check_snapshots(snapshots, step, ckpt_path)
+        if step == 0:
+            snapshots.write(model, 0)  # the initial weights
     if ctx.main:
         sizes = count_parameters(model)
         log.info("%s: %s at step %d; %d parameters (%d outside the embedding), rope=%s, %d ranks on %s, %d threads",
@@ -506,6 +422,8 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
             train_loss = ctx.all_mean([interval[0] / interval[1]])[0]
             add_row(train_loss, lr, interval[2], interval[1], evaluate)
             interval = [0.0, 0, 0.0]
+        if ctx.main:
+            snapshots.write(model, step)  # before the checkpoint: a checkpoint at s implies the snapshots up to s
         stop_signal = 0 if done else stop.agreed(ctx)
         if done or stop_signal or (cfg["checkpoint_every"] and step % cfg["checkpoint_every"] == 0):
             checkpoint()
@@ -518,11 +436,22 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
         write_debug(Path(debug_dir), ctx.rank, consumed, model)
     frame = metrics_frame(metrics)
     if ctx.main:
+        snapshots.publish(out_dir)
         write_outputs(model, frame, out_dir, tokenizer_dir, {
             "model_name": model_name, "rope": bool(rope), "training": cfg, "world_size": ctx.world,
             "blocks": blocks.meta, "blocks_dir": str(blocks.dir)})
         log.info("%s: wrote %s (final heldout loss %.4f)", model_name, out_dir, frame["heldout_loss"].iloc[-1])
     return frame
+
+
+def check_snapshots(snapshots: Snapshots, step: int, ckpt_path: Path) -> None:
+    """A run resumed at `step` must find the snapshots of the steps before it (written before its checkpoint)."""
+    for tmp in snapshots.folder.glob(".step_*.tmp.safetensors"):  # a save cut short by SIGKILL
+        tmp.unlink(missing_ok=True)
+    missing = snapshots.missing(step) if step else []
+    if missing:
+        raise CheckpointError(f"checkpoint {ckpt_path} is at step {step}, but the snapshots of steps {missing} are "
+                              f"missing from {snapshots.folder}; delete the checkpoint to train from the start")
 
 
 def resume(path: Path, identity: dict, model, optimizer, scheduler) -> tuple[int, list, list]:

@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 
 from causalpos.errors import UserError
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE
+from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, LENGTH_SEEDS_FIGURE
 from causalpos.workflow import paths
 from causalpos.workflow.config import (
     MODELS,
     ConfigError,
     claims_inputs,
+    emergence_settings,
+    emergence_variants,
+    extra_seeds,
     extracted_models,
     extraction_settings,
     figure_inputs,
@@ -21,6 +24,8 @@ from causalpos.workflow.config import (
     figure_variants,
     load_config,
     model_location,
+    results_dir,
+    snapshot_steps,
     variant_params,
 )
 
@@ -33,7 +38,9 @@ class MissingInputError(UserError):
 RULE_COMMANDS = {"sample": "sample", "tokenizer": "tokenizer", "theory": "theory", "simulate": "simulate {variant}",
                  "train": "train {model}", "length_eval": "evaluate {model}", "pretrained": "pretrained {model}",
                  "extract": "extract {model}", "summary": "summary", "claims": "claims", "figure": "plot {figure}",
-                 "model_figure": "plot fig_all_layers --model {model}"}
+                 "model_figure": "plot fig_all_layers --model {model}", "emergence": "emergence {model}",
+                 "emergence_summary": "emergence-summary", "train_seed": "train-seed {model} {seed}",
+                 "length_eval_seed": "evaluate-seed {model} {seed}", "length_seeds": "length-seeds"}
 
 
 def require_inputs(files) -> None:
@@ -177,6 +184,61 @@ def cmd_evaluate(args, config):
                     device=(config.get("training") or {}).get("device", "auto"))
 
 
+def cmd_emergence(args, config):
+    from causalpos.workflow.stages import run_emergence
+
+    snapshots = [paths.snapshot_file(args.model, s, args.results) for s in snapshot_steps(config)]
+    metrics = paths.model_file(args.model, "metrics.parquet", args.results)
+    require_inputs([metrics, *snapshots, paths.tokens_file("snippets.npy", args.results)])
+    run_emergence(args.model, emergence_settings(config), paths.model_dir(args.model, args.results), snapshots,
+                  paths.tokens_file("snippets.npy", args.results), paths.tokens_dir(args.results), metrics,
+                  paths.emergence_tables(args.model, args.results), device=config["extraction"]["device"],
+                  seed=config["data"]["seed"])
+
+
+def cmd_emergence_summary(args, config):
+    from causalpos.workflow.stages import run_emergence_summary
+
+    inputs = {table: [paths.emergence_table(m, table, args.results) for m in MODELS]
+              for table in paths.EMERGENCE_TABLES}
+    simulations = [paths.simulation_table(v, args.results) for v in emergence_variants(config)]
+    require_inputs([f for files in inputs.values() for f in files] + simulations)
+    run_emergence_summary(inputs, simulations, config["claims"], paths.summary_file("emergence.parquet", args.results))
+
+
+def cmd_train_seed(args, config):
+    from causalpos.workflow.stages import run_train
+
+    require_inputs([paths.tokens_file("blocks.json", args.results),
+                    f"{paths.tokenizer_dir(args.results)}/tokenizer.json"])
+    settings = {**dict(config.get("training") or {}), "seed": args.seed, "snapshot_steps": 0}
+    run_train(args.model, settings, paths.tokens_dir(args.results), paths.tokenizer_dir(args.results),
+              paths.seed_model_dir(args.model, args.seed, args.results), paths.checkpoints_dir(args.results),
+              processes=args.processes or config["train_processes"])
+
+
+def cmd_evaluate_seed(args, config):
+    from causalpos.workflow.stages import run_length_eval
+
+    ev = config["evaluation"]
+    model_dir = paths.seed_model_dir(args.model, args.seed, args.results)
+    require_inputs([f"{model_dir}/model.safetensors", paths.tokens_file("blocks.json", args.results)])
+    run_length_eval(model_dir, paths.tokens_dir(args.results), ev["length_factors"], ev["length_sequences"],
+                    f"{model_dir}/length_eval.parquet", device=(config.get("training") or {}).get("device", "auto"))
+
+
+def cmd_length_seeds(args, config):
+    from causalpos.workflow.stages import run_length_seeds
+
+    seed = int((config.get("training") or {}).get("seed", 0))
+    runs = [(m, seed, paths.model_file(m, "length_eval.parquet", args.results)) for m in MODELS]
+    runs += [(m, s, paths.seed_model_file(m, s, "length_eval.parquet", args.results)) for m in MODELS
+             for s in extra_seeds(config)]
+    require_inputs([path for _, _, path in runs])
+    run_length_seeds(runs, paths.summary_file("length_seeds.parquet", args.results),
+                     paths.figure_files(LENGTH_SEEDS_FIGURE, config["plot"]["formats"], args.results), config["plot"])
+
+
 def cmd_list(args, config):
     for name in config["simulation"]["variants"]:
         print("variant", name, variant_params(config, name))
@@ -186,13 +248,14 @@ def cmd_list(args, config):
 
 # the device key each stage runs on: `cuda` there needs CUDA on this machine (the others are not checked)
 STAGE_DEVICE = {"simulate": ["device"], "train": ["training.device"], "evaluate": ["training.device"],
-                "extract": ["extraction.device"]}
+                "extract": ["extraction.device"], "emergence": ["extraction.device"],
+                "train-seed": ["training.device"], "evaluate-seed": ["training.device"]}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="causalpos", description=__doc__)
     parser.add_argument("--configfile", default="config.yaml", help="workflow config (default: config.yaml)")
-    parser.add_argument("--results", default="results", help="results folder (default: results)")
+    parser.add_argument("--results", help="results folder (default: the config's `results`, else results)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("sample", help="sample documents from the configured corpora to Parquet")
@@ -210,6 +273,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="held-out loss of a trained model at 1x, 2x, 4x the training length")
     p.add_argument("model", choices=MODELS)
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("emergence", help="the extraction and the held-out loss at every training snapshot of a model")
+    p.add_argument("model", choices=MODELS)
+    p.set_defaults(func=cmd_emergence)
+
+    p = sub.add_parser("emergence-summary", help="claim 7's metrics over training, both models, to results/summary")
+    p.set_defaults(func=cmd_emergence_summary)
+
+    p = sub.add_parser("train-seed", help="train a model again with another seed (the length comparison over seeds)")
+    p.add_argument("model", choices=MODELS)
+    p.add_argument("seed", type=int)
+    p.add_argument("--processes", type=int, help="DDP processes via torchrun (default: train_processes)")
+    p.set_defaults(func=cmd_train_seed)
+
+    p = sub.add_parser("evaluate-seed", help="length evaluation of a model trained with another seed")
+    p.add_argument("model", choices=MODELS)
+    p.add_argument("seed", type=int)
+    p.set_defaults(func=cmd_evaluate_seed)
+
+    p = sub.add_parser("length-seeds", help="length generalisation over seeds: table and figure")
+    p.set_defaults(func=cmd_length_seeds)
 
     p = sub.add_parser("pretrained", help="convert a GGUF model of extraction.pretrained.models to safetensors")
     p.add_argument("model")
@@ -251,6 +335,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
         config = load_config(args.configfile, devices=STAGE_DEVICE.get(args.command, []))
+        args.results = args.results or results_dir(config)
         args.func(args, config)
     except (ValueError, UserError) as err:
         # what a user can fix (a setting, a missing or damaged file): one line, no traceback

@@ -11,7 +11,7 @@ from causalpos.errors import UserError
 from causalpos.figures.registry import CONFIGURABLE, FIGURES
 from causalpos.models.data import check_sources
 from causalpos.models.pretrained import check_gguf, gguf_file, source_kind
-from causalpos.models.settings import training_settings
+from causalpos.models.settings import snapshot_schedule, training_settings
 from causalpos.simulation.variant import Variant
 from causalpos.workflow import paths
 
@@ -88,6 +88,7 @@ def check_config(config: dict, devices=True) -> None:
     except ValueError as err:
         raise ConfigError(str(err)) from None
     check_extraction(config, training)
+    check_snapshots_and_seeds(config, training)
     check_figure_lists(config)
     check_colormaps(config)
     check_devices(config, training, DEVICE_KEYS if devices is True else devices or ())
@@ -138,8 +139,43 @@ def extraction_settings(config: dict, model: str) -> dict:
     return {"kind": "pretrained", **pretrained_settings(config, model), **common}
 
 
-def model_location(config: dict, model: str, results: str = paths.RESULTS) -> str:
+def results_dir(config: dict) -> str:
+    """The results folder of a config (its `results` key; "results" by default)."""
+    return config.get("results") or paths.RESULTS
+
+
+def snapshot_steps(config: dict) -> list[int]:
+    """The steps of the trained models' weight-only snapshots (training.snapshot_steps)."""
+    return snapshot_schedule(training_settings(config.get("training") or {}))
+
+
+def extra_seeds(config: dict) -> list[int]:
+    """The seeds of the extra trainings for the length comparison (evaluation.seeds)."""
+    return [int(s) for s in config["evaluation"].get("seeds", [])]
+
+
+def emergence_variants(config: dict) -> list[str]:
+    """The alpha = 0 simulations claim 7b and the emergence table compare with: l2, no scaling, no PE, causal
+    mask, residual (the ledger picks among them by d and seq_len; claims.models.alpha0_reference)."""
+    chosen = []
+    for name in config["simulation"]["variants"]:
+        p = Variant(**variant_params(config, name)).params()
+        if (float(p["alpha"]) == 0.0 and p["norm"] == "l2" and p["scale"] == "none" and p["pe"] == "none"
+                and p["mask"] == "causal" and bool(p["residual"])):
+            chosen.append(name)
+    return chosen
+
+
+def emergence_settings(config: dict) -> dict:
+    """What decides rule emergence's extraction besides the model and the snippets (those of rule extract
+    that apply: it runs no position probe)."""
+    section = config["extraction"]
+    return {key: section[key] for key in ("batch_size", "intermediates_layer", "bootstrap_groups")}
+
+
+def model_location(config: dict, model: str, results: str | None = None) -> str:
     """Folder (or hub id) the extraction loads `model` from: the trained folder, the GGUF copy, or the spec's."""
+    results = results or results_dir(config)
     if model in MODELS:
         return paths.model_dir(model, results)
     spec = config["extraction"]["pretrained"]["models"][model]
@@ -179,6 +215,17 @@ def check_extraction(config: dict, training: dict) -> None:
         if figure == "fig05_llms" and not models:
             raise ConfigError("figures.fig05_llms: name at least one model under extraction.pretrained.models "
                               "(or drop the figure)")
+
+
+def check_snapshots_and_seeds(config: dict, training: dict) -> None:
+    """The emergence figure needs snapshots; the length comparison's seeds differ from training.seed."""
+    if "figE1_emergence" in config["figures"] and len(snapshot_schedule(training)) < 2:
+        raise ConfigError(f"figures.figE1_emergence needs snapshots along training: training.snapshot_steps = "
+                          f"{training['snapshot_steps']!r} gives fewer than 2; set it to 2 or more (or drop the figure)")
+    seeds = extra_seeds(config)
+    if training["seed"] in seeds:
+        raise ConfigError(f"evaluation.seeds = {seeds} includes training.seed = {training['seed']}, the default run's "
+                          f"own training; list only other seeds")
 
 
 def check_gguf_model(config: dict, name: str) -> None:
@@ -313,8 +360,9 @@ def variant_params(config: dict, name: str) -> dict:
     return {**(sim.get("defaults") or {}), **(sim["variants"][name] or {})}
 
 
-def figure_inputs(config: dict, figure: str, results: str = paths.RESULTS) -> dict[str, list[str]]:
+def figure_inputs(config: dict, figure: str, results: str | None = None) -> dict[str, list[str]]:
     """The Parquet (and JSON) files a figure is drawn from, by table name; the rule and the CLI share it."""
+    results = results or results_dir(config)
     spec = FIGURES[figure]
     options = config["figures"].get(figure, {})
     chosen = {"model": [options.get("model", "nope")], "trained": list(MODELS),
@@ -328,13 +376,15 @@ def figure_inputs(config: dict, figure: str, results: str = paths.RESULTS) -> di
         "blocks": [paths.tokens_file("blocks.json", results)] if "blocks" in reads else [],
         "length_eval": [paths.model_file(m, "length_eval.parquet", results) for m in MODELS]
         if "length_eval" in reads else [],
+        "emergence": [paths.summary_file("emergence.parquet", results)] if "emergence" in reads else [],
         **{table: [paths.activation_table(m, table, results) for m in chosen] if table in reads else []
            for table in ("scores", "intermediates", "probe")},
     }
 
 
-def claims_inputs(config: dict, results: str = paths.RESULTS) -> dict[str, list[str]]:
+def claims_inputs(config: dict, results: str | None = None) -> dict[str, list[str]]:
     """Every Parquet result the claims ledger reads; the rule and the CLI share it."""
+    results = results or results_dir(config)
     models = extracted_models(config)
     return {
         "simulations": [paths.simulation_table(v, results) for v in config["simulation"]["variants"]],

@@ -23,7 +23,8 @@ STAGE_RUNNERS = {"sample": "run_sample", "tokenizer": "run_tokenizer", "theory":
                  "simulate": "run_simulation", "plot": "run_figure", "train": "run_train",
                  "length_eval": "run_length_eval", "pretrained": "run_pretrained", "extract": "run_extract",
                  "summary": "run_summary", "runtimes": "run_runtimes",
-                 "config_record": "run_config_record", "claims": "run_claims"}
+                 "config_record": "run_config_record", "claims": "run_claims", "emergence": "run_emergence",
+                 "emergence_summary": "run_emergence_summary", "length_seeds": "run_length_seeds"}
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:

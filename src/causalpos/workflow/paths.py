@@ -1,7 +1,9 @@
 """Where every result lives: the one place the rules, the CLI and the config helpers take paths from.
 
-Every function takes the results folder (default "results", the workflow's; the CLI's --results
-changes it) and returns a path as a string; pass "{variant}" or "{model}" to get a rule's pattern.
+Every function takes the results folder (default "results"; the config's `results` key changes it for
+the workflow and the CLI, the CLI's --results for one command) and returns a path as a string; pass
+"{variant}" or "{model}" to get a rule's pattern. Logs and benchmarks go under logs/ and benchmarks/ for
+the default folder and inside the results folder for any other, so that two configs never share a file.
 Layers and positions inside the files are 0-based; see docs/results.md for the columns.
 """
 
@@ -10,10 +12,26 @@ from __future__ import annotations
 import re
 
 from causalpos.analysis.summary import SUMMARY_FILES
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE
+from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, LENGTH_SEEDS_FIGURE
+from causalpos.models.snapshots import FOLDER as SNAPSHOT_FOLDER
+from causalpos.models.snapshots import snapshot_name
 from causalpos.tables import ACTIVATION_TABLES
 
 RESULTS = "results"
+EMERGENCE_TABLES = ("scores", "intermediates", "groups", "losses")  # rule emergence's tables per model
+
+
+def logs_dir(results: str = RESULTS) -> str:
+    return "logs" if results == RESULTS else f"{results}/logs"
+
+
+def log_file(name: str, results: str = RESULTS) -> str:
+    """A rule's log, e.g. log_file("train/{model}.log")."""
+    return f"{logs_dir(results)}/{name}"
+
+
+def benchmarks_dir(results: str = RESULTS) -> str:
+    return "benchmarks" if results == RESULTS else f"{results}/benchmarks"
 
 
 def documents(results: str = RESULTS) -> str:
@@ -54,8 +72,41 @@ def checkpoints_dir(results: str = RESULTS) -> str:
     return f"{results}/checkpoints"
 
 
-def train_benchmark(model: str) -> str:
-    return f"benchmarks/train/{model}.tsv"
+def snapshot_file(model: str, step: int, results: str = RESULTS) -> str:
+    """The weights of a trained model after `step` optimizer steps (training.snapshot_steps)."""
+    return f"{model_dir(model, results)}/{SNAPSHOT_FOLDER}/{snapshot_name(step)}"
+
+
+def train_benchmark(model: str, results: str = RESULTS) -> str:
+    return f"{benchmarks_dir(results)}/train/{model}.tsv"
+
+
+def emergence_table(model: str, table: str, results: str = RESULTS) -> str:
+    """results/emergence/{model}/{table}.parquet, table one of EMERGENCE_TABLES (the extraction at each snapshot)."""
+    if table not in EMERGENCE_TABLES:
+        raise ValueError(f"unknown emergence table {table!r}; known: {EMERGENCE_TABLES}")
+    return f"{results}/emergence/{model}/{table}.parquet"
+
+
+def emergence_tables(model: str, results: str = RESULTS) -> dict[str, str]:
+    return {table: emergence_table(model, table, results) for table in EMERGENCE_TABLES}
+
+
+def emergence_benchmark(model: str, results: str = RESULTS) -> str:
+    return f"{benchmarks_dir(results)}/emergence/{model}.tsv"
+
+
+def seed_model_dir(model: str, seed, results: str = RESULTS) -> str:
+    """A model trained again with another seed (evaluation.seeds), for the length comparison."""
+    return f"{results}/seeds/{model}/seed{seed}"
+
+
+def seed_model_file(model: str, seed, name: str, results: str = RESULTS) -> str:
+    return f"{seed_model_dir(model, seed, results)}/{name}"
+
+
+def seed_train_benchmark(model: str, seed, results: str = RESULTS) -> str:
+    return f"{benchmarks_dir(results)}/train_seed/{model}_seed{seed}.tsv"
 
 
 def pretrained_dir(model: str, results: str = RESULTS) -> str:
@@ -108,8 +159,17 @@ def writers(results: str = "{results}") -> list[tuple[str, str]]:
         ("theory", theory_table(results)),
         ("simulate", simulation_table("{variant}", results)),
         ("length_eval", model_file("{model}", "length_eval.parquet", results)),
+        ("train", snapshot_file("{model}", 0, results).replace(snapshot_name(0), "{name}")),
         ("train", model_file("{model}", "{name}", results)),
-        ("train", train_benchmark("{model}")),
+        ("train", train_benchmark("{model}")),  # benchmarks: matched below any folder (see _regex)
+        ("length_eval_seed", seed_model_file("{model}", "{seed}", "length_eval.parquet", results)),
+        ("train_seed", seed_model_file("{model}", "{seed}", "{name}", results)),
+        ("train_seed", seed_train_benchmark("{model}", "{seed}")),
+        *(("emergence", path) for path in emergence_tables("{model}", results).values()),
+        ("emergence", emergence_benchmark("{model}")),
+        ("emergence_summary", summary_file("emergence.parquet", results)),
+        ("length_seeds", summary_file("length_seeds.parquet", results)),
+        ("length_seeds", figure_files(LENGTH_SEEDS_FIGURE, ["{ext}"], results)[0]),
         ("pretrained", pretrained_dir("{model}", results)),  # a directory() output, and the files in it
         ("pretrained", f"{pretrained_dir('{model}', results)}/{{name}}"),
         *(("extract", path) for path in activation_tables("{model}", results).values()),

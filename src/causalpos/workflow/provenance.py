@@ -19,8 +19,9 @@ from functools import lru_cache
 
 from causalpos.figures.registry import FIGURES
 from causalpos.simulation.variant import Variant
-from causalpos.workflow.config import (MODELS, extracted_models, extraction_settings, figure_variants, model_location,
-                                       pretrained_models, variant_params)
+from causalpos.workflow.config import (MODELS, emergence_settings, emergence_variants, extracted_models,
+                                       extraction_settings, figure_variants, model_location, pretrained_models,
+                                       variant_params)
 from causalpos.workflow.digest import code_digest
 
 
@@ -82,6 +83,31 @@ def activations(config: dict, model: str) -> str:
                    _code("extract"))
 
 
+def emergence(config: dict, model: str) -> str:
+    """The extraction tables at every snapshot of one trained model, and its losses there."""
+    return _digest("emergence", model, trained_model(config, model), tokens(config), emergence_settings(config),
+                   config["extraction"]["device"], config["data"]["seed"], _code("emergence"))
+
+
+def emergence_summary(config: dict) -> str:
+    return _digest("emergence_summary", [emergence(config, m) for m in MODELS],
+                   [simulation(config, v) for v in emergence_variants(config)], config["claims"],
+                   _code("emergence_summary"))
+
+
+def seed_model(config: dict, model: str, seed) -> str:
+    """A model trained again with another seed (evaluation.seeds)."""
+    return _digest("train_seed", model, int(seed), tokens(config), dict(config.get("training") or {}),
+                   config["train_processes"], _code("train"))
+
+
+def seed_length_eval(config: dict, model: str, seed) -> str:
+    evaluation = config["evaluation"]
+    return _digest("length_eval_seed", seed_model(config, model, seed), tokens(config), evaluation["length_factors"],
+                   evaluation["length_sequences"], (config.get("training") or {}).get("device", "auto"),
+                   _code("length_eval"))
+
+
 # ---------------------------------------------------------------- the inputs of a job
 
 
@@ -94,6 +120,7 @@ def _figure_inputs(config: dict, figure: str) -> list[str]:
     parts += [trained_model(config, m) for m in MODELS] if reads & {"metrics", "blocks"} else []
     parts += [tokens(config)] if "blocks" in reads else []
     parts += [length_eval(config, m) for m in MODELS] if "length_eval" in reads else []
+    parts += [emergence_summary(config)] if "emergence" in reads else []
     chosen = {"model": [options.get("model", "nope")], "trained": list(MODELS),
               "pretrained": options.get("models") or pretrained_models(config),
               "all": extracted_models(config)}.get(spec.models, [])
@@ -120,13 +147,26 @@ def upstream(config: dict, rule: str, **wildcards) -> str:
         parts = [activations(config, m) for m in every]
         if rule == "claims":
             parts += [simulation(config, v) for v in config["simulation"]["variants"]] + [theory(config)]
+    elif rule == "emergence":
+        parts = [trained_model(config, model), tokens(config)]
+    elif rule == "emergence_summary":
+        parts = [emergence(config, m) for m in MODELS] + [simulation(config, v) for v in emergence_variants(config)]
+    elif rule == "train_seed":
+        parts = [tokens(config)]
+    elif rule == "length_eval_seed":
+        parts = [seed_model(config, model, wildcards["seed"]), tokens(config)]
+    elif rule == "length_seeds":
+        seeds = config["evaluation"].get("seeds", [])
+        parts = [length_eval(config, m) for m in MODELS] + [seed_length_eval(config, m, s) for m in MODELS
+                                                            for s in seeds]
     elif rule == "model_figure":
         parts = [activations(config, model)]
     elif rule == "figure":
         parts = _figure_inputs(config, wildcards["figure"])
     elif rule == "runtimes":
         parts = ([trained_model(config, m) for m in MODELS] + [simulation(config, v) for v in
-                 config["simulation"]["variants"]] + [activations(config, m) for m in every])
+                 config["simulation"]["variants"]] + [activations(config, m) for m in every]
+                 + [emergence(config, m) for m in MODELS])
     elif rule in ("theory", "simulate", "sample", "pretrained", "config_record"):
         return ""
     else:

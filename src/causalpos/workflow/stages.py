@@ -159,6 +159,25 @@ def run_length_eval(model_dir, tokens_dir, factors, max_sequences: int, output, 
     log.info("length generalisation:\n%s", frame.to_string(index=False))
 
 
+@rebuilds_damaged_inputs
+def run_length_seeds(runs: list, table, figures, options: dict) -> None:
+    """Length generalisation over seeds: `runs` [(model, seed, length_eval.parquet)] to a table and its figure."""
+    import pandas as pd
+
+    from causalpos.analysis.lengths import length_seed_frame, with_gaps
+    from causalpos.figures.style import save_figure
+    from causalpos.figures.training import fig_length_seeds
+
+    per_seed = pd.concat([read_table(path).assign(model=model, seed=int(seed)) for model, seed, path in runs],
+                         ignore_index=True)
+    frame = length_seed_frame(per_seed)
+    write_parquet(frame, table, {"stage": "length_seeds", "runs": [[m, int(s)] for m, s, _ in runs],
+                                 "version": __version__})
+    tables = {"length_seeds": frame, "length_eval": with_gaps(per_seed)}
+    save_figure(lambda: fig_length_seeds(tables, options), options, figures)
+    log.info("length over seeds:\n%s", frame.to_string(index=False))
+
+
 def run_pretrained(name: str, spec: dict, out_dir) -> None:
     """Dequantise a GGUF model into a safetensors folder (loaded in a second by the extraction)."""
     from causalpos.models.pretrained import convert_gguf
@@ -203,6 +222,40 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
         write_parquet(getattr(result, table).assign(table=table), outputs[table], meta)
     log.info("extract %s: %.1f s (%.0f tokens/s) -> %s", name, result.seconds, tokens.size / result.seconds,
              ", ".join(map(str, outputs.values())))
+
+
+@rebuilds_damaged_inputs
+def run_emergence(name: str, settings: dict, model_dir, snapshots: list, snippets, blocks_dir, metrics, outputs: dict,
+                  device: str = "auto", seed: int = 0) -> None:
+    """Section 4.2's extraction and the held-out loss at every snapshot of one trained model, to Parquet."""
+    from causalpos.models.emergence import emergence_tables
+    from causalpos.models.snapshots import step_of
+
+    dev = resolve_device(device, "extraction.device")
+    tables, seconds = emergence_tables(model_dir, {step_of(p): p for p in snapshots}, read_array(snippets), blocks_dir,
+                                       read_table(metrics), name, dev, batch_size=settings["batch_size"],
+                                       intermediates_layer=settings["intermediates_layer"],
+                                       n_groups=settings["bootstrap_groups"], seed=seed)
+    meta = {"stage": "emergence", "model": name, "settings": settings, "device": str(dev), "seconds": seconds,
+            "version": __version__}
+    for table, frame in tables.items():
+        write_parquet(frame.assign(table=table), outputs[table], meta)
+    log.info("emergence %s: %d snapshots in %.1f s -> %s", name, len(snapshots), seconds,
+             ", ".join(map(str, outputs.values())))
+
+
+@rebuilds_damaged_inputs
+def run_emergence_summary(inputs: dict, simulations: list, settings: dict, output) -> None:
+    """Claim 7's metrics, the non-relative amplitude and the held-out loss at every snapshot, both models."""
+    from causalpos.analysis.emergence import emergence_frame
+
+    start = time.perf_counter()
+    tables = {name: read_tables(paths).drop(columns="table", errors="ignore") for name, paths in inputs.items()}
+    frame = emergence_frame(tables["scores"], tables["intermediates"], tables["groups"], tables["losses"],
+                            read_tables(simulations) if simulations else None, n_bootstrap=settings["n_bootstrap"],
+                            seed=settings["seed"])
+    write_parquet(frame, output, {"stage": "emergence_summary", "settings": settings, "version": __version__})
+    log.info("emergence summary: %d rows in %.1f s -> %s", len(frame), time.perf_counter() - start, output)
 
 
 @rebuilds_damaged_inputs

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from causalpos.analysis.claims.replicates import LedgerInputs, amplitude, debias, estimate
+from causalpos.analysis.claims.replicates import Field, LedgerInputs, amplitude, debias, estimate
 from causalpos.analysis.claims.rows import (BASE, absent_row, paper_layer, reference_d, row, select_variants,
                                             setting_label)
 from causalpos.analysis.triangles import (FIRST_KEYS, band_statistics, concordance, nearer_key_advantage,
@@ -21,6 +21,34 @@ def nope_models(data: LedgerInputs) -> list[str]:
     if not models and data.intermediates is not None:
         models = sorted({str(m) for m in data.intermediates["model"].unique() if "nope" in str(m).lower()})
     return models
+
+def stage_concordance(field: Field) -> np.ndarray:
+    """7a's metric: the key-order concordance of one [S, S] quantity over the keys >= 1 (replicates kept)."""
+    return concordance(field.x, field.size, kmin=1)
+
+
+def standardised_advantage(field: Field) -> np.ndarray:
+    """7b's strength: the nearer-key advantage over keys >= 1 per SD of the off-diagonal entries."""
+    return safe_ratio(nearer_key_advantage(field.x, field.size, 1), off_diagonal_std(field.x, field.size, 1))
+
+
+def alpha0_variants(data: LedgerInputs):
+    """The alpha = 0 simulations 7b compares with (l2, no scaling, no PE, causal, residual; reference d),
+    with at least two layers; empty if there is none."""
+    sims = reference_d(select_variants(data.params, alpha=0.0, **BASE))
+    return sims[sims["n_layers"] >= 2] if len(sims) else sims
+
+
+def alpha0_reference(data: LedgerInputs, size: int, layer: int) -> tuple[str, int, Field] | None:
+    """(variant, its layer, its scores) for 7b: of the alpha = 0 variants the one whose seq_len is nearest
+    `size`, at the depth `layer` (or its last layer if shallower); None without such a variant."""
+    sims = alpha0_variants(data)
+    if sims.empty:
+        return None
+    variant = min(sims.index, key=lambda v: (abs(int(sims.loc[v, "seq_len"]) - size), str(v)))
+    sim_layer = min(layer, int(sims.loc[variant, "n_layers"]) - 1)
+    return variant, sim_layer, data.sim_field(variant, sim_layer)
+
 
 def claim7(data: LedgerInputs, th: dict) -> list[dict]:
     """The trained NoPE model (kind "trained", name containing "nope"), Figure 3's intermediates.
@@ -40,8 +68,7 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
     """
     models = nope_models(data)
     rows_a, rows_b, rows_c = [], [], []
-    sims = reference_d(select_variants(data.params, alpha=0.0, **BASE))
-    sims = sims[sims["n_layers"] >= 2] if len(sims) else sims
+    sims = alpha0_variants(data)
     for model in models:
         for stage, what in (("f", "(f) LN(O)"), ("i", "(i) next layer's scores")):
             field, layer = data.intermediate_field(model, stage)
@@ -50,7 +77,7 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
                                    f"model {model}", label=f"{model} ({stage})", model=model))
                 continue
             rows_a.append(row("7a", f"{model} {what}, layer {layer + 1} (paper)",
-                               concordance(field.x, field.size, kmin=1), th,
+                               stage_concordance(field), th,
                                note=f"{field.source}; with key 0: {concordance(field.x[:, :1], field.size)[0]:.3g}",
                                layer=layer, label=f"{model} ({stage})", model=model))
         field, layer = data.intermediate_field(model, "i")
@@ -65,11 +92,8 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
             rows_b.append(row("7b", f"{model} (i)", None, th, note="no stage i intermediates" if field is None
                                else "no alpha = 0 l2 variant", label=model, model=model))
             continue
-        variant = min(sims.index, key=lambda v: (abs(int(sims.loc[v, "seq_len"]) - field.size), str(v)))
-        sim_layer = min(layer, int(sims.loc[variant, "n_layers"]) - 1)  # the same depth as (i): 1 by default
-        sim = data.sim_field(variant, sim_layer)
-        strength = safe_ratio(nearer_key_advantage(field.x, field.size, 1), off_diagonal_std(field.x, field.size, 1))
-        reference = safe_ratio(nearer_key_advantage(sim.x, sim.size, 1), off_diagonal_std(sim.x, sim.size, 1))
+        variant, sim_layer, sim = alpha0_reference(data, field.size, layer)  # the same depth as (i): 1 by default
+        strength, reference = standardised_advantage(field), standardised_advantage(sim)
         rows_b.append(row("7b", f"{model} (i), layer {layer + 1} (paper) vs {setting_label(sims.loc[variant])}, "
                            f"{paper_layer(sim_layer)}",
                            safe_ratio(strength, reference), th,
