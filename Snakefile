@@ -31,7 +31,7 @@ rule all:
         [paths.model_file(m, "length_eval.parquet", RESULTS) for m in MODELS],
         all_simulations(),
         paths.summary_tables(RESULTS),
-        rules.emergence_summary.output,
+        rules.emergence_summary.output if SNAPSHOTS else [],
         rules.claims.output,
         rules.runtimes.output,
         rules.config_record.output,

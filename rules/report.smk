@@ -5,7 +5,7 @@
 rule runtimes:
     input:
         train=[paths.train_benchmark(m, RESULTS) for m in MODELS],
-        emergence=[paths.emergence_benchmark(m, RESULTS) for m in MODELS],
+        emergence=[paths.emergence_benchmark(m, RESULTS) for m in MODELS if SNAPSHOTS],
         simulate=all_simulations(),
         extract=[paths.activation_table(m, "scores", RESULTS) for m in EXTRACTED],
     output:

@@ -342,3 +342,45 @@ def test_snakemake_refuses_an_empty_corpus_before_any_job(tmp_path):
     assert proc.returncode != 0
     assert f"data.sources[0]: ['{tmp_path}/blank.txt'] hold no text" in proc.stdout + proc.stderr
     assert not (workdir / "results").exists()
+
+
+# ---------------------------------------------------------------- issue 14: snapshots, seeds, results folder
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c["training"].update(snapshot_steps=0), "figures.figE1_emergence needs snapshots"),
+    (lambda c: c["training"].update(snapshot_steps=1), "training.snapshot_steps = 1"),
+    (lambda c: c["training"].update(snapshot_steps=[10, 5000]), "[5000] outside 0 .. training.steps = 1600"),
+    (lambda c: c["evaluation"].update(seeds=[0, 3]), "evaluation.seeds = [0, 3] includes training.seed = 0"),
+])
+def test_snapshot_and_seed_settings_are_checked(config, change, message):
+    change(config)
+    with pytest.raises(ConfigError) as err:
+        validate_config(config, devices=False)
+    assert message in str(err.value)
+
+
+def test_no_snapshots_without_the_emergence_figure_is_allowed(config):
+    config["training"]["snapshot_steps"] = 0
+    del config["figures"]["figE1_emergence"]
+    validate_config(config, devices=False)
+
+
+def test_the_large_config_is_a_larger_pair_in_its_own_folder(default_config):
+    from causalpos.models.model import build_model, count_parameters
+    from causalpos.workflow.config import results_dir, snapshot_steps
+
+    large = load_config(ROOT / "config" / "nope-large.yaml", devices=False)
+    default = validate_config(copy.deepcopy(default_config), devices=False)
+    assert results_dir(default) == "results" and results_dir(large) == "results/nope-large"
+    sizes = {}
+    for name, cfg in (("default", default), ("large", large)):
+        training = cfg["training"]
+        model = build_model(training["model"], cfg["tokenizer"]["vocab_size"], rope=False)
+        tokens = training["steps"] * training["micro_batch"] * training["grad_accum"] * cfg["tokenizer"]["block_len"]
+        sizes[name] = (count_parameters(model)["non_embedding"], count_parameters(model)["total"], tokens)
+    assert sizes["large"][0] >= 4 * sizes["default"][0] and sizes["large"][1] >= 3 * sizes["default"][1]
+    assert sizes["large"][2] >= 4 * sizes["default"][2]
+    assert len(snapshot_steps(large)) == 8 and "figE1_emergence" in large["figures"]
+    assert large["extraction"]["pretrained"]["models"] == {}
+    assert list(large["simulation"]["variants"]) == ["l2_alpha0.0"]

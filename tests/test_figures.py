@@ -49,7 +49,8 @@ def theory():
     return theory_frame(SMALL["seq_len"], [0.0, 0.2])
 
 
-TRAINING_FIGURES = {"figT1_training_loss", "figT2_length_generalization"}  # test_training_figures_render
+TRAINING_FIGURES = {"figT1_training_loss", "figT2_length_generalization",  # test_training_figures_render
+                    "figE1_emergence"}  # test_emergence_and_seed_figures_render
 
 
 def test_every_figure_has_options():
@@ -176,3 +177,44 @@ def test_training_figures_render(tmp_path):
     with pytest.raises(ValueError, match="lacks column"):
         render_figure("figT1_training_loss", {"metrics": tables["metrics"].drop(columns="train_loss")}, PLOT,
                       [tmp_path / "y.png"])
+
+
+def _toy_emergence_table() -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    rows = []
+    for model in ("nope", "rope"):
+        for step in (0, 3, 8, 24):
+            tokens = step * 1024
+            for metric, stage, layers, ref in (("concordance", "f", [0], 0.9), ("concordance", "i", [1], 0.9),
+                                               ("nearer_key_advantage", "i", [1], 0.5),
+                                               ("strength_ratio", "i", [1], 1.0),
+                                               ("nonrelative_amplitude", "scores", [0, 1, 2], 0.6),
+                                               ("heldout_loss", "", [None], np.nan)):
+                for layer in layers:
+                    rows.append({"model": model, "step": step, "tokens_seen": tokens, "layer": layer, "stage": stage,
+                                 "metric": metric, "value": 0.5 + rng.random(), "uncertainty": 0.05,
+                                 "reference": ref, "reference_uncertainty": 0.01})
+    frame = pd.DataFrame(rows)
+    frame["layer"] = frame["layer"].astype("Int64")
+    return frame
+
+
+def test_emergence_and_seed_figures_render(tmp_path):
+    from causalpos.analysis.lengths import length_seed_frame, with_gaps
+    from causalpos.figures.style import save_figure
+    from causalpos.figures.training import fig_length_seeds
+
+    outputs = [tmp_path / "figE1_emergence.png", tmp_path / "figE1_emergence.pdf"]
+    render_figure("figE1_emergence", {"emergence": _toy_emergence_table()}, PLOT, outputs)
+    assert all(p.stat().st_size > 1000 for p in outputs)
+    width, height = Image.open(outputs[0]).size
+    assert height > width  # one row per metric, one column per model
+    with pytest.raises(ValueError, match="lacks column"):
+        render_figure("figE1_emergence", {"emergence": _toy_emergence_table().drop(columns="reference")}, PLOT,
+                      [tmp_path / "x.png"])
+    per_seed = pd.DataFrame([{"model": m, "seed": s, "factor": f, "seq_len": 32 * f, "heldout_loss": 5.0 + 0.1 * s + f}
+                             for m in ("nope", "rope") for s in (0, 1, 2) for f in (1, 2, 4)])
+    tables = {"length_seeds": length_seed_frame(per_seed), "length_eval": with_gaps(per_seed)}
+    out = tmp_path / "figT3_length_seeds.png"
+    save_figure(lambda: fig_length_seeds(tables, PLOT), PLOT, [out])
+    assert out.stat().st_size > 1000

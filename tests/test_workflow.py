@@ -216,7 +216,7 @@ def test_a_config_with_its_own_results_folder_writes_only_there(rerun_copy):
     import shutil as sh
 
     sh.copytree(Path(__file__).resolve().parents[1] / "config", rerun_copy / "config")
-    out = snakemake(rerun_copy, "-n", "--configfile", "config/nope-large.yaml", "all", "length_seeds").stdout
+    out = snakemake(rerun_copy, "-n", "all", "length_seeds", "--configfile", "config/nope-large.yaml").stdout
     outputs = [p.strip() for line in out.splitlines() if line.strip().startswith(("output:", "log:", "benchmark:"))
                for p in line.split(":", 1)[1].split(",")]
     assert outputs and all(p.startswith("results/nope-large/") for p in outputs), outputs[:5]
