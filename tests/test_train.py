@@ -360,7 +360,9 @@ def test_checkpoint_of_another_run_is_refused(trained, data, tmp_path):
     (tmp_path / "ckpt" / CHECKPOINT_NAME).write_bytes((trained / "ckpt" / CHECKPOINT_NAME).read_bytes())
     with pytest.raises(CheckpointError, match=r"was written by a different run \(rope: checkpoint False, now True"):
         train("nope", True, data / "blocks", tmp_path / "out", tmp_path / "ckpt", CFG)
-    # a finished checkpoint with changed logging settings only rewrites the outputs
+    # a finished checkpoint with changed logging settings only rewrites the outputs (the checkpoint folder
+    # is one unit: a resumed run needs the snapshots written before its checkpoint)
+    shutil.copytree(trained / "ckpt" / "snapshots", tmp_path / "ckpt" / "snapshots")
     frame = train("nope", False, data / "blocks", tmp_path / "out", tmp_path / "ckpt", {**CFG, "log_every": 7})
     assert frame["step"].iloc[-1] == CFG["steps"]
     assert (tmp_path / "out" / "model.safetensors").read_bytes() == (trained / "out" / "model.safetensors").read_bytes()
