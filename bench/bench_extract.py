@@ -22,7 +22,12 @@ Time is per sequence; "x plain" is the side's time over the plain forward's at i
 
     python bench/bench_extract.py                                  # SmolLM2, S = 1,024, 8 sequences, batch 8 and 1
     python bench/bench_extract.py --gguf gemma3-270m --threads 1 --json out.json
-    python bench/bench_extract.py --sides extract --batches 1 --sequences 4 16   # memory against the sequences
+    python bench/bench_extract.py --sides extract --batches 1 --sequences 5 20   # memory against the sequences
+    python bench/bench_extract.py --interleaved 2 --batches 8 --threads 1         # overhead against a plain forward
+
+--interleaved runs no memory measurement: it times, on each batch in turn, the plain forward
+(the recording attention given no recorder: transformers' SDPA alone), the recorder and the
+extraction's per-batch step, in one process, and reports the median ratios to the plain forward.
 """
 
 from __future__ import annotations
@@ -105,6 +110,42 @@ def one_side(side: str, folder: str, seq_len: int, n: int, batch: int, threads: 
             "before_mib": before / 1024, **result}
 
 
+def interleaved(folder: str, seq_len: int, n: int, batch: int, passes: int, threads: int) -> dict:
+    """Time per batch of the plain forward, the recorder and the extraction's whole per-batch step
+    (recorder, intermediates, probe rows), run one after the other on each batch, in turn first, in one
+    process with one model: on a machine whose load drifts, the ratios of neighbouring runs hold."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from causalpos.models import extract as extraction
+    from causalpos.models.recorder import ATTENTION_NAME, ScoreRecorder
+
+    torch.set_num_threads(threads)
+    model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=ATTENTION_NAME,
+                                                 dtype=torch.float32).eval()
+    tokens = np.random.default_rng(0).integers(0, model.config.vocab_size, size=(n, seq_len))
+    settings = extraction.Settings(batch_size=batch, probe_sequences=n if n >= 5 else 0)
+    times = {"plain": [], "recorder": [], "extract": []}
+    for _ in range(passes):
+        run = extraction._Run(model, tokens, "bench", "pretrained", settings)  # fresh sums: the probe needs order
+        recorder = ScoreRecorder(model.config.num_hidden_layers, seq_len, torch.device("cpu"))
+        for index in range(run.n_batches):
+            ids = torch.from_numpy(tokens[index * batch:(index + 1) * batch])
+            sides = {"plain": lambda: model.model(input_ids=ids, use_cache=False),
+                     "recorder": lambda: model.model(input_ids=ids, use_cache=False, causalpos_recorder=recorder),
+                     "extract": run.run_batch}
+            order = list(sides)[index % 3:] + list(sides)[:index % 3]
+            for side in order:
+                start = time.perf_counter()
+                with torch.no_grad():
+                    sides[side]()
+                times[side].append(time.perf_counter() - start)
+    ratios = {side: float(np.median(np.array(times[side]) / np.array(times["plain"]))) for side in times}
+    return {"seconds_per_batch": {side: float(np.median(t)) for side, t in times.items()}, "ratio_to_plain": ratios,
+            "batches": len(times["plain"]), "batch": batch, "sequences": n}
+
+
 def model_folder(path: str | None, gguf: str) -> str:
     """The safetensors folder: --model, else results/pretrained/<model>, else converted from the embedded GGUF."""
     if path:
@@ -163,6 +204,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[8, 1], help="batch sizes")
     parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--interleaved", type=int, metavar="PASSES",
+                        help="instead: time plain, recorder and extract steps batch by batch in one process")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # child process
     args = parser.parse_args()
@@ -171,6 +214,17 @@ def main() -> None:
                                   args.threads)))
         return
     folder = model_folder(args.model, args.gguf)
+    if args.interleaved:
+        runs = [interleaved(folder, args.seq_len, n, batch, args.interleaved, args.threads)
+                for n in args.sequences for batch in args.batches]
+        print(f"model {folder}, S = {args.seq_len}, {args.threads} threads; median over batches")
+        for run in runs:
+            print(f"batch {run['batch']}, {run['batches']} batches: " + ", ".join(
+                f"{side} {run['seconds_per_batch'][side]:.1f} s ({run['ratio_to_plain'][side]:.3f}x plain)"
+                for side in run["seconds_per_batch"]))
+        if args.json:
+            Path(args.json).write_text(json.dumps({"interleaved": runs, "model": folder}, indent=1))
+        return
     results = [child(side, folder, args, batch, n) for n in args.sequences for batch in args.batches
                for side in args.sides]
     report(results, folder, args)

@@ -25,12 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from causalpos.io import DamagedFileError, move_aside, read_array, read_json, read_metadata, read_table, \
     usual_mode, write_parquet
 from causalpos.workflow import paths
-from causalpos.workflow.stages import forward_stop_signals, run_summary, stop_with_parent
+from causalpos.workflow.stages import run_summary
 from conftest import ROOT, SNAKEMAKE, copy_with_profiles, edit_config, snakemake
 
 # ---------------------------------------------------------------- damaged files, unit

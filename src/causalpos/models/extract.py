@@ -139,9 +139,12 @@ class _Run:
         grams = intermediates_of_batch(self.layers, layer, seen[("in", layer)], self.recorder.outputs.pop(layer),
                                        seen[("out", layer)], self.name)
         grams["c"] = self.recorder.av_gram.pop(layer)
-        for stage, gram in grams.items():
+        for stage, gram in grams.items():  # in place: fresh buffers every batch would fragment the heap
             packed = gram.view(-1)[self.packed]
-            self.grams[stage] = self.grams[stage] + packed if stage in self.grams else packed
+            if stage in self.grams:
+                self.grams[stage] += packed
+            else:
+                self.grams[stage] = packed
 
     def group_ends(self) -> bool:
         """Whether the batch just run closes its group."""
@@ -165,8 +168,11 @@ class _Run:
         outputs.write_group_part(part, self.group_rows(), self.name, self.kind, group, self.recorder.group_n,
                                  self.recorder.seq_len)
         for stage, gram in self.grams.items():
-            self.gram_total[stage] = self.gram_total.get(stage, 0) + gram
-        self.grams = {}
+            if stage in self.gram_total:
+                self.gram_total[stage] += gram
+            else:
+                self.gram_total[stage] = gram.clone()
+            gram.zero_()
         self.recorder.close_group()
         self.groups_done += 1
 

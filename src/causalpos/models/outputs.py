@@ -1,9 +1,9 @@
 """The extraction's four tables, written to Parquet from arrays a layer, stage or group at a time.
 
 At S = 1,024 a model of 30 layers has 15.7M rows of scores; built as one pandas frame
-they took several times the accumulators' memory. Here each layer (stage, group row)
-becomes one Arrow record batch, one Parquet row group, so writing costs the memory of
-one layer's columns. Columns and types are those of causalpos.tables (the `table`
+they took several times the accumulators' memory. Here they go out in Arrow record
+batches of at most CHUNK rows (a layer or stage in a few, a group row each), one
+Parquet row group each, so writing costs the memory of one chunk's columns. Columns and types are those of causalpos.tables (the `table`
 column names the table), and the files carry the stage's metadata as JSON under
 b"causalpos", as causalpos.io.write_parquet writes it; every page has a CRC.
 """
@@ -33,6 +33,7 @@ TYPES = {  # the types pandas gave these columns when the tables were built as f
     "groups": dict(model=TEXT, kind=TEXT, quantity=TEXT, stage=TEXT, layer=I64, group=I64, n_sequences=I64,
                    seq_len=I64, sums=pa.list_(pa.float32())),
 }
+CHUNK = 1 << 17  # rows per record batch (and row group) of the long tables: ~10 MB of columns at a time
 COLUMNS = {"scores": SCORE_COLUMNS, "intermediates": INTERMEDIATE_COLUMNS, "probe": PROBE_COLUMNS,
            "groups": GROUP_COLUMNS}
 
@@ -86,15 +87,22 @@ def diagonal_normalised(values: np.ndarray, query: np.ndarray, key: np.ndarray, 
 
 def write_scores(path, mean: np.ndarray, sem: np.ndarray, name: str, kind: str, n_sequences: int,
                  metadata: dict | None) -> None:
-    """scores.parquet from the packed means and standard errors [layers, pairs], one row group per layer."""
+    """scores.parquet from the packed means and standard errors [layers, pairs], layer by layer."""
     seq_len = _seq_len(mean.shape[1])
     query, key = tril_pairs(seq_len)
     with table_writer(path, "scores", metadata) as writer:
         for layer in range(len(mean)):
-            writer.write_batch(batch("scores", len(query), model=name, kind=kind, layer=layer, query_pos=query,
-                                     key_pos=key, score_mean=mean[layer], score_sem=sem[layer],
-                                     score_diagnorm=diagonal_normalised(mean[layer], query, key, seq_len),
-                                     n_sequences=n_sequences, seq_len=seq_len))
+            diagnorm = diagonal_normalised(mean[layer], query, key, seq_len)
+            for rows in _chunks(len(query)):
+                writer.write_batch(batch("scores", rows.stop - rows.start, model=name, kind=kind, layer=layer,
+                                         query_pos=query[rows], key_pos=key[rows], score_mean=mean[layer, rows],
+                                         score_sem=sem[layer, rows], score_diagnorm=diagnorm[rows],
+                                         n_sequences=n_sequences, seq_len=seq_len))
+
+
+def _chunks(n: int):
+    """Row slices of at most CHUNK rows: a row group's columns are built, encoded and compressed at once."""
+    return (slice(start, min(n, start + CHUNK)) for start in range(0, n, CHUNK))
 
 
 def write_intermediates(path, matrices: dict, layer: int | None, name: str, n_sequences: int,
@@ -104,9 +112,11 @@ def write_intermediates(path, matrices: dict, layer: int | None, name: str, n_se
         for stage in sorted(matrices):
             seq_len = _seq_len(len(matrices[stage]))
             query, key = tril_pairs(seq_len)
-            writer.write_batch(batch("intermediates", len(query), model=name, layer=layer + (stage in "hi"),
-                                     stage=stage, query_pos=query, key_pos=key, value=matrices[stage],
-                                     n_sequences=n_sequences, seq_len=seq_len))
+            for rows in _chunks(len(query)):
+                writer.write_batch(batch("intermediates", rows.stop - rows.start, model=name,
+                                         layer=layer + (stage in "hi"), stage=stage, query_pos=query[rows],
+                                         key_pos=key[rows], value=matrices[stage][rows], n_sequences=n_sequences,
+                                         seq_len=seq_len))
 
 
 def write_probe(path, results: list, name: str, kind: str, seq_len: int, metadata: dict | None) -> None:

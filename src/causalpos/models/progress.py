@@ -39,7 +39,7 @@ class Progress:
         if self.bar is not None:
             self.bar.update(n)
         elif self.done >= self.next_line or self.done == self.total:
-            log.info("%s", self.line())
+            log.info(self.line())  # the whole line as the record's msg: filters match on its text
             self.next_line = (self.done // self.step + 1) * self.step
 
     def line(self) -> str:
