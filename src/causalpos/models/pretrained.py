@@ -25,6 +25,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from causalpos.io import usual_mode
+
 log = logging.getLogger("causalpos")
 
 SOURCE_KEYS = ("gguf", "path", "name")
@@ -233,6 +235,7 @@ def convert_gguf(spec: dict, out_dir, setting: str) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging, safe_serialization=True)
     tokenizer.save_pretrained(staging)
+    usual_mode(staging)  # safetensors writes 0600: other users of a shared results folder could not read it
     shutil.rmtree(out_dir, ignore_errors=True)
     staging.rename(out_dir)
     n = sum(p.numel() for p in model.parameters())
