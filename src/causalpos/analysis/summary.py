@@ -113,7 +113,8 @@ def nonrelativeness(scores: pd.DataFrame, left_fraction: float = LEFT_FRACTION) 
         raise ValueError("scores table has no off-diagonal pairs (seq_len < 2?)")
     rows = [{"model": model, "kind": kind, "layer": layer, **_layer_row(group, left_fraction)}
             for (model, kind, layer), group in scores.groupby(KEYS, sort=True) if group["seq_len"].max() >= 2]
-    return pd.DataFrame(rows)[NONRELATIVENESS_COLUMNS]
+    table = pd.DataFrame(rows)[NONRELATIVENESS_COLUMNS]
+    return table.astype({column: scores[column].dtype for column in ("layer", "seq_len")})  # the scores' types
 
 
 # ---------------------------------------------------------------- monotonicity
