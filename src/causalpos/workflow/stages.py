@@ -366,6 +366,26 @@ def run_figure(figure: str, inputs: dict, options: dict, outputs) -> None:
     log.info("figure %s: %.1f s -> %s", figure, time.perf_counter() - start, ", ".join(map(str, outputs)))
 
 
+def run_all_layers(scores, options: dict, folder) -> None:
+    """Figures 11-16 for options["model"]: every page of fig_all_layers, in every format of
+    options["formats"], into `folder` (pages of an earlier run that this one did not write are removed)."""
+    from causalpos.figures.render import render_all_layers
+    from causalpos.workflow.paths import ALL_LAYERS_PAGE, all_layers_page
+
+    start = time.perf_counter()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    formats = options.get("formats") or ["pdf", "png"]
+    written = render_all_layers({"scores": read_tables([scores])}, options,
+                                lambda kind, first, last: [all_layers_page(folder, kind, first, last, fmt)
+                                                           for fmt in formats])
+    stale = set(folder.glob(ALL_LAYERS_PAGE.format(kind="*", layers="*", ext="*"))) - {Path(p) for p in written}
+    for path in stale:
+        path.unlink()
+    log.info("fig_all_layers %s: %d files in %.1f s -> %s", options.get("model"), len(written),
+             time.perf_counter() - start, folder)
+
+
 class log_to_file:
     """Around a Snakemake job's stage: send its log records (and any traceback) to `path`, as Snakemake's
     log: wants; and stop the job when Snakemake dies (stop_with_parent)."""
