@@ -107,7 +107,9 @@ def test_every_figure_renders(figure_id, drawn):
 def test_intermediates_grid(drawn):
     fig, _ = drawn("fig03_intermediates")
     panels = heatmap_axes(fig)
-    assert len(panels) == 9 and len(fig.axes) == 18  # nine panels, nine colour bars
+    assert len(panels) == 9 and len(fig.axes) == 19  # nine panels, nine colour bars, one empty cell
+    width, height = fig.get_size_inches()
+    assert height < 0.5 * width  # 2 rows of 5: shown whole in the report's window
     assert [ax.get_title()[:3] for ax in panels] == [f"({s})" for s in "abcdefghi"]
     assert panels[0].get_title() == "(a) LN(X)"
     assert "Layer 1" in fig._suptitle.get_text() and "Layer 2" in fig._suptitle.get_text()

@@ -111,7 +111,7 @@ def _layer_panels(rows: pd.DataFrame, value: str) -> list[tuple[np.ndarray, str]
 
 @built
 def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
-    """Figure 3: Gram matrices of the attention intermediates (a)-(i) of one model, 3 x 3."""
+    """Figure 3: Gram matrices of the attention intermediates (a)-(i) of one model, 2 rows of 5."""
     table = require_table(tables, "intermediates", INTERMEDIATE_NEEDS)
     model = options.get("model", "nope")
     rows = _model_rows(table, "intermediates", model)
@@ -124,10 +124,13 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     layer = int(layer)
     cmap = options.get("cmap", "viridis")
     clip = clip_option(options, None)
-    fig = build_figure(PANEL_SIZE[0] * 3 + 0.6, (PANEL_SIZE[1] + 0.3) * 3 + 0.4)
+    # 2 rows of 5 (not the paper's 3 x 3): wider than tall, so the report shows it whole
+    fig = build_figure(PANEL_SIZE[0] * 5 + 0.6, (PANEL_SIZE[1] + 0.3) * 2 + 0.6)
     fig.suptitle(f"{model_label(model)}: Gram matrices of the attention intermediates, "
                  f"Layer {layer + 1} (a-g) into Layer {layer + 2} (h-i)", fontweight="bold")
-    for ax, stage in zip(fig.subplots(3, 3).ravel(), "abcdefghi"):
+    axes = fig.subplots(2, 5).ravel()
+    axes[-1].set_axis_off()
+    for ax, stage in zip(axes, "abcdefghi"):
         stage_layer = layer + (stage in "hi")
         panel = rows[(rows["stage"] == stage) & (rows["layer"] == stage_layer)]
         if panel.empty:
