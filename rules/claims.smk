@@ -3,7 +3,7 @@
 
 rule claims:
     input:
-        unpack(claims_inputs),
+        **CLAIMS_INPUTS,
     output:
         table=paths.summary_file("claims.parquet", RESULTS),
         markdown=paths.summary_file("claims.md", RESULTS),

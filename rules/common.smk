@@ -92,17 +92,35 @@ def report_figures(stem, caption="../report/figure.rst", category="Figures"):
 
 def figure_section(name):
     """The report's subcategory of a figure: the part of the paper it belongs to."""
-    figure = ALL_LAYERS_FIGURE if name.startswith(ALL_LAYERS_FIGURE) else name
-    return FIGURE_SPECS[figure].section if figure in FIGURE_SPECS else "Figures"
+    return FIGURE_SPECS[name].section if name in FIGURE_SPECS else "Figures"
 
 
-def claims_inputs(wildcards):
-    return config_claims_inputs(config)
+def report_all_layers(model):
+    """A model's folder of fig_all_layers pages, each page in the report with its kind and layers."""
+    return snakemake_io.report(
+        directory(paths.all_layers_dir(model, RESULTS)),
+        patterns=[paths.ALL_LAYERS_PAGE],
+        caption="../report/all_layers.rst",
+        category="Figures",
+        subcategory=figure_section(ALL_LAYERS_FIGURE),
+        labels=all_layers_labels,
+    )
 
 
-def figure_caption(wildcards):
-    figure = wildcards.get("figure", ALL_LAYERS_FIGURE)
-    return FIGURE_SPECS[figure].caption if figure in FIGURE_SPECS else figure
+def all_layers_labels(wildcards):
+    """The report's labels of one page of fig_all_layers (the wildcards of paths.ALL_LAYERS_PAGE)."""
+    kinds = {"raw": "scores", "diagnorm": "diagonal-normalised"}
+    first, last = (int(layer) for layer in wildcards.layers.split("-"))
+    return {
+        "figure": f"{ALL_LAYERS_FIGURE}_{wildcards.model}",
+        "kind": kinds.get(wildcards.kind, wildcards.kind),
+        "layers": f"{first}-{last}",
+        "format": wildcards.ext,
+    }
+
+
+# the claims ledger reads every Parquet result: named inputs, none depending on a wildcard
+CLAIMS_INPUTS = config_claims_inputs(config)
 
 
 def all_figure_files():
@@ -166,11 +184,7 @@ def model_figure_options(wildcards):
 
 
 def all_model_figures():
-    return [
-        path
-        for model in EXTRACTED
-        for path in paths.figure_files(f"{ALL_LAYERS_FIGURE}_{model}", FORMATS, RESULTS)
-    ]
+    return [paths.all_layers_dir(model, RESULTS) for model in EXTRACTED]
 
 
 def seed_runs():

@@ -63,14 +63,13 @@ rule model_figure:
     input:
         scores=paths.activation_table("{model}", "scores", RESULTS),
     output:
-        report_figures("fig_all_layers_{model}"),
+        report_all_layers("{model}"),
     log:
         log_path("figures/fig_all_layers_{model}.log"),
     conda:
         "../envs/causalpos.yaml"
     params:
         options=model_figure_options,
-        caption=figure_caption,
         code=code_digest("plot"),
         upstream=upstream_of("model_figure"),
     script:

@@ -9,7 +9,6 @@ rule figure:
         "../envs/causalpos.yaml"
     params:
         options=plot_settings,
-        caption=figure_caption,
         code=code_digest("plot"),
         upstream=upstream_of("figure"),
     script:

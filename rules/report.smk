@@ -5,7 +5,11 @@
 rule runtimes:
     input:
         train=[paths.train_benchmark(m, RESULTS) for m in MODELS],
+        train_metrics=[paths.model_file(m, "metrics.parquet", RESULTS) for m in MODELS],
         emergence=[paths.emergence_benchmark(m, RESULTS) for m in MODELS if SNAPSHOTS],
+        emergence_scores=[
+            paths.emergence_table(m, "scores", RESULTS) for m in MODELS if SNAPSHOTS
+        ],
         simulate=all_simulations(),
         extract=[paths.activation_table(m, "scores", RESULTS) for m in EXTRACTED],
     output:

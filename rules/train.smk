@@ -161,7 +161,9 @@ rule length_seeds:
         [path for _, _, path in seed_runs()],
     output:
         table=paths.summary_file("length_seeds.parquet", RESULTS),
-        figures=report_figures(LENGTH_SEEDS_FIGURE),
+        figures=report_figures(
+            LENGTH_SEEDS_FIGURE, caption="../report/length_seeds.rst"
+        ),
     log:
         log_path("length_seeds.log"),
     conda:

@@ -3,10 +3,13 @@
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from causalpos.figures.activations import all_layers_pages
 from causalpos.figures.registry import FIGURES
-from causalpos.figures.render import DRAW
+from causalpos.figures.render import DRAW, render_figure
 from causalpos.figures.style import PANEL_SIZE
+from causalpos.workflow.stages import run_all_layers
 
 # the figures drawn from the extraction tables
 ACTIVATION_FIGURES = {figure: DRAW[figure] for figure, spec in FIGURES.items() if spec.models}
@@ -104,7 +107,9 @@ def test_every_figure_renders(figure_id, drawn):
 def test_intermediates_grid(drawn):
     fig, _ = drawn("fig03_intermediates")
     panels = heatmap_axes(fig)
-    assert len(panels) == 9 and len(fig.axes) == 18  # nine panels, nine colour bars
+    assert len(panels) == 9 and len(fig.axes) == 19  # nine panels, nine colour bars, one empty cell
+    width, height = fig.get_size_inches()
+    assert height < 0.5 * width  # 2 rows of 5: shown whole in the report's window
     assert [ax.get_title()[:3] for ax in panels] == [f"({s})" for s in "abcdefghi"]
     assert panels[0].get_title() == "(a) LN(X)"
     assert "Layer 1" in fig._suptitle.get_text() and "Layer 2" in fig._suptitle.get_text()
@@ -129,23 +134,51 @@ def test_model_layers_diverging_and_centred(drawn):
         assert ax.collections[0].get_cmap().name == "coolwarm"
 
 
-def test_all_layers_wraps_rows_of_six(tables):
-    fig = ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol"})
+def test_all_layers_pages_bound_the_layers_per_page(tables):
+    pages = all_layers_pages(tables, {"model": "smol", "layers_per_page": 3})
+    assert [kind for kind, _ in pages] == ["raw"] * 3 + ["diagnorm"] * 3
+    assert [layers for _, layers in pages[:3]] == [[0, 1, 2], [3, 4], [5, 6]]  # 7 layers: 3, 2, 2
+    assert pages[3:] == [("diagnorm", layers) for _, layers in pages[:3]]
+    thirty = pd.concat([tables["scores"].query("model == 'nope' and layer == 0").assign(layer=k)
+                        for k in range(30)])
+    runs = [layers for kind, layers in all_layers_pages({"scores": thirty}, {"model": "nope"}) if kind == "raw"]
+    assert [len(run) for run in runs] == [8, 8, 7, 7]  # at most LAYERS_PER_PAGE, pages alike
+    assert sum(runs, []) == list(range(30))
+
+
+@pytest.mark.parametrize("kind, cmap", [("raw", "viridis"), ("diagnorm", "coolwarm")])
+def test_all_layers_page_fits_a_screen(kind, cmap, tables):
+    fig = ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol", "kind": kind, "layers": [1, 2, 3, 4, 5]})
     panels = heatmap_axes(fig)
-    assert len(panels) == 14  # 7 layers, raw and diagonal-normalised
-    assert fig.get_size_inches()[0] == pytest.approx(6 * PANEL_SIZE[0])
-    grids = {ax.get_subplotspec().get_geometry()[:2] for ax in panels}
-    assert grids == {(2, 6)}  # per block: layers 1-6, then layer 7 on a second row
-    cells = [ax.get_subplotspec().num1 for ax in panels]
-    assert cells == list(range(7)) * 2
-    titles = [ax.get_title() for ax in panels]
-    assert titles[:7] == titles[7:] == [f"Layer {k}" for k in range(1, 8)]
-    three = ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "nope", "max_columns": 2})
-    assert three.get_size_inches()[0] == pytest.approx(2 * PANEL_SIZE[0])
+    assert [ax.get_title() for ax in panels] == [f"Layer {k}" for k in range(2, 7)]
+    assert {ax.get_subplotspec().get_geometry()[:2] for ax in panels} == {(2, 3)}  # 5 panels: 2 rows of 3
+    width, height = fig.get_size_inches()
+    assert width == pytest.approx(3 * PANEL_SIZE[0]) and height < width  # wider than tall
+    assert "layers 2-6 of 7" in fig.texts[0].get_text()
+    for ax in panels:
+        assert ax.collections[0].get_cmap().name == cmap
+    low, high = panels[0].collections[0].get_clim()
+    assert (low == pytest.approx(-high)) == (kind == "diagnorm")
+    with pytest.raises(ValueError, match="no layer"):
+        ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol", "layers": [7]})
+    with pytest.raises(ValueError, match="kind"):
+        ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol", "kind": "other"})
+
+
+def test_all_layers_writes_its_pages_and_drops_stale_ones(tables, tmp_path):
+    source = tmp_path / "scores.parquet"
+    tables["scores"].to_parquet(source)
+    folder = tmp_path / "fig_all_layers_smol"
+    folder.mkdir()
+    (folder / "raw_layers01-09.png").write_bytes(b"stale")
+    run_all_layers(source, {**PLOT, "model": "smol", "layers_per_page": 4, "formats": ["png", "pdf"]}, folder)
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted(f"{kind}_layers{span}.{ext}" for kind in ("raw", "diagnorm")
+                           for span in ("01-04", "05-07") for ext in ("png", "pdf"))
 
 
 def test_big_matrices_are_block_averaged_with_true_ticks(tables):
-    fig = ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol", "heatmap_max_size": 4,
+    fig = ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol", "kind": "raw", "heatmap_max_size": 4,
                                                         "quantile_clip": None})
     ax = heatmap_axes(fig)[0]
     shown = panel_data(ax)
@@ -157,6 +190,42 @@ def test_big_matrices_are_block_averaged_with_true_ticks(tables):
     assert shown[3, 1] == pytest.approx(full[9:12, 3:6].mean())  # a block below the diagonal
     assert shown[1, 1] == pytest.approx(np.nanmean(full[3:6, 3:6]))  # a diagonal block: visible cells only
     assert np.isnan(shown[0, 2])
+
+
+def long_scores(n_layers: int, n: int, window: int) -> pd.DataFrame:
+    """Noise (the worst case for compression) at n positions, NaN where a sliding window hides the key."""
+    rng = np.random.default_rng(2)
+    q, k = lower(n)
+    frames = []
+    for layer in range(n_layers):
+        values = rng.normal(size=len(q))
+        values[q - k >= window] = np.nan
+        frames.append(pd.DataFrame({"model": "long", "kind": "pretrained", "layer": layer, "query_pos": q,
+                                    "key_pos": k, "score_mean": values, "score_sem": 0.0,
+                                    "score_diagnorm": values, "n_sequences": 1, "seq_len": n}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_a_full_page_of_long_maps_embeds_in_the_report(tmp_path):
+    """A page of 8 layers at 512 positions (drawn as 256 x 256 like 1,024) stays under 1.4 MB as PDF (under
+    Chromium's 2 MB data URLs once base64-encoded), its tick labels few and apart, hidden pairs blank."""
+    table = {"scores": long_scores(8, 512, window=384)}
+    out = tmp_path / "page.pdf"
+    render_figure("fig_all_layers", table, {**PLOT, "model": "long", "dpi": 150}, [out])
+    assert out.stat().st_size < 1.4e6
+    fig = ACTIVATION_FIGURES["fig_all_layers"](table, {"model": "long"})
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    panels = heatmap_axes(fig)
+    assert len(panels) == 8
+    for ax in panels:
+        for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+            assert 2 <= len(labels) <= 4
+            boxes = [label.get_window_extent(renderer) for label in labels]
+            assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "200", "400"]  # real positions, 2 per cell
+    shown = panels[0].images[0].get_array()
+    assert shown.mask[255, 0] and not shown.mask[255, 100]  # beyond the window: blank
 
 
 def test_llms_default_to_pretrained_and_clip_outliers(tables):

@@ -302,3 +302,35 @@ def test_figures_page_shows_every_figure():
     missing = [f for f in FIGURES if f"`{f}`" not in page]
     missing += [p.name for p in (DOCS / "figures").glob("*.png") if f"(figures/{p.name})" not in page]
     assert missing == [], f"docs/figures.md lacks {missing}"
+
+
+# ---------------------------------------------------------------- report/ captions
+
+
+def render_caption(name: str, **wildcards) -> str:
+    """A report caption as `snakemake --report` renders it: Jinja with the job's wildcards, then docutils."""
+    from types import SimpleNamespace
+
+    from docutils.core import publish_parts
+    from jinja2 import Environment
+
+    rst = Environment().from_string(text(ROOT / "report" / name)).render(
+        snakemake=SimpleNamespace(wildcards=wildcards, rule="?"))
+    return publish_parts(rst, writer="html", settings_overrides={"report_level": 1})["body"]
+
+
+def test_report_captions_say_what_to_look_for_once():
+    """Every figure's caption is in report/ (not a job parameter, which the report shows beside it)."""
+    from causalpos.figures.registry import CONFIGURABLE
+
+    listed = re.findall(r'^\s+"(\w+)": "', text(ROOT / "report" / "figure.rst"), re.M)
+    assert sorted(listed) == sorted(CONFIGURABLE)
+    pages = [render_caption("figure.rst", figure=f) for f in CONFIGURABLE]
+    pages += [render_caption("all_layers.rst", model="m", kind=k, layers="01-08") for k in ("raw", "diagnorm")]
+    pages += [render_caption("length_seeds.rst")]
+    for html in pages:
+        assert "Look for" in html and "system-message" not in html
+    assert len(set(pages)) == len(pages)
+    for name, body in rules().items():
+        params = re.search(r"^    params:\n((?:        .*\n)+)", body, re.M)
+        assert not params or "caption" not in params.group(1), f"rule {name} passes a caption as a param"

@@ -5,10 +5,14 @@ sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
 
 from causalpos.workflow.stages import log_to_file, run_runtimes
 
+inputs = snakemake.input
 with log_to_file(snakemake.log[0]):
     run_runtimes(
-        {"train": list(snakemake.input.train), "emergence": list(snakemake.input.emergence)},
-        {"simulate": list(snakemake.input.simulate), "extract": list(snakemake.input.extract)},
+        {  # each benchmark with a file of the same job whose metadata names its device
+            "train": list(zip(inputs.train, inputs.train_metrics)),
+            "emergence": list(zip(inputs.emergence, inputs.emergence_scores)),
+        },
+        {"simulate": list(inputs.simulate), "extract": list(inputs.extract)},
         snakemake.output.table,
         snakemake.output.html,
     )

@@ -8,6 +8,8 @@ position 0), columns are keys, invisible cells blank, one colour bar per panel, 
 
 Options (unknown keys are ignored):
   model            fig03, fig08, fig_all_layers: the model to draw (default "nope")
+  kind, layers     fig_all_layers: "raw" or "diagnorm" and the 0-based layers of one page (all_layers_pages)
+  layers_per_page  fig_all_layers: most layers on a page (default 8)
   layer            fig03: 0-based layer of stages a-g (default: the lowest one in the table)
   models           fig05: models, one row each (default: every model of kind "pretrained")
   first_layers     fig05: how many layers from the first (default 4)
@@ -15,7 +17,7 @@ Options (unknown keys are ignored):
   cmap, diverging_cmap   sequential (default "viridis") and centred (default "coolwarm") colour maps
   quantile_clip    [low, high] quantiles that bound each panel's colour scale, or None for the
                    full range; default [0.01, 0.99] for fig05 and fig_all_layers, None elsewhere
-  max_columns      panels per row before wrapping (default 6)
+  max_columns      panels per row before wrapping (default 6; fig_all_layers 4)
   heatmap_max_size matrices larger than this are block-averaged to at most this many cells a side
                    for drawing (default 256; ticks keep the real positions); None to disable
 """
@@ -109,7 +111,7 @@ def _layer_panels(rows: pd.DataFrame, value: str) -> list[tuple[np.ndarray, str]
 
 @built
 def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
-    """Figure 3: Gram matrices of the attention intermediates (a)-(i) of one model, 3 x 3."""
+    """Figure 3: Gram matrices of the attention intermediates (a)-(i) of one model, 2 rows of 5."""
     table = require_table(tables, "intermediates", INTERMEDIATE_NEEDS)
     model = options.get("model", "nope")
     rows = _model_rows(table, "intermediates", model)
@@ -122,10 +124,13 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     layer = int(layer)
     cmap = options.get("cmap", "viridis")
     clip = clip_option(options, None)
-    fig = build_figure(PANEL_SIZE[0] * 3 + 0.6, (PANEL_SIZE[1] + 0.3) * 3 + 0.4)
+    # 2 rows of 5 (not the paper's 3 x 3): wider than tall, so the report shows it whole
+    fig = build_figure(PANEL_SIZE[0] * 5 + 0.6, (PANEL_SIZE[1] + 0.3) * 2 + 0.6)
     fig.suptitle(f"{model_label(model)}: Gram matrices of the attention intermediates, "
                  f"Layer {layer + 1} (a-g) into Layer {layer + 2} (h-i)", fontweight="bold")
-    for ax, stage in zip(fig.subplots(3, 3).ravel(), "abcdefghi"):
+    axes = fig.subplots(2, 5).ravel()
+    axes[-1].set_axis_off()
+    for ax, stage in zip(axes, "abcdefghi"):
         stage_layer = layer + (stage in "hi")
         panel = rows[(rows["stage"] == stage) & (rows["layer"] == stage_layer)]
         if panel.empty:
@@ -176,24 +181,56 @@ def fig_llms(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     return fig
 
 
+ALL_LAYERS_KINDS = {  # kind -> (value column, title, diverging)
+    "raw": ("score_mean", "attention scores", False),
+    "diagnorm": ("score_diagnorm", DIAGNORM, True),
+}
+LAYERS_PER_PAGE = 8  # fig_all_layers: 2 rows of 4, so a page is wider than tall and fits a screen
+PAGE_COLUMNS = 4
+
+
+def all_layers_pages(tables: dict[str, pd.DataFrame], options: dict) -> list[tuple[str, list[int]]]:
+    """The pages of fig_all_layers for options["model"]: (kind, 0-based layers) for each kind in
+    ALL_LAYERS_KINDS and each run of at most options["layers_per_page"] layers, all pages of a kind
+    the same size (30 layers in pages of 8, 8, 7, 7; 18 in 6, 6, 6)."""
+    table = require_table(tables, "scores", SCORE_NEEDS)
+    layers = sorted(_by_layer(_model_rows(table, "scores", options.get("model", "nope"))))
+    per_page = int(options.get("layers_per_page", LAYERS_PER_PAGE))
+    if per_page < 1:
+        raise ValueError(f"options['layers_per_page'] must be >= 1, got {per_page}")
+    n_pages = math.ceil(len(layers) / per_page)
+    sizes = [len(layers) // n_pages + (page < len(layers) % n_pages) for page in range(n_pages)]
+    ends = np.cumsum(sizes)
+    runs = [layers[end - size:end] for size, end in zip(sizes, ends)]
+    return [(kind, run) for kind in ALL_LAYERS_KINDS for run in runs]
+
+
 @built
 def fig_all_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
-    """Figures 11-16: every layer of one model, raw scores above and diagonal-normalised below,
-    at most max_columns panels per row."""
+    """Figures 11-16, one page: options["layers"] (0-based; default every layer) of options["model"],
+    options["kind"] "raw" (scores, sequential colour map) or "diagnorm" (default; scores minus their
+    diagonal's mean, centred colour map), in at most PAGE_COLUMNS columns (option max_columns)."""
     table = require_table(tables, "scores", SCORE_NEEDS)
     model = options.get("model", "nope")
-    rows = _model_rows(table, "scores", model)
+    kind = options.get("kind", "diagnorm")
+    if kind not in ALL_LAYERS_KINDS:
+        raise ValueError(f"options['kind'] must be one of {sorted(ALL_LAYERS_KINDS)}, got {kind!r}")
+    value, what, diverging = ALL_LAYERS_KINDS[kind]
+    by_layer = _by_layer(_model_rows(table, "scores", model))
+    layers = [int(k) for k in options.get("layers") or sorted(by_layer)]
+    missing = sorted(set(layers) - set(by_layer))
+    if missing:
+        raise ValueError(f"model {model!r} has no layer {missing} (0-based) in the scores table")
+    panels = [(square_matrix(by_layer[k], value), f"Layer {k + 1}") for k in layers]
+    rows = math.ceil(len(panels) / int(options.get("max_columns", PAGE_COLUMNS)))
+    ncols = math.ceil(len(panels) / rows)
+    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * rows + 0.5)
     clip = clip_option(options, DEFAULT_CLIP)
-    raw, normed = _layer_panels(rows, "score_mean"), _layer_panels(rows, "score_diagnorm")
-    nrows, ncols = _grid_shape(len(raw), options)
-    block_height = (PANEL_SIZE[1] + 0.3) * nrows + 0.4
-    fig = build_figure(PANEL_SIZE[0] * ncols, 2 * block_height)
     scale = f" (colour scale {clip[0]:.0%}-{clip[1]:.0%} quantiles)" if clip else ""
-    blocks = [(f"{model_label(model)}: attention scores{scale}", raw, options.get("cmap", "viridis"), None),
-              (f"{model_label(model)}: {DIAGNORM}{scale}", normed, options.get("diverging_cmap", "coolwarm"), 0.0)]
-    for sub, (title, panels, cmap, center) in zip(fig.subfigures(2, 1), blocks):
-        sub.suptitle(title, fontweight="bold")
-        _wrapped_panels(sub, panels, ncols, cmap, center, clip, max_size_option(options))
+    span = f"layer {layers[0] + 1}" if len(layers) == 1 else f"layers {layers[0] + 1}-{layers[-1] + 1}"
+    fig.suptitle(f"{model_label(model)}: {what}, {span} of {len(by_layer)}{scale}", fontweight="bold")
+    cmap = options.get("diverging_cmap", "coolwarm") if diverging else options.get("cmap", "viridis")
+    _wrapped_panels(fig, panels, ncols, cmap, 0.0 if diverging else None, clip, max_size_option(options))
     return fig
 
 

@@ -2,6 +2,7 @@
 
 `render_figure(figure_id, tables, options, outputs)`: `tables` maps a table name ("simulation", "theory",
 "scores", ...) to a DataFrame; every path in `outputs` gets the figure in the format of its suffix.
+`render_all_layers(tables, options, page_files)`: fig_all_layers, one file per kind, page and format.
 """
 
 from __future__ import annotations
@@ -42,3 +43,15 @@ def render_figure(figure_id: str, tables: dict[str, pd.DataFrame], options: dict
     if figure_id not in DRAW:
         raise ValueError(f"figure {figure_id!r} is not drawn by render_figure; drawn: {sorted(DRAW)}")
     save_figure(lambda: DRAW[figure_id](tables, options), options, outputs, figure_id)
+
+
+def render_all_layers(tables: dict[str, pd.DataFrame], options: dict, page_files) -> list:
+    """Every page of fig_all_layers for options["model"] (activations.all_layers_pages);
+    page_files(kind, first, last) -> the paths of one page (layers 1-based), one per format.
+    Returns the paths written."""
+    written = []
+    for kind, layers in activations.all_layers_pages(tables, options):
+        outputs = list(page_files(kind, layers[0] + 1, layers[-1] + 1))
+        render_figure(ALL_LAYERS_FIGURE, tables, {**options, "kind": kind, "layers": layers}, outputs)
+        written += outputs
+    return written

@@ -107,8 +107,13 @@ def square_matrix(rows: pd.DataFrame, value: str, label: str = "one panel") -> n
     return matrix
 
 
-def tick_step(n: int) -> int:
-    return next((s for s in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500) if n / s <= 6), max(1, n // 5))
+MAX_TICKS = 4  # tick labels per heatmap axis: "0 100 200", not "0 50 100150200250" in a small panel
+
+
+def tick_step(n: int, max_ticks: int = MAX_TICKS) -> int:
+    """A round step that puts at most max_ticks labels on an axis of n cells (0, step, 2 step, ...)."""
+    steps = (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000)
+    return next((s for s in steps if math.ceil(n / s) <= max_ticks), math.ceil(n / max_ticks))
 
 
 def draw_heatmap(ax, matrix: np.ndarray, cmap: str, title: str | None = None, center: float | None = None,

@@ -140,7 +140,7 @@ def cmd_simulate(args, config):
 
 
 def cmd_plot(args, config):
-    from causalpos.workflow.stages import run_figure
+    from causalpos.workflow.stages import run_all_layers, run_figure
 
     if args.figure == ALL_LAYERS_FIGURE:  # Figures 11-16 for one model, as rule model_figure draws them
         known = extracted_models(config)
@@ -149,10 +149,9 @@ def cmd_plot(args, config):
         if args.model not in known:
             raise ConfigError(f"--model {args.model}: not an extracted model; known: {known}")
         options = {**config["plot"], "model": args.model}
-        outputs = paths.figure_files(f"{ALL_LAYERS_FIGURE}_{args.model}", options["formats"], args.results)
         scores = paths.activation_table(args.model, "scores", args.results)
         require_inputs([scores])
-        run_figure(args.figure, {"scores": [scores]}, options, outputs)
+        run_all_layers(scores, options, paths.all_layers_dir(args.model, args.results))
         return
     if args.figure not in config["figures"]:
         raise ConfigError(f"figure {args.figure!r} is not in the config; configured: {sorted(config['figures'])}")

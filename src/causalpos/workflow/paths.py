@@ -144,6 +144,19 @@ def figure_files(stem: str, formats, results: str = RESULTS) -> list[str]:
     return [f"{results}/figures/{stem}.{fmt}" for fmt in formats]
 
 
+ALL_LAYERS_PAGE = "{kind}_layers{layers}.{ext}"  # a page of fig_all_layers in its model's folder
+
+
+def all_layers_dir(model: str, results: str = RESULTS) -> str:
+    """The folder of one model's fig_all_layers pages (rule model_figure's directory() output)."""
+    return f"{results}/figures/{ALL_LAYERS_FIGURE}_{model}"
+
+
+def all_layers_page(folder, kind: str, first: int, last: int, ext: str) -> str:
+    """One page of fig_all_layers, e.g. <folder>/raw_layers01-08.png (layers 1-based, as in its titles)."""
+    return f"{folder}/" + ALL_LAYERS_PAGE.format(kind=kind, layers=f"{first:02d}-{last:02d}", ext=ext)
+
+
 # ---------------------------------------------------------------- which rule writes a path
 
 
@@ -178,7 +191,8 @@ def writers(results: str = "{results}") -> list[tuple[str, str]]:
         ("runtimes", summary_file("runtimes.{ext}", results)),
         ("config_record", summary_file("config.html", results)),
         ("claims", figure_files(CLAIMS_FIGURE, ["{ext}"], results)[0]),
-        ("model_figure", figure_files(f"{ALL_LAYERS_FIGURE}_{{model}}", ["{ext}"], results)[0]),
+        ("model_figure", all_layers_dir("{model}", results)),  # a directory() output, and the files in it
+        ("model_figure", f"{all_layers_dir('{model}', results)}/{{name}}"),
         ("figure", figure_files("{figure}", ["{ext}"], results)[0]),
     ]
 

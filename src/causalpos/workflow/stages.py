@@ -28,6 +28,15 @@ log = logging.getLogger("causalpos")
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
+def usage_since(cpu_start: float) -> dict:
+    """What a stage records beside its seconds: the job process's peak resident memory (MB, as Snakemake's
+    benchmark: max_rss) and its CPU time since time.process_time() was cpu_start (all threads)."""
+    import resource
+
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: kilobytes
+    return {"max_rss_mb": round(peak_kb / 1024, 2), "cpu_seconds": round(time.process_time() - cpu_start, 2)}
+
+
 def rebuilds_damaged_inputs(runner):
     """Wrap a runner that reads other stages' files: a damaged one is renamed to <name>.damaged (kept for
     a look; missing, so Snakemake reruns the rule that writes it) and the error says which rule that is.
@@ -199,7 +208,7 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
 
     setting = f"extraction.pretrained.models.{name}" if settings["kind"] == "pretrained" else f"model {name}"
     dev = resolve_device(device, "extraction.device")
-    started = time.perf_counter()
+    started, cpu_start = time.perf_counter(), time.process_time()
     pretrained = settings["kind"] == "pretrained"  # trained models read token ids: no tokenizer needed
     model, tokenizer = load_for_extraction(str(location), setting, dev, ATTENTION_NAME, with_tokenizer=pretrained)
     log.info("extract %s: %s loaded from %s on %s in %.1f s", name, type(model).__name__, location, dev,
@@ -216,7 +225,7 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
                      probe_sequences=settings["probe_sequences"], probe_positions=settings["probe_positions"],
                      seed=seed, progress=sys.stderr.isatty(), n_groups=settings["bootstrap_groups"])
     meta = {"stage": "extract", "model": name, "location": str(location), "settings": settings,
-            "device": str(dev), "seconds": result.seconds, "version": __version__}
+            "device": str(dev), "seconds": result.seconds, **usage_since(cpu_start), "version": __version__}
     for table in ACTIVATION_TABLES:
         # the `table` column keeps the three apart when the whole results/activations folder is read at once
         write_parquet(getattr(result, table).assign(table=table), outputs[table], meta)
@@ -344,11 +353,12 @@ def run_simulation(name: str, params: dict, output, device: str = "auto", thread
             marks[decile] = True
             log.info("  %3d%%  %d/%d samples", 10 * decile, done, total)
 
+    cpu_start = time.process_time()
     result = simulate(variant, device=device, chunk_size=chunk_size, progress=progress)
     frame = result_frame(result, name)
     write_parquet(frame, output, {
         "stage": "simulate", "variant": name, "params": variant.params(), "sampler": result.sampler,
-        "device": result.device, "seconds": result.seconds, "version": __version__,
+        "device": result.device, "seconds": result.seconds, **usage_since(cpu_start), "version": __version__,
     })
     rate = variant.n_samples / max(result.seconds, 1e-9)
     log.info("simulate %s: %.2f s (%.0f samples/s, %s sampler, %s) -> %s",
@@ -364,6 +374,26 @@ def run_figure(figure: str, inputs: dict, options: dict, outputs) -> None:
     tables = {name: read_tables(paths) for name, paths in inputs.items() if paths}
     render_figure(figure, tables, options, list(outputs))
     log.info("figure %s: %.1f s -> %s", figure, time.perf_counter() - start, ", ".join(map(str, outputs)))
+
+
+def run_all_layers(scores, options: dict, folder) -> None:
+    """Figures 11-16 for options["model"]: every page of fig_all_layers, in every format of
+    options["formats"], into `folder` (pages of an earlier run that this one did not write are removed)."""
+    from causalpos.figures.render import render_all_layers
+    from causalpos.workflow.paths import ALL_LAYERS_PAGE, all_layers_page
+
+    start = time.perf_counter()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    formats = options.get("formats") or ["pdf", "png"]
+    written = render_all_layers({"scores": read_tables([scores])}, options,
+                                lambda kind, first, last: [all_layers_page(folder, kind, first, last, fmt)
+                                                           for fmt in formats])
+    stale = set(folder.glob(ALL_LAYERS_PAGE.format(kind="*", layers="*", ext="*"))) - {Path(p) for p in written}
+    for path in stale:
+        path.unlink()
+    log.info("fig_all_layers %s: %d files in %.1f s -> %s", options.get("model"), len(written),
+             time.perf_counter() - start, folder)
 
 
 class log_to_file:
