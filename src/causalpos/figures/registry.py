@@ -11,6 +11,7 @@ from dataclasses import dataclass
 ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted model by rule model_figure
 CLAIMS_FIGURE = "figL1_claims"  # drawn by rule claims, beside the ledger
 LENGTH_SEEDS_FIGURE = "figT3_length_seeds"  # drawn by rule length_seeds (its own target), beside its table
+CONVERGENCE_FIGURE = "figL2_convergence"  # drawn by rule convergence, beside results/summary/convergence.parquet
 
 
 @dataclass(frozen=True)
@@ -82,12 +83,17 @@ FIGURES = {
         "All layers", "Figures 11-16: diagonal-normalised scores of every layer of one model.", ("scores",), "one"),
     CLAIMS_FIGURE: FigureSpec(
         "Claims", "The claims ledger: each claim's metric with its uncertainty against its threshold."),
+    CONVERGENCE_FIGURE: FigureSpec(
+        "Claims", "The LLM claims (8a-8d) as the number of sequences grows: each value ± 2 bootstrap standard errors "
+        "on the first groups of sequences, against the claim's threshold."),
     LENGTH_SEEDS_FIGURE: FigureSpec(
         "Trained models", "Length generalisation over training seeds: the held-out loss at 2x and 4x the training "
         "length minus that at 1x, each seed and the mean ± SD over seeds, NoPE and RoPE."),
 }
-# Figures a config lists under `figures:` (the other three are drawn by rules model_figure, claims, length_seeds)
-CONFIGURABLE = tuple(f for f in FIGURES if f not in (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, LENGTH_SEEDS_FIGURE))
+# Figures a config lists under `figures:` (the other four are drawn by rules model_figure, claims, convergence,
+# length_seeds)
+CONFIGURABLE = tuple(f for f in FIGURES
+                     if f not in (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE))
 
 
 def figure_spec(figure: str) -> FigureSpec:

@@ -99,7 +99,7 @@ def cmd_extract(args, config):
     run_extract(args.model, extraction_settings(config, args.model), location,
                 paths.activation_tables(args.model, args.results), documents=paths.documents(args.results),
                 snippets=paths.tokens_file("snippets.npy", args.results), device=config["extraction"]["device"],
-                seed=config["data"]["seed"])
+                seed=config["data"]["seed"], state_dir=paths.extraction_state_dir(args.model, args.results))
 
 
 def cmd_summary(args, config):

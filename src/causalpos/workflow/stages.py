@@ -21,7 +21,6 @@ from pathlib import Path
 from causalpos import __version__
 from causalpos.devices import available_cpus, resolve_device
 from causalpos.io import DamagedFileError, move_aside, read_array, read_table, read_tables, write_parquet
-from causalpos.tables import ACTIVATION_TABLES
 from causalpos.workflow.digest import code_digest
 
 log = logging.getLogger("causalpos")
@@ -187,40 +186,45 @@ def run_pretrained(name: str, spec: dict, out_dir) -> None:
 
 @rebuilds_damaged_inputs
 def run_extract(name: str, settings: dict, location, outputs: dict, documents=None, snippets=None,
-                device: str = "auto", seed: int = 0) -> None:
+                device: str = "auto", seed: int = 0, state_dir=None) -> None:
     """Scores of every layer, Figure 3's intermediates and the position probe of one model, to Parquet.
 
     `settings["kind"]` is "trained" (the nope / rope folder, on the evaluation snippets) or
-    "pretrained" (a folder or hub id, on held-out documents in its own tokenizer).
+    "pretrained" (a folder or hub id, on documents of `settings["splits"]` in its own tokenizer; the
+    sequences are chosen, and too few of them refused, before the model is loaded). With `state_dir` a
+    killed run restarts from its last completed group of sequences.
     """
-    from causalpos.models.extract import ATTENTION_NAME, extract
-    from causalpos.models.pretrained import bos_prefix, load_for_extraction
-    from causalpos.models.tokenizer import snippet_tokens
+    from causalpos.models.extract import ATTENTION_NAME, extract_to_files
+    from causalpos.models.pretrained import bos_prefix, load_for_extraction, load_tokenizer_for_extraction
+    from causalpos.models.tokenizer import llm_sequences, sequence_counts
 
-    setting = f"extraction.pretrained.models.{name}" if settings["kind"] == "pretrained" else f"model {name}"
-    dev = resolve_device(device, "extraction.device")
-    started = time.perf_counter()
     pretrained = settings["kind"] == "pretrained"  # trained models read token ids: no tokenizer needed
-    model, tokenizer = load_for_extraction(str(location), setting, dev, ATTENTION_NAME, with_tokenizer=pretrained)
-    log.info("extract %s: %s loaded from %s on %s in %.1f s", name, type(model).__name__, location, dev,
-             time.perf_counter() - started)
+    setting = f"extraction.pretrained.models.{name}" if pretrained else f"model {name}"
+    dev = resolve_device(device, "extraction.device")
+    meta = {"stage": "extract", "model": name, "location": str(location), "settings": settings, "device": str(dev),
+            "version": __version__}
     if not pretrained:
         tokens = read_array(snippets)
     else:
-        tokens, _ = snippet_tokens(read_table(documents), tokenizer, settings["seq_len"], settings["n_sequences"],
-                                   seed=seed, settings=(f"{setting}.seq_len", f"{setting}.n_sequences"),
-                                   prefix=bos_prefix(tokenizer))
+        tokenizer = load_tokenizer_for_extraction(str(location), setting)
+        tokens, table = llm_sequences(read_table(documents), tokenizer, settings["seq_len"], settings["n_sequences"],
+                                      seed=seed, splits=settings["splits"], setting=settings["setting"],
+                                      prefix=bos_prefix(tokenizer), strict=True)
+        # which documents the sequences are, and how many of each source and split (docs/models.md)
+        meta["sequences"] = {"counts": sequence_counts(table), "doc_ids": table["doc_id"].tolist()}
+        log.info("extract %s: sequences by source and split: %s", name, meta["sequences"]["counts"])
+    started = time.perf_counter()
+    model, _ = load_for_extraction(str(location), setting, dev, ATTENTION_NAME, with_tokenizer=False)
+    log.info("extract %s: %s loaded from %s on %s in %.1f s", name, type(model).__name__, location, dev,
+             time.perf_counter() - started)
     log.info("extract %s: %d sequences of %d tokens, batch %d", name, *tokens.shape, settings["batch_size"])
-    result = extract(model, tokens, name, settings["kind"], batch_size=settings["batch_size"],
-                     intermediates_layer=settings["intermediates_layer"],
-                     probe_sequences=settings["probe_sequences"], probe_positions=settings["probe_positions"],
-                     seed=seed, progress=sys.stderr.isatty(), n_groups=settings["bootstrap_groups"])
-    meta = {"stage": "extract", "model": name, "location": str(location), "settings": settings,
-            "device": str(dev), "seconds": result.seconds, "version": __version__}
-    for table in ACTIVATION_TABLES:
-        # the `table` column keeps the three apart when the whole results/activations folder is read at once
-        write_parquet(getattr(result, table).assign(table=table), outputs[table], meta)
-    log.info("extract %s: %.1f s (%.0f tokens/s) -> %s", name, result.seconds, tokens.size / result.seconds,
+    seconds = extract_to_files(model, tokens, name, settings["kind"], outputs, metadata=meta, state_dir=state_dir,
+                               progress=sys.stderr.isatty(), batch_size=settings["batch_size"],
+                               intermediates_layer=settings["intermediates_layer"],
+                               probe_sequences=settings["probe_sequences"],
+                               probe_positions=settings["probe_positions"], seed=seed,
+                               n_groups=settings["bootstrap_groups"])
+    log.info("extract %s: %.1f s (%.0f tokens/s) -> %s", name, seconds, tokens.size / seconds,
              ", ".join(map(str, outputs.values())))
 
 
