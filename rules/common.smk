@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from causalpos.figures.registry import (
     ALL_LAYERS_FIGURE,
     CLAIMS_FIGURE,
+    CONVERGENCE_FIGURE,
     FIGURES as FIGURE_SPECS,
     LENGTH_SEEDS_FIGURE,
 )
@@ -24,7 +25,12 @@ from causalpos.workflow.config import (
     extraction_settings as config_extraction_settings,
     figure_inputs as config_figure_inputs,
     figure_options,
+    llm_claims_inputs,
     model_location,
+    paper_llms_figures,
+    paper_llms_results,
+    paper_llms_settings,
+    pretrained_models,
     results_dir,
     snapshot_steps,
     validate_config,
@@ -98,6 +104,14 @@ def figure_section(name):
 
 def claims_inputs(wildcards):
     return config_claims_inputs(config)
+
+
+def convergence_inputs(wildcards):
+    return {
+        name: files
+        for name, files in llm_claims_inputs(config, RESULTS).items()
+        if name in ("scores", "groups")
+    }
 
 
 def figure_caption(wildcards):

@@ -418,6 +418,8 @@ def claims_inputs(config: dict, results: str | None = None) -> dict[str, list[st
         "theory": [paths.theory_table(results)],
         **{table: [paths.activation_table(m, table, results) for m in models]
            for table in ("scores", "intermediates", "groups")},
+        # claim 8's verdicts as N grows: a flip is noted in the ledger
+        "convergence": [paths.summary_file("convergence.parquet", results)] if pretrained_models(config) else [],
     }
 
 

@@ -285,8 +285,13 @@ def run_runtimes(benchmarks: dict, parquets: dict, table, html) -> None:
 
 
 @rebuilds_damaged_inputs
-def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: dict) -> None:
-    """The claims ledger from the other stages' Parquet results: a table, its Markdown and its figure."""
+def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: dict, claim: int | None = None) -> None:
+    """The claims ledger from the other stages' Parquet results: a table, its Markdown and its figure.
+
+    `inputs` may hold "convergence" (results/summary/convergence.parquet): a claim whose verdict changes with
+    the number of sequences says so in its note. `claim`: only that claim's rows (8 for paper_llms's ledger,
+    whose tables are the pretrained models' alone)."""
+    from causalpos.analysis.claims.convergence import note_flips
     from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
     from causalpos.figures.ledger import plot_ledger
     from causalpos.figures.style import save_figure
@@ -294,9 +299,12 @@ def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: 
 
     start = time.perf_counter()
     tables = {name: read_tables(paths) if paths else None for name, paths in inputs.items()}
-    ledger = build_ledger(tables["simulations"], tables["theory"], tables["scores"], tables["intermediates"],
+    ledger = build_ledger(tables.get("simulations"), tables.get("theory"), tables["scores"], tables["intermediates"],
                           tables["groups"], thresholds=settings.get("thresholds") or None,
                           n_bootstrap=settings["n_bootstrap"], seed=settings["seed"])
+    if claim is not None:
+        ledger = ledger[ledger["claim"] == claim].reset_index(drop=True)
+    ledger = note_flips(ledger, tables.get("convergence"))
     write_parquet(ledger, table, {"stage": "claims", "settings": settings, "version": __version__})
     with atomic_path(markdown) as tmp:
         tmp.write_text(ledger_markdown(ledger))
@@ -304,6 +312,23 @@ def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: 
     counts = ledger["verdict"].value_counts().to_dict()
     log.info("claims: %d rows (%s) in %.1f s -> %s, %s", len(ledger), counts, time.perf_counter() - start,
              table, markdown)
+
+
+@rebuilds_damaged_inputs
+def run_convergence(inputs: dict, settings: dict, table, figures, options: dict) -> None:
+    """Claim 8 on the first groups of sequences of every pretrained model: a table and its figure."""
+    from causalpos.analysis.claims.convergence import convergence_frame, flip_count
+    from causalpos.figures.convergence import plot_convergence
+    from causalpos.figures.style import save_figure
+
+    start = time.perf_counter()
+    frame = convergence_frame(read_tables(inputs["scores"]), read_tables(inputs["groups"]),
+                              thresholds=settings.get("thresholds") or None, n_bootstrap=settings["n_bootstrap"],
+                              seed=settings["seed"], min_groups=settings["convergence_min_groups"])
+    write_parquet(frame, table, {"stage": "convergence", "settings": settings, "version": __version__})
+    save_figure(lambda: plot_convergence(frame, options), options, figures)
+    log.info("convergence: %d rows at N = %s, %d verdicts change with N, in %.1f s -> %s", len(frame),
+             sorted(frame["n_sequences"].unique().tolist()), flip_count(frame), time.perf_counter() - start, table)
 
 
 def run_config_record(config: dict, output) -> None:
