@@ -28,7 +28,7 @@ def paper_figure_options(wildcards):
 def paper_claims_inputs(wildcards):
     return {
         **llm_claims_inputs(config, PAPER),
-        "convergence": paths.summary_file("convergence.parquet", PAPER),
+        "convergence": [paths.summary_file("convergence.parquet", PAPER)],
     }
 
 

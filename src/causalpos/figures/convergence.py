@@ -26,7 +26,8 @@ def plot_convergence(frame: pd.DataFrame, options: dict | None = None):
         raise ValueError("the convergence table is empty: no pretrained model with a groups table")
     models = sorted(frame["model"].unique())
     claims = sorted(frame["claim_id"].unique())
-    fig = new_figure(PANEL[0] * len(models), PANEL[1] * len(claims) + 1.2)
+    # at least two panels wide: the legend and the title need the room with a single model
+    fig = new_figure(PANEL[0] * max(len(models), 2), PANEL[1] * len(claims) + 1.6)
     axes = fig.subplots(len(claims), len(models), squeeze=False)
     sizes = sorted(frame["n_sequences"].unique())
     shade = colormaps[options.get("cmap", "viridis")]
@@ -52,8 +53,8 @@ def plot_convergence(frame: pd.DataFrame, options: dict | None = None):
     handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()]
     handles += [Line2D([], [], color=colour[n], label=f"N = {n}") for n in sizes]
     handles.append(Line2D([], [], color="black", ls="--", label="threshold"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 7), fontsize="small",
-               title=f"error bars and bands: ±{float(frame['z'].iloc[0]):g} bootstrap standard errors on the first "
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize="small",
+               title=f"error bars and bands: ±{float(frame['z'].iloc[0]):g} bootstrap standard errors on the first\n"
                      "groups of sequences; ringed: the verdict changes with N", title_fontsize="small")
     fig.suptitle("LLM claims as the number of sequences N grows", fontweight="bold")
     return fig
