@@ -209,6 +209,55 @@ def seed_training_settings(wildcards):
     }
 
 
+# ---- target paper_llms (rules/paper_llms.smk): its folder, models and figures
+PAPER = paper_llms_results(config)
+PRETRAINED = pretrained_models(config)
+PAPER_FIGURES = paper_llms_figures(config)
+
+# rule-level constraints: these rules make only paper_llms's figures and models
+PAPER_FIGURE = "|".join(map(re.escape, PAPER_FIGURES)) or "(?!)"
+PAPER_MODEL = "|".join(map(re.escape, PRETRAINED)) or "(?!)"
+
+
+def paper_settings_param(wildcards):
+    return paper_llms_settings(config, wildcards.model)
+
+
+def paper_figure_inputs(wildcards):
+    return config_figure_inputs(config, wildcards.figure, paper_llms=True)
+
+
+def paper_figure_options(wildcards):
+    return figure_options(config, wildcards.figure)
+
+
+def paper_claims_inputs(wildcards):
+    return {
+        **llm_claims_inputs(config, PAPER),
+        "convergence": [paths.summary_file("convergence.parquet", PAPER)],
+    }
+
+
+def paper_convergence_inputs(wildcards):
+    return {
+        name: files
+        for name, files in llm_claims_inputs(config, PAPER).items()
+        if name in ("scores", "groups")
+    }
+
+
+def paper_llms_outputs():
+    """Every file of target paper_llms."""
+    if not PRETRAINED:
+        return []
+    stems = PAPER_FIGURES + [f"{ALL_LAYERS_FIGURE}_{m}" for m in PRETRAINED]
+    stems += [CLAIMS_FIGURE, CONVERGENCE_FIGURE]
+    return [
+        paths.summary_file(name, PAPER)
+        for name in ("claims.parquet", "claims.md", "convergence.parquet")
+    ] + [path for stem in stems for path in paths.figure_files(stem, FORMATS, PAPER)]
+
+
 onstart:
     # Ctrl-C or SIGTERM to Snakemake also stop its running jobs (alone, it waits for them to end)
     from causalpos.workflow.stages import forward_stop_signals

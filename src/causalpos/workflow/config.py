@@ -258,11 +258,6 @@ def check_gguf_model(config: dict, name: str) -> None:
         raise ConfigError(f"{seq_key} = {settings['seq_len']} exceeds the context of {name} "
                           f"({model['architecture']}.context_length = {model['context']} in {path}); "
                           f"set it <= {model['context']}")
-    paper_len = config["extraction"]["paper_llms"]["seq_len"]
-    if model["context"] is not None and paper_len > model["context"]:
-        raise ConfigError(f"extraction.paper_llms.seq_len = {paper_len} exceeds the context of {name} "
-                          f"({model['architecture']}.context_length = {model['context']} in {path}); "
-                          f"set it <= {model['context']} (or remove {name} from extraction.pretrained.models)")
     layer = config["extraction"]["intermediates_layer"]
     if model["layers"] is not None and layer > model["layers"] - 2:
         raise ConfigError(f"extraction.intermediates_layer = {layer} is out of range for {name} "
