@@ -1,6 +1,7 @@
 # causalpos: reproduce "Behind RoPE: How Does Causal Mask Encode Positional Information?"
 # Run:  snakemake --cores 8 all_figures      (config: config.yaml, checked before any job)
 #       snakemake --cores 8 length_seeds     (the length comparison over training seeds: more trainings)
+#       snakemake --cores 8 paper_llms       (Section 5.2 at the paper's size: 1,000 x 1,024 tokens per LLM; hours on a CPU)
 
 
 # config.yaml unless --configfile names another: `--configfile .test/config.yaml` runs that config alone
@@ -22,6 +23,7 @@ include: "rules/simulate.smk"
 include: "rules/figures.smk"
 include: "rules/claims.smk"
 include: "rules/report.smk"
+include: "rules/paper_llms.smk"
 
 
 rule all:

@@ -21,3 +21,26 @@ rule claims:
         upstream=upstream_of("claims"),
     script:
         "../workflow_scripts/claims.py"
+
+
+# Issue 13: claim 8 (the pretrained LLMs) on the first groups of sequences, N = all, all / 2, ...: do the
+# verdicts hold as N grows? Rule claims notes a verdict that changes.
+rule convergence:
+    input:
+        **CONVERGENCE_INPUTS,
+    output:
+        table=paths.summary_file("convergence.parquet", RESULTS),
+        figures=report_figures(
+            CONVERGENCE_FIGURE, caption="../report/convergence.rst", category="Claims"
+        ),
+    log:
+        log_path("convergence.log"),
+    conda:
+        "../envs/causalpos.yaml"
+    params:
+        settings=config["claims"],
+        options=config["plot"],
+        code=code_digest("convergence"),
+        upstream=upstream_of("convergence"),
+    script:
+        "../workflow_scripts/convergence.py"

@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from causalpos.figures.registry import (
     ALL_LAYERS_FIGURE,
     CLAIMS_FIGURE,
+    CONVERGENCE_FIGURE,
     FIGURES as FIGURE_SPECS,
     LENGTH_SEEDS_FIGURE,
 )
@@ -24,7 +25,12 @@ from causalpos.workflow.config import (
     extraction_settings as config_extraction_settings,
     figure_inputs as config_figure_inputs,
     figure_options,
+    llm_claims_inputs,
     model_location,
+    paper_llms_figures,
+    paper_llms_results,
+    paper_llms_settings,
+    pretrained_models,
     results_dir,
     snapshot_steps,
     validate_config,
@@ -123,6 +129,14 @@ def all_layers_labels(wildcards):
 CLAIMS_INPUTS = config_claims_inputs(config)
 
 
+# the convergence table reads the pretrained models' scores and groups: named inputs, as for the ledger
+CONVERGENCE_INPUTS = {
+    name: files
+    for name, files in llm_claims_inputs(config, RESULTS).items()
+    if name in ("scores", "groups")
+}
+
+
 def all_figure_files():
     return [
         path
@@ -207,6 +221,55 @@ def seed_training_settings(wildcards):
         "seed": int(wildcards.seed),
         "snapshot_steps": 0,
     }
+
+
+# ---- target paper_llms (rules/paper_llms.smk): its folder, models and figures
+PAPER = paper_llms_results(config)
+PRETRAINED = pretrained_models(config)
+PAPER_FIGURES = paper_llms_figures(config)
+
+# rule-level constraints: these rules make only paper_llms's figures and models
+PAPER_FIGURE = "|".join(map(re.escape, PAPER_FIGURES)) or "(?!)"
+PAPER_MODEL = "|".join(map(re.escape, PRETRAINED)) or "(?!)"
+
+
+def paper_settings_param(wildcards):
+    return paper_llms_settings(config, wildcards.model)
+
+
+def paper_figure_inputs(wildcards):
+    return config_figure_inputs(config, wildcards.figure, paper_llms=True)
+
+
+def paper_figure_options(wildcards):
+    return figure_options(config, wildcards.figure)
+
+
+# named inputs of paper_llms's ledger and convergence table (none depends on a wildcard)
+PAPER_CLAIMS_INPUTS = {
+    **llm_claims_inputs(config, PAPER),
+    "convergence": [paths.summary_file("convergence.parquet", PAPER)],
+}
+PAPER_CONVERGENCE_INPUTS = {
+    name: files
+    for name, files in llm_claims_inputs(config, PAPER).items()
+    if name in ("scores", "groups")
+}
+
+
+def paper_llms_outputs():
+    """Every file of target paper_llms."""
+    if not PRETRAINED:
+        return []
+    stems = PAPER_FIGURES + [CLAIMS_FIGURE, CONVERGENCE_FIGURE]
+    return (
+        [
+            paths.summary_file(name, PAPER)
+            for name in ("claims.parquet", "claims.md", "convergence.parquet")
+        ]
+        + [path for stem in stems for path in paths.figure_files(stem, FORMATS, PAPER)]
+        + [paths.all_layers_dir(model, PAPER) for model in PRETRAINED]
+    )
 
 
 onstart:

@@ -36,6 +36,7 @@ rule extract:
         location=model_location_param,
         device=config["extraction"]["device"],
         seed=config["data"]["seed"],
+        state=paths.extraction_state_dir("{model}", RESULTS),
         code=code_digest("extract"),
         upstream=upstream_of("extract"),
     script:

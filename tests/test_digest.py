@@ -55,10 +55,11 @@ def edit(root, relative: str) -> None:
     ("models/emergence.py", {"emergence"}),
     ("simulation/engine.py", {"simulate"}),
     ("simulation/theory.py", {"theory", "plot"}),
-    ("analysis/triangles.py", {"summary", "plot", "claims", "emergence_summary"}),
+    ("analysis/triangles.py", {"summary", "plot", "claims", "emergence_summary", "convergence"}),
     ("analysis/emergence.py", {"emergence_summary"}),
     ("analysis/lengths.py", {"length_seeds"}),
-    ("figures/style.py", {"plot", "claims", "length_seeds"}),
+    ("analysis/claims/convergence.py", {"claims", "convergence"}),
+    ("figures/style.py", {"plot", "claims", "length_seeds", "convergence"}),
 ])
 def test_an_edit_changes_the_digest_of_the_stages_that_run_it_only(source_copy, relative, changed):
     before = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}

@@ -416,3 +416,59 @@ def test_claims_ledger_from_the_run_and_by_the_cli(rerun_copy):
     subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "--results", "by_cli", "claims"], cwd=rerun_copy,
                    env=env, check=True, capture_output=True)
     pd.testing.assert_frame_equal(pd.read_parquet(rerun_copy / "by_cli" / "summary" / "claims.parquet"), ledger)
+
+
+def test_convergence_at_the_full_n_is_the_ledger(finished):
+    """results/summary/convergence.parquet: claim 8 of every pretrained model; its largest N gives the ledger's rows."""
+    summary = finished / "results" / "summary"
+    convergence = pd.read_parquet(summary / "convergence.parquet")
+    config = yaml.safe_load((finished / "config.yaml").read_text())
+    assert set(convergence["model"]) == set(config["extraction"]["pretrained"]["models"])
+    assert convergence["n_sequences"].max() == config["extraction"]["pretrained"]["n_sequences"]
+    assert_convergence_is_the_ledger(convergence, pd.read_parquet(summary / "claims.parquet"))
+    assert (finished / "results" / "figures" / "figL2_convergence.png").stat().st_size > 1000
+
+
+def assert_convergence_is_the_ledger(convergence: pd.DataFrame, ledger: pd.DataFrame) -> None:
+    full = convergence[convergence["n_sequences"] == convergence.groupby("model")["n_sequences"].transform("max")]
+    keys = ["claim_id", "model", "layer"]
+    rows = ledger[ledger["claim"] == 8][keys + ["value", "uncertainty", "verdict"]]
+    both = full.merge(rows, on=keys, suffixes=("", "_ledger"), validate="one_to_one")
+    assert len(both) == len(full) == len(rows) > 0
+    np.testing.assert_array_equal(both["value"], both["value_ledger"])
+    np.testing.assert_array_equal(both["uncertainty"], both["uncertainty_ledger"])
+    assert (both["verdict"] == both["verdict_ledger"]).all()
+
+
+def test_paper_llms_writes_its_own_folder_only(rerun_copy):
+    """Target paper_llms on the test config's small extraction.paper_llms: its tables, figures, claim 8's rows and the
+    convergence table under results/paper_llms, logs under logs/paper_llms, and nothing of the default run changed."""
+    from causalpos.io import read_metadata
+
+    def files():
+        return {p: p.stat().st_mtime_ns for p in rerun_copy.rglob("*") if p.is_file() and ".snakemake" not in p.parts}
+
+    before = files()
+    snakemake(rerun_copy, "paper_llms")
+    after = files()
+    paper, logs = rerun_copy / "results" / "paper_llms", rerun_copy / "logs" / "paper_llms"
+    changed = [p for p in after if before.get(p) != after[p]]
+    assert changed and [p for p in changed if paper not in p.parents and logs not in p.parents] == []
+    config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
+    settings, models = config["extraction"]["paper_llms"], list(config["extraction"]["pretrained"]["models"])
+    for model in models:
+        scores = paper / "activations" / model / "scores.parquet"
+        sizes = pd.read_parquet(scores, columns=["seq_len", "n_sequences"])
+        assert set(sizes["seq_len"]) == {settings["seq_len"]} and set(sizes["n_sequences"]) == {settings["n_sequences"]}
+        sequences = read_metadata(scores)["sequences"]
+        assert sum(c["n"] for c in sequences["counts"]) == len(set(sequences["doc_ids"])) == settings["n_sequences"]
+        assert {c["split"] for c in sequences["counts"]} <= set(settings["splits"])
+        assert (paper / "figures" / f"fig_all_layers_{model}.png").stat().st_size > 1000
+    ledger = pd.read_parquet(paper / "summary" / "claims.parquet")
+    assert set(ledger["claim"]) == {8} and set(ledger["model"]) == set(models)
+    convergence = pd.read_parquet(paper / "summary" / "convergence.parquet")
+    per_group = settings["n_sequences"] // settings["bootstrap_groups"]
+    assert sorted(convergence["n_sequences"].unique()) == [4 * per_group, 8 * per_group]  # 4 and 8 of 8 groups
+    assert_convergence_is_the_ledger(convergence, ledger)
+    for figure in ("fig05_llms", "figM1_nonrelativeness", "figL1_claims", "figL2_convergence"):
+        assert (paper / "figures" / f"{figure}.png").stat().st_size > 1000

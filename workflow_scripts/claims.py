@@ -1,4 +1,4 @@
-# Snakemake adapter for rule claims: read the job, call the library.
+# Snakemake adapter for rules claims and paper_llms_claims: read the job, call the library.
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
@@ -13,4 +13,5 @@ with log_to_file(snakemake.log[0]):
         snakemake.output.markdown,
         list(snakemake.output.figures),
         dict(snakemake.params.options),
+        claim=snakemake.params.get("claim"),
     )

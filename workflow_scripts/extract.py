@@ -1,4 +1,4 @@
-# Snakemake adapter for rule extract: read the job, call the library.
+# Snakemake adapter for rules extract and paper_llms_extract: read the job, call the library.
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
@@ -15,4 +15,5 @@ with log_to_file(snakemake.log[0]):
         snippets=snakemake.input.get("tokens"),
         device=snakemake.params.device,
         seed=snakemake.params.seed,
+        state_dir=snakemake.params.state,
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted model by rule model_figure
 CLAIMS_FIGURE = "figL1_claims"  # drawn by rule claims, beside the ledger
 LENGTH_SEEDS_FIGURE = "figT3_length_seeds"  # drawn by rule length_seeds (its own target), beside its table
+CONVERGENCE_FIGURE = "figL2_convergence"  # drawn by rule convergence, beside results/summary/convergence.parquet
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,13 @@ FIGURES = {
     "figM3_position_probe": FigureSpec("Measurements", ("probe",), "all"),
     ALL_LAYERS_FIGURE: FigureSpec("All layers", ("scores",), "one"),  # Figures 11-16
     CLAIMS_FIGURE: FigureSpec("Claims"),
+    CONVERGENCE_FIGURE: FigureSpec("Claims"),
     LENGTH_SEEDS_FIGURE: FigureSpec("Trained models"),
 }
-# Figures a config lists under `figures:` (the other three are drawn by rules model_figure, claims, length_seeds)
-CONFIGURABLE = tuple(f for f in FIGURES if f not in (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, LENGTH_SEEDS_FIGURE))
+# Figures a config lists under `figures:` (the other four are drawn by rules model_figure, claims, convergence,
+# length_seeds)
+CONFIGURABLE = tuple(f for f in FIGURES
+                     if f not in (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE))
 
 
 def figure_spec(figure: str) -> FigureSpec:

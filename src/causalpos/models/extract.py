@@ -29,6 +29,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import torch
 
+from causalpos.devices import usage_since
 from causalpos.models import outputs
 from causalpos.models.decoder import decoder_layers, intermediates_of_batch, layer_io
 from causalpos.models.probe import StreamingProbe, fit_position_probe
@@ -246,7 +247,7 @@ def _extract(run: _Run, checkpoint: Checkpoint, resumable: bool, paths: dict, me
     n_sequences = len(run.tokens)
     bar = Progress(n_sequences, min(run.next_batch * run.settings.batch_size, n_sequences), f"extract {run.name}",
                    terminal=progress)
-    started = time.perf_counter()
+    started, cpu_start = time.perf_counter(), time.process_time()
     while run.next_batch < run.n_batches:
         bar.update(run.run_batch())
         if run.group_ends():
@@ -257,7 +258,8 @@ def _extract(run: _Run, checkpoint: Checkpoint, resumable: bool, paths: dict, me
                 checkpoint.save(run.state())
     bar.close()
     run.seconds += time.perf_counter() - started
-    _write_tables(run, checkpoint, paths, {**(metadata or {}), "seconds": run.seconds})
+    # peak memory and CPU time of this process (a resumed run's earlier processes are not counted)
+    _write_tables(run, checkpoint, paths, {**(metadata or {}), "seconds": run.seconds, **usage_since(cpu_start)})
     if resumable:
         checkpoint.remove()
     return run.seconds

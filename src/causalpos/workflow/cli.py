@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from causalpos.errors import UserError
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, LENGTH_SEEDS_FIGURE
+from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE
 from causalpos.workflow import paths
 from causalpos.workflow.config import (
     MODELS,
@@ -22,6 +22,7 @@ from causalpos.workflow.config import (
     figure_inputs,
     figure_options,
     figure_variants,
+    llm_claims_inputs,
     load_config,
     model_location,
     results_dir,
@@ -40,7 +41,8 @@ RULE_COMMANDS = {"sample": "sample", "tokenizer": "tokenizer", "theory": "theory
                  "extract": "extract {model}", "summary": "summary", "claims": "claims", "figure": "plot {figure}",
                  "model_figure": "plot fig_all_layers --model {model}", "emergence": "emergence {model}",
                  "emergence_summary": "emergence-summary", "train_seed": "train-seed {model} {seed}",
-                 "length_eval_seed": "evaluate-seed {model} {seed}", "length_seeds": "length-seeds"}
+                 "length_eval_seed": "evaluate-seed {model} {seed}", "length_seeds": "length-seeds",
+                 "convergence": "convergence"}
 
 
 def require_inputs(files) -> None:
@@ -99,7 +101,7 @@ def cmd_extract(args, config):
     run_extract(args.model, extraction_settings(config, args.model), location,
                 paths.activation_tables(args.model, args.results), documents=paths.documents(args.results),
                 snippets=paths.tokens_file("snippets.npy", args.results), device=config["extraction"]["device"],
-                seed=config["data"]["seed"])
+                seed=config["data"]["seed"], state_dir=paths.extraction_state_dir(args.model, args.results))
 
 
 def cmd_summary(args, config):
@@ -116,10 +118,24 @@ def cmd_claims(args, config):
     from causalpos.workflow.stages import run_claims
 
     inputs = claims_inputs(config, args.results)
+    # the convergence table only adds notes: used where it exists (`causalpos convergence` makes it)
+    inputs["convergence"] = [f for f in inputs["convergence"] if Path(f).exists()]
     require_inputs([f for files in inputs.values() for f in files])
     run_claims(inputs, config["claims"], paths.summary_file("claims.parquet", args.results),
                paths.summary_file("claims.md", args.results),
                paths.figure_files(CLAIMS_FIGURE, config["plot"]["formats"], args.results), config["plot"])
+
+
+def cmd_convergence(args, config):
+    from causalpos.workflow.stages import run_convergence
+
+    inputs = {name: files for name, files in llm_claims_inputs(config, args.results).items()
+              if name in ("scores", "groups")}
+    if not inputs["scores"]:
+        raise ConfigError("extraction.pretrained.models names no model: the convergence table has nothing to measure")
+    require_inputs([f for files in inputs.values() for f in files])
+    run_convergence(inputs, config["claims"], paths.summary_file("convergence.parquet", args.results),
+                    paths.figure_files(CONVERGENCE_FIGURE, config["plot"]["formats"], args.results), config["plot"])
 
 
 def cmd_theory(args, config):
@@ -307,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("claims", help="the claims ledger (every claim of the paper as a verdict) to results/summary")
     p.set_defaults(func=cmd_claims)
+
+    p = sub.add_parser("convergence", help="the LLM claims on the first groups of sequences to results/summary")
+    p.set_defaults(func=cmd_convergence)
 
     p = sub.add_parser("theory", help="closed-form layer-2 scores to Parquet")
     p.add_argument("-o", "--output")

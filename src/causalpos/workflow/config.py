@@ -10,7 +10,7 @@ import yaml
 from causalpos.errors import UserError
 from causalpos.figures.registry import CONFIGURABLE, FIGURES
 from causalpos.models.data import check_sources
-from causalpos.models.pretrained import check_gguf, gguf_file, source_kind
+from causalpos.models.pretrained import SOURCE_KEYS, check_gguf, gguf_file, source_kind
 from causalpos.models.settings import snapshot_schedule, training_settings
 from causalpos.simulation.variant import Variant
 from causalpos.workflow import paths
@@ -136,7 +136,23 @@ def extraction_settings(config: dict, model: str) -> dict:
                                             "bootstrap_groups")}
     if model in MODELS:
         return {"kind": "trained", "batch_size": section["batch_size"], **common}
-    return {"kind": "pretrained", **pretrained_settings(config, model), **common}
+    # the default run takes held-out documents only (its sizes leave plenty of them)
+    return {"kind": "pretrained", **pretrained_settings(config, model), **common, "splits": ["heldout"],
+            "setting": "extraction.pretrained"}
+
+
+def paper_llms_settings(config: dict, model: str) -> dict:
+    """One pretrained model's extraction at the paper's size (target paper_llms): extraction_settings with the
+    sizes, batch, groups and splits of extraction.paper_llms (a model's own sizes apply to the default run only)."""
+    section = config["extraction"]["paper_llms"]
+    spec = {k: v for k, v in config["extraction"]["pretrained"]["models"][model].items() if k in SOURCE_KEYS}
+    sizes = {key: section[key] for key in ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits")}
+    return {**extraction_settings(config, model), **spec, **sizes, "setting": "extraction.paper_llms"}
+
+
+def paper_llms_results(config: dict) -> str:
+    """The folder of target paper_llms's results, inside the config's results folder."""
+    return paths.paper_llms_dir(results_dir(config))
 
 
 def results_dir(config: dict) -> str:
@@ -263,6 +279,8 @@ def check_probe(config: dict) -> None:
         key = (f"extraction.pretrained.models.{name}.n_sequences" if "n_sequences" in spec
                else "extraction.pretrained.n_sequences")
         have[key] = pretrained_settings(config, name)["n_sequences"]
+    if extraction["pretrained"]["models"]:
+        have["extraction.paper_llms.n_sequences"] = extraction["paper_llms"]["n_sequences"]
     for key, count in have.items():
         if count < PROBE_MIN_SEQUENCES:
             raise ConfigError(f"{key} = {count} leaves the position probe fewer than {PROBE_MIN_SEQUENCES} "
@@ -360,14 +378,18 @@ def variant_params(config: dict, name: str) -> dict:
     return {**(sim.get("defaults") or {}), **(sim["variants"][name] or {})}
 
 
-def figure_inputs(config: dict, figure: str, results: str | None = None) -> dict[str, list[str]]:
-    """The Parquet (and JSON) files a figure is drawn from, by table name; the rule and the CLI share it."""
-    results = results or results_dir(config)
+def figure_inputs(config: dict, figure: str, results: str | None = None,
+                  paper_llms: bool = False) -> dict[str, list[str]]:
+    """The Parquet (and JSON) files a figure is drawn from, by table name; the rule and the CLI share it.
+    `paper_llms`: the figure of target paper_llms, drawn from every pretrained model's tables there alone."""
+    results = paper_llms_results(config) if paper_llms else results or results_dir(config)
     spec = FIGURES[figure]
     options = config["figures"].get(figure, {})
     chosen = {"model": [options.get("model", "nope")], "trained": list(MODELS),
               "pretrained": options.get("models") or pretrained_models(config),
               "all": extracted_models(config)}.get(spec.models, [])
+    if paper_llms:
+        chosen = [m for m in chosen if m in pretrained_models(config)]
     reads = set(spec.tables)
     return {
         "simulation": [paths.simulation_table(v, results) for v in figure_variants(config, figure)],
@@ -391,7 +413,23 @@ def claims_inputs(config: dict, results: str | None = None) -> dict[str, list[st
         "theory": [paths.theory_table(results)],
         **{table: [paths.activation_table(m, table, results) for m in models]
            for table in ("scores", "intermediates", "groups")},
+        # claim 8's verdicts as N grows: a flip is noted in the ledger
+        "convergence": [paths.summary_file("convergence.parquet", results)] if pretrained_models(config) else [],
     }
+
+
+def paper_llms_figures(config: dict) -> list[str]:
+    """The configured figures target paper_llms draws again: those of the pretrained models' extraction tables
+    (FigureSpec.models "pretrained" or "all"; there drawn from the pretrained models alone)."""
+    return [figure for figure in config["figures"] if FIGURES[figure].models in ("pretrained", "all")]
+
+
+def llm_claims_inputs(config: dict, results: str) -> dict[str, list[str]]:
+    """The extraction tables of every pretrained model in `results` (the default run's folder or paper_llms's),
+    by table: what the convergence table and paper_llms's ledger rows read."""
+    models = pretrained_models(config)
+    return {table: [paths.activation_table(m, table, results) for m in models]
+            for table in ("scores", "intermediates", "groups")}
 
 
 def figure_variants(config: dict, figure: str) -> list[str]:

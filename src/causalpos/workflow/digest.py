@@ -24,7 +24,8 @@ STAGE_RUNNERS = {"sample": "run_sample", "tokenizer": "run_tokenizer", "theory":
                  "length_eval": "run_length_eval", "pretrained": "run_pretrained", "extract": "run_extract",
                  "summary": "run_summary", "runtimes": "run_runtimes",
                  "config_record": "run_config_record", "claims": "run_claims", "emergence": "run_emergence",
-                 "emergence_summary": "run_emergence_summary", "length_seeds": "run_length_seeds"}
+                 "emergence_summary": "run_emergence_summary", "length_seeds": "run_length_seeds",
+                 "convergence": "run_convergence"}
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 
 from causalpos.analysis.summary import SUMMARY_FILES
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, LENGTH_SEEDS_FIGURE
+from causalpos.figures.registry import (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE,
+                                        LENGTH_SEEDS_FIGURE)
 from causalpos.models.snapshots import FOLDER as SNAPSHOT_FOLDER
 from causalpos.models.snapshots import snapshot_name
 from causalpos.tables import ACTIVATION_TABLES
@@ -125,6 +126,17 @@ def activation_tables(model: str, results: str = RESULTS) -> dict[str, str]:
     return {table: activation_table(model, table, results) for table in ACTIVATION_TABLES}
 
 
+def extraction_state_dir(model: str, results: str = RESULTS) -> str:
+    """Where a running extraction keeps its restart state (removed once its tables are written)."""
+    return f"{checkpoints_dir(results)}/extract/{model}"
+
+
+def paper_llms_dir(results: str = RESULTS) -> str:
+    """Target paper_llms's own results folder: the functions here, given it as `results`, name its files
+    (activations, figures, summary), so nothing it writes clashes with the default run's."""
+    return f"{results}/paper_llms"
+
+
 def summary_dir(results: str = RESULTS) -> str:
     return f"{results}/summary"
 
@@ -135,7 +147,7 @@ def summary_tables(results: str = RESULTS) -> list[str]:
 
 
 def summary_file(name: str, results: str = RESULTS) -> str:
-    """claims.parquet, claims.md, runtimes.parquet, runtimes.html, config.html"""
+    """claims.parquet, claims.md, convergence.parquet, runtimes.parquet, runtimes.html, config.html"""
     return f"{summary_dir(results)}/{name}"
 
 
@@ -164,8 +176,17 @@ def writers(results: str = "{results}") -> list[tuple[str, str]]:
     """(rule, path pattern) of every result, from the functions above with their wildcards left in.
 
     The first pattern a path matches names its rule, so a file with a rule of its own comes before the
-    folder it lies in (length_eval.parquet before the rest of a model's folder)."""
+    folder it lies in (length_eval.parquet before the rest of a model's folder), and paper_llms's folder
+    before the default run's patterns (whose {results} would match it too)."""
+    paper = paper_llms_dir(results)
     return [
+        *(("paper_llms_extract", path) for path in activation_tables("{model}", paper).values()),
+        ("paper_llms_convergence", summary_file("convergence.parquet", paper)),
+        ("paper_llms_convergence", figure_files(CONVERGENCE_FIGURE, ["{ext}"], paper)[0]),
+        ("paper_llms_claims", summary_file("claims.{ext}", paper)),
+        ("paper_llms_claims", figure_files(CLAIMS_FIGURE, ["{ext}"], paper)[0]),
+        ("paper_llms_model_figure", figure_files(f"{ALL_LAYERS_FIGURE}_{{model}}", ["{ext}"], paper)[0]),
+        ("paper_llms_figure", figure_files("{figure}", ["{ext}"], paper)[0]),
         ("sample", documents(results)),
         ("tokenizer", f"{tokenizer_dir(results)}/{{name}}"),
         ("tokenizer", tokens_file("{name}", results)),
@@ -188,6 +209,8 @@ def writers(results: str = "{results}") -> list[tuple[str, str]]:
         *(("extract", path) for path in activation_tables("{model}", results).values()),
         *(("summary", path) for path in summary_tables(results)),
         ("claims", summary_file("claims.{ext}", results)),
+        ("convergence", summary_file("convergence.parquet", results)),
+        ("convergence", figure_files(CONVERGENCE_FIGURE, ["{ext}"], results)[0]),
         ("runtimes", summary_file("runtimes.{ext}", results)),
         ("config_record", summary_file("config.html", results)),
         ("claims", figure_files(CLAIMS_FIGURE, ["{ext}"], results)[0]),

@@ -20,8 +20,8 @@ from functools import lru_cache
 from causalpos.figures.registry import FIGURES
 from causalpos.simulation.variant import Variant
 from causalpos.workflow.config import (MODELS, emergence_settings, emergence_variants, extracted_models,
-                                       extraction_settings, figure_variants, model_location, pretrained_models,
-                                       variant_params)
+                                       extraction_settings, figure_variants, model_location, paper_llms_figures,
+                                       paper_llms_settings, pretrained_models, variant_params)
 from causalpos.workflow.digest import code_digest
 
 
@@ -81,6 +81,13 @@ def activations(config: dict, model: str) -> str:
     return _digest("extract", model, upstream(config, "extract", model=model), extraction_settings(config, model),
                    model_location(config, model), config["extraction"]["device"], config["data"]["seed"],
                    _code("extract"))
+
+
+def paper_activations(config: dict, model: str) -> str:
+    """The extraction tables of one pretrained model at the paper's size (target paper_llms)."""
+    return _digest("paper_llms_extract", model, upstream(config, "paper_llms_extract", model=model),
+                   paper_llms_settings(config, model), model_location(config, model), config["extraction"]["device"],
+                   config["data"]["seed"], _code("extract"))
 
 
 def emergence(config: dict, model: str) -> str:
@@ -143,6 +150,18 @@ def upstream(config: dict, rule: str, **wildcards) -> str:
         else:
             spec = config["extraction"]["pretrained"]["models"][model]
             parts = [documents(config)] + ([pretrained(config, model)] if "gguf" in spec else [])
+    elif rule == "paper_llms_extract":
+        spec = config["extraction"]["pretrained"]["models"][model]
+        parts = [documents(config)] + ([pretrained(config, model)] if "gguf" in spec else [])
+    elif rule in ("paper_llms_claims", "paper_llms_convergence"):
+        parts = [paper_activations(config, m) for m in pretrained_models(config)]
+    elif rule == "paper_llms_model_figure":
+        parts = [paper_activations(config, model)]
+    elif rule == "paper_llms_figure":
+        parts = [paper_activations(config, m) for m in pretrained_models(config)
+                 if wildcards["figure"] in paper_llms_figures(config)]
+    elif rule == "convergence":
+        parts = [activations(config, m) for m in pretrained_models(config)]
     elif rule in ("summary", "claims"):
         parts = [activations(config, m) for m in every]
         if rule == "claims":

@@ -19,22 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from causalpos import __version__
-from causalpos.devices import available_cpus, resolve_device
+from causalpos.devices import available_cpus, resolve_device, usage_since
 from causalpos.io import DamagedFileError, move_aside, read_array, read_table, read_tables, write_parquet
-from causalpos.tables import ACTIVATION_TABLES
 from causalpos.workflow.digest import code_digest
 
 log = logging.getLogger("causalpos")
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def usage_since(cpu_start: float) -> dict:
-    """What a stage records beside its seconds: the job process's peak resident memory (MB, as Snakemake's
-    benchmark: max_rss) and its CPU time since time.process_time() was cpu_start (all threads)."""
-    import resource
-
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: kilobytes
-    return {"max_rss_mb": round(peak_kb / 1024, 2), "cpu_seconds": round(time.process_time() - cpu_start, 2)}
 
 
 def rebuilds_damaged_inputs(runner):
@@ -196,40 +186,45 @@ def run_pretrained(name: str, spec: dict, out_dir) -> None:
 
 @rebuilds_damaged_inputs
 def run_extract(name: str, settings: dict, location, outputs: dict, documents=None, snippets=None,
-                device: str = "auto", seed: int = 0) -> None:
+                device: str = "auto", seed: int = 0, state_dir=None) -> None:
     """Scores of every layer, Figure 3's intermediates and the position probe of one model, to Parquet.
 
     `settings["kind"]` is "trained" (the nope / rope folder, on the evaluation snippets) or
-    "pretrained" (a folder or hub id, on held-out documents in its own tokenizer).
+    "pretrained" (a folder or hub id, on documents of `settings["splits"]` in its own tokenizer; the
+    sequences are chosen, and too few of them refused, before the model is loaded). With `state_dir` a
+    killed run restarts from its last completed group of sequences.
     """
-    from causalpos.models.extract import ATTENTION_NAME, extract
-    from causalpos.models.pretrained import bos_prefix, load_for_extraction
-    from causalpos.models.tokenizer import snippet_tokens
+    from causalpos.models.extract import ATTENTION_NAME, extract_to_files
+    from causalpos.models.pretrained import bos_prefix, load_for_extraction, load_tokenizer_for_extraction
+    from causalpos.models.tokenizer import llm_sequences, sequence_counts
 
-    setting = f"extraction.pretrained.models.{name}" if settings["kind"] == "pretrained" else f"model {name}"
-    dev = resolve_device(device, "extraction.device")
-    started, cpu_start = time.perf_counter(), time.process_time()
     pretrained = settings["kind"] == "pretrained"  # trained models read token ids: no tokenizer needed
-    model, tokenizer = load_for_extraction(str(location), setting, dev, ATTENTION_NAME, with_tokenizer=pretrained)
-    log.info("extract %s: %s loaded from %s on %s in %.1f s", name, type(model).__name__, location, dev,
-             time.perf_counter() - started)
+    setting = f"extraction.pretrained.models.{name}" if pretrained else f"model {name}"
+    dev = resolve_device(device, "extraction.device")
+    meta = {"stage": "extract", "model": name, "location": str(location), "settings": settings, "device": str(dev),
+            "version": __version__}
     if not pretrained:
         tokens = read_array(snippets)
     else:
-        tokens, _ = snippet_tokens(read_table(documents), tokenizer, settings["seq_len"], settings["n_sequences"],
-                                   seed=seed, settings=(f"{setting}.seq_len", f"{setting}.n_sequences"),
-                                   prefix=bos_prefix(tokenizer))
+        tokenizer = load_tokenizer_for_extraction(str(location), setting)
+        tokens, table = llm_sequences(read_table(documents), tokenizer, settings["seq_len"], settings["n_sequences"],
+                                      seed=seed, splits=settings["splits"], setting=settings["setting"],
+                                      prefix=bos_prefix(tokenizer), strict=True)
+        # which documents the sequences are, and how many of each source and split (docs/models.md)
+        meta["sequences"] = {"counts": sequence_counts(table), "doc_ids": table["doc_id"].tolist()}
+        log.info("extract %s: sequences by source and split: %s", name, meta["sequences"]["counts"])
+    started = time.perf_counter()
+    model, _ = load_for_extraction(str(location), setting, dev, ATTENTION_NAME, with_tokenizer=False)
+    log.info("extract %s: %s loaded from %s on %s in %.1f s", name, type(model).__name__, location, dev,
+             time.perf_counter() - started)
     log.info("extract %s: %d sequences of %d tokens, batch %d", name, *tokens.shape, settings["batch_size"])
-    result = extract(model, tokens, name, settings["kind"], batch_size=settings["batch_size"],
-                     intermediates_layer=settings["intermediates_layer"],
-                     probe_sequences=settings["probe_sequences"], probe_positions=settings["probe_positions"],
-                     seed=seed, progress=sys.stderr.isatty(), n_groups=settings["bootstrap_groups"])
-    meta = {"stage": "extract", "model": name, "location": str(location), "settings": settings,
-            "device": str(dev), "seconds": result.seconds, **usage_since(cpu_start), "version": __version__}
-    for table in ACTIVATION_TABLES:
-        # the `table` column keeps the three apart when the whole results/activations folder is read at once
-        write_parquet(getattr(result, table).assign(table=table), outputs[table], meta)
-    log.info("extract %s: %.1f s (%.0f tokens/s) -> %s", name, result.seconds, tokens.size / result.seconds,
+    seconds = extract_to_files(model, tokens, name, settings["kind"], outputs, metadata=meta, state_dir=state_dir,
+                               progress=sys.stderr.isatty(), batch_size=settings["batch_size"],
+                               intermediates_layer=settings["intermediates_layer"],
+                               probe_sequences=settings["probe_sequences"],
+                               probe_positions=settings["probe_positions"], seed=seed,
+                               n_groups=settings["bootstrap_groups"])
+    log.info("extract %s: %.1f s (%.0f tokens/s) -> %s", name, seconds, tokens.size / seconds,
              ", ".join(map(str, outputs.values())))
 
 
@@ -290,8 +285,13 @@ def run_runtimes(benchmarks: dict, parquets: dict, table, html) -> None:
 
 
 @rebuilds_damaged_inputs
-def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: dict) -> None:
-    """The claims ledger from the other stages' Parquet results: a table, its Markdown and its figure."""
+def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: dict, claim: int | None = None) -> None:
+    """The claims ledger from the other stages' Parquet results: a table, its Markdown and its figure.
+
+    `inputs` may hold "convergence" (results/summary/convergence.parquet): a claim whose verdict changes with
+    the number of sequences says so in its note. `claim`: only that claim's rows (8 for paper_llms's ledger,
+    whose tables are the pretrained models' alone)."""
+    from causalpos.analysis.claims.convergence import note_flips
     from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
     from causalpos.figures.ledger import plot_ledger
     from causalpos.figures.style import save_figure
@@ -299,9 +299,12 @@ def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: 
 
     start = time.perf_counter()
     tables = {name: read_tables(paths) if paths else None for name, paths in inputs.items()}
-    ledger = build_ledger(tables["simulations"], tables["theory"], tables["scores"], tables["intermediates"],
+    ledger = build_ledger(tables.get("simulations"), tables.get("theory"), tables["scores"], tables["intermediates"],
                           tables["groups"], thresholds=settings.get("thresholds") or None,
                           n_bootstrap=settings["n_bootstrap"], seed=settings["seed"])
+    if claim is not None:
+        ledger = ledger[ledger["claim"] == claim].reset_index(drop=True)
+    ledger = note_flips(ledger, tables.get("convergence"))
     write_parquet(ledger, table, {"stage": "claims", "settings": settings, "version": __version__})
     with atomic_path(markdown) as tmp:
         tmp.write_text(ledger_markdown(ledger))
@@ -309,6 +312,23 @@ def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: 
     counts = ledger["verdict"].value_counts().to_dict()
     log.info("claims: %d rows (%s) in %.1f s -> %s, %s", len(ledger), counts, time.perf_counter() - start,
              table, markdown)
+
+
+@rebuilds_damaged_inputs
+def run_convergence(inputs: dict, settings: dict, table, figures, options: dict) -> None:
+    """Claim 8 on the first groups of sequences of every pretrained model: a table and its figure."""
+    from causalpos.analysis.claims.convergence import convergence_frame, flip_count
+    from causalpos.figures.convergence import plot_convergence
+    from causalpos.figures.style import save_figure
+
+    start = time.perf_counter()
+    frame = convergence_frame(read_tables(inputs["scores"]), read_tables(inputs["groups"]),
+                              thresholds=settings.get("thresholds") or None, n_bootstrap=settings["n_bootstrap"],
+                              seed=settings["seed"], min_groups=settings["convergence_min_groups"])
+    write_parquet(frame, table, {"stage": "convergence", "settings": settings, "version": __version__})
+    save_figure(lambda: plot_convergence(frame, options), options, figures)
+    log.info("convergence: %d rows at N = %s, %d verdicts change with N, in %.1f s -> %s", len(frame),
+             sorted(frame["n_sequences"].unique().tolist()), flip_count(frame), time.perf_counter() - start, table)
 
 
 def run_config_record(config: dict, output) -> None:

@@ -148,6 +148,7 @@ class LedgerInputs:
                 self._kinds.update({str(m): str(k) for m, k in zip(pairs["model"], pairs["kind"])})
         self._counts = {}
         self._cache = {}
+        self.first_groups = None  # first_groups_view: the models measured on their first groups only
         self.params = self.all_params = None
         self.twins = {}  # paper-law variant -> its official-law twin
         self._identity = {}
@@ -175,6 +176,13 @@ class LedgerInputs:
         """The same inputs (and caches) with another set of simulation variants to choose settings from."""
         other = copy.copy(self)
         other.params = params
+        return other
+
+    def first_groups_view(self, k: int) -> "LedgerInputs":
+        """The same inputs with every model measured on its first `k` groups of sequences alone: the estimate is
+        their sums over their numbers of sequences, the bootstrap draws k of them (the convergence table)."""
+        other = copy.copy(self)
+        other.first_groups, other._counts, other._cache = int(k), {}, {}
         return other
 
     def twin_view(self) -> "LedgerInputs":
@@ -229,7 +237,7 @@ class LedgerInputs:
             rows = self._groups.get((model, quantity, stage, layer))
         if rows is None:
             return None
-        rows = rows.sort_values("group")
+        rows = self._first_groups(rows)
         label = f"groups table, model {model!r}, {quantity} {stage}".rstrip()
         if int(rows["seq_len"].max()) != size:
             raise ValueError(f"{label}: seq_len {int(rows['seq_len'].max())}, but {size} in the {quantity} table")
@@ -242,6 +250,11 @@ class LedgerInputs:
         product = sums.T.astype(np.float32) @ counts.astype(np.float32)
         return product, (n @ counts)
 
+    def _first_groups(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """One quantity's group rows in group order: all of them, or the first `first_groups`."""
+        rows = rows.sort_values("group")
+        return rows if self.first_groups is None else rows.iloc[:self.first_groups]
+
     def score_field(self, model: str, layer: int) -> Field | None:
         """One layer's scores of a model; not kept (a pretrained model's layers are ~50 MB each at S = 256)."""
         rows = self._scores.get((model, layer))
@@ -249,6 +262,12 @@ class LedgerInputs:
             return None
         size = int(rows["seq_len"].max())
         mean, sem = pack(rows, ["score_mean", "score_sem"], size)
+        if self.first_groups is not None:  # the mean of the first groups' sequences, from their sums
+            groups = self._groups.get((model, "scores", "", layer))
+            if groups is None:
+                raise ValueError(f"model {model!r}: no groups table, so no measure on its first groups")
+            groups = self._first_groups(groups)
+            mean = list_matrix(groups["sums"]).sum(axis=0) / groups["n_sequences"].sum()
         reps = self.bootstrap(model, "scores", "", layer, size)
         source = "bootstrap over groups of sequences"
         if reps is None:
@@ -268,6 +287,11 @@ class LedgerInputs:
                 rows = rows[rows["layer"] == layer]
                 size = int(rows["seq_len"].max())
                 (value,) = pack(rows, ["value"], size)
+                if self.first_groups is not None:  # as score_field: the first groups' mean, from their sums
+                    hits = [k for k in self._groups if k[:3] == (model, "intermediate", stage)]
+                    groups = self._first_groups(self._groups[min(hits, key=lambda k: k[3])]) if hits else None
+                    value = (list_matrix(groups["sums"]).sum(axis=0) / groups["n_sequences"].sum()
+                             if groups is not None else np.full(value.size, np.nan))
                 reps = self.bootstrap(model, "intermediate", stage, None, size)
                 source = "bootstrap over groups of sequences"
                 if reps is None:

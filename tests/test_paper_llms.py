@@ -1,0 +1,191 @@
+"""Section 5.2 at the paper's size (issue 13, parts 2 and 3): the pretrained models' sequences, the convergence
+of claim 8 with the number of sequences, and target paper_llms's plan.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from causalpos.analysis.claims.convergence import (FLIP_NOTE, convergence_frame, group_levels, note_flips,
+                                                   verdict_changes)
+from causalpos.analysis.claims.ledger import build_ledger
+from causalpos.analysis.triangles import tri
+from causalpos.models.tokenizer import TooFewSequences, llm_sequences, sequence_counts, train_bpe
+from causalpos.workflow import paths
+from causalpos.workflow.config import load_config, paper_llms_settings, pretrained_models
+from conftest import ROOT, copy_workflow, snakemake
+
+# ---------------------------------------------------------------- the sequences
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """Documents of two sources and both splits, long and short, and a byte-level tokenizer trained on them."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(50)]
+    rows = []
+    for source, n_docs in (("news", 30), ("plays", 40)):
+        for i in range(n_docs):
+            length = int(rng.integers(20, 200))
+            rows.append((f"{source}:{i:03d}", source, "heldout" if i % 3 == 0 else "train",
+                         " ".join(rng.choice(words, size=length))))
+    documents = pd.DataFrame(rows, columns=["doc_id", "source", "split", "text"])
+    return documents, train_bpe(documents["text"], vocab_size=300)
+
+
+def test_sequences_are_distinct_full_length_windows_of_held_out_documents_first(corpus):
+    documents, tokenizer = corpus
+    from causalpos.models.tokenizer import encode_texts
+
+    tokens, table = llm_sequences(documents, tokenizer, 64, 30, seed=1, splits=["heldout", "train"], prefix=[7])
+    assert tokens.shape == (30, 64) and (tokens[:, 0] == 7).all()
+    assert len({row.tobytes() for row in tokens}) == 30  # distinct
+    texts = dict(zip(documents["doc_id"], documents["text"]))
+    for row, doc_id in zip(tokens, table["doc_id"]):  # each the first 64 tokens of its document (prefix counted)
+        assert row.tolist() == ([7] + encode_texts(tokenizer, [texts[doc_id]])[0])[:64]
+    splits = dict(zip(documents["doc_id"], documents["split"]))
+    assert table["split"].tolist() == [splits[d] for d in table["doc_id"]]
+    held = documents[documents["split"] == "heldout"]
+    long_enough = sum(len(ids) + 1 >= 64 for ids in encode_texts(tokenizer, held["text"].tolist()))
+    assert 0 < long_enough < 30
+    assert (table["split"] == "heldout").sum() == long_enough  # every held-out document before any train one
+    assert table["doc_id"].tolist() != sorted(table["doc_id"])  # shuffled: the first groups are a random subset
+    counts = sequence_counts(table)
+    assert sum(c["n"] for c in counts) == 30 and {c["split"] for c in counts} == {"heldout", "train"}
+
+
+def test_held_out_only_refuses_too_few_naming_the_settings(corpus):
+    documents, tokenizer = corpus
+    with pytest.raises(TooFewSequences, match=r"extraction.paper_llms.n_sequences = 30: the documents of "
+                       r"extraction.paper_llms.splits = \['heldout'\] give only \d+ distinct sequences of "
+                       r"extraction.paper_llms.seq_len = 64 tokens"):
+        llm_sequences(documents, tokenizer, 64, 30, splits=["heldout"], setting="extraction.paper_llms", strict=True)
+
+
+def test_a_repeated_opening_counts_once(corpus):
+    documents, tokenizer = corpus
+    twin = documents.iloc[[0]].assign(doc_id="news:twin", text=documents["text"].iloc[0] + " w1 w2")
+    doubled = pd.concat([documents, twin], ignore_index=True)
+    tokens, table = llm_sequences(doubled, tokenizer, 16, 1000, splits=["heldout", "train"])
+    assert len({row.tobytes() for row in tokens}) == len(tokens)
+    assert not {"news:000", "news:twin"} <= set(table["doc_id"])
+
+
+# ---------------------------------------------------------------- convergence
+
+
+def llm_tables(n_groups=8, per_group=3, size=10, layers=3, seed=0):
+    """Scores and groups tables of one pretrained model: per-sequence scores with a non-relative pattern of
+    varying strength by layer, summed by group as the extraction does."""
+    rng = np.random.default_rng(seed)
+    t = tri(size)
+    q, k = t.q, t.k
+    scores, groups = [], []
+    for layer in range(layers):
+        pattern = -0.3 * (q - k) + (0.05 + 0.3 * layer) * np.log1p(k)
+        per_sequence = pattern + rng.normal(0, 1.0, size=(n_groups * per_group, q.size))
+        for g in range(n_groups):
+            block = per_sequence[g * per_group:(g + 1) * per_group]
+            groups.append({"model": "llm", "kind": "pretrained", "quantity": "scores", "stage": "", "layer": layer,
+                           "group": g, "n_sequences": per_group, "seq_len": size,
+                           "sums": block.sum(axis=0).astype(np.float32)})
+        mean = per_sequence.mean(axis=0)
+        sem = per_sequence.std(axis=0, ddof=1) / np.sqrt(len(per_sequence))
+        scores.append(pd.DataFrame({"model": "llm", "kind": "pretrained", "layer": layer, "query_pos": q,
+                                    "key_pos": k, "score_mean": mean, "score_sem": sem,
+                                    "n_sequences": len(per_sequence), "seq_len": size}))
+    return pd.concat(scores, ignore_index=True), pd.DataFrame(groups)
+
+
+def claim8_rows(ledger: pd.DataFrame) -> pd.DataFrame:
+    rows = ledger[ledger["claim"] == 8][["claim_id", "layer", "value", "uncertainty", "verdict"]]
+    return rows.sort_values(["claim_id", "layer"], na_position="first").reset_index(drop=True)
+
+
+def test_group_levels_halve_down_to_the_minimum():
+    assert group_levels(16, 4) == [4, 8, 16]
+    assert group_levels(10, 4) == [5, 10]
+    assert group_levels(3, 4) == [3]
+    assert group_levels(125, 4) == [4, 8, 16, 32, 63, 125]
+
+
+def test_convergence_at_all_groups_is_the_ledger(tmp_path):
+    scores, groups = llm_tables()
+    frame = convergence_frame(scores, groups, n_bootstrap=50, seed=3)
+    assert sorted(frame["n_sequences"].unique()) == [12, 24]  # 4 and 8 groups of 3
+    assert set(frame["claim_id"]) == {"8a", "8b", "8c", "8d"}
+    full = frame[frame["n_sequences"] == 24].drop(columns="n_sequences")
+    ledger = claim8_rows(build_ledger(None, None, scores, None, groups, n_bootstrap=50, seed=3))
+    mine = full[["claim_id", "layer", "value", "uncertainty", "verdict"]].sort_values(
+        ["claim_id", "layer"], na_position="first").reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, ledger, check_dtype=False)
+
+
+def test_convergence_on_the_first_groups_is_the_ledger_of_those_sequences_alone():
+    """Independently: a scores table made by hand from the first 4 groups' sums, and those groups only."""
+    scores, groups = llm_tables()
+    frame = convergence_frame(scores, groups, n_bootstrap=50, seed=3)
+    first = groups[groups["group"] < 4]
+    by_hand = []
+    for layer, rows in first.groupby("layer"):
+        mean = np.sum(np.stack(rows["sums"].to_list()).astype(np.float64), axis=0) / rows["n_sequences"].sum()
+        t = tri(10)
+        by_hand.append(pd.DataFrame({"model": "llm", "kind": "pretrained", "layer": layer, "query_pos": t.q,
+                                     "key_pos": t.k, "score_mean": mean, "score_sem": np.nan, "seq_len": 10}))
+    ledger = claim8_rows(build_ledger(None, None, pd.concat(by_hand), None, first, n_bootstrap=50, seed=3))
+    mine = frame[frame["n_sequences"] == 12][["claim_id", "layer", "value", "uncertainty", "verdict"]].sort_values(
+        ["claim_id", "layer"], na_position="first").reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, ledger, check_dtype=False, rtol=1e-9)
+    assert not np.allclose(mine["value"], claim8_rows(build_ledger(None, None, scores, None, groups, n_bootstrap=50,
+                                                                   seed=3))["value"])  # fewer sequences: other values
+
+
+def test_a_verdict_that_changes_with_n_is_noted_in_the_ledger():
+    convergence = pd.DataFrame({
+        "model": "llm", "claim_id": ["8a"] * 4 + ["8b"] * 2, "layer": pd.array([0, 0, 1, 1, None, None], "Int64"),
+        "n_sequences": [16, 64, 16, 64, 16, 64],
+        "verdict": ["inconclusive", "supported", "supported", "supported", "not supported", "supported"]})
+    assert set(verdict_changes(convergence)) == {("8a", "llm", 0), ("8b", "llm", -1)}
+    ledger = pd.DataFrame({"claim_id": ["8a", "8a", "8b", "7a"], "model": ["llm", "llm", "llm", "nope"],
+                           "layer": pd.array([0, 1, None, 0], "Int64"), "note": ["a", "b", "", "d"]})
+    noted = note_flips(ledger, convergence)
+    assert noted["note"].tolist() == [f"a; {FLIP_NOTE}: N = 16 inconclusive, 64 supported", "b",
+                                      f"{FLIP_NOTE}: N = 16 not supported, 64 supported", "d"]
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def test_paper_llms_settings_are_the_papers_for_every_configured_model():
+    config = load_config(ROOT / "config.yaml", devices=False)
+    assert pretrained_models(config)
+    for model in pretrained_models(config):
+        settings = paper_llms_settings(config, model)
+        assert (settings["seq_len"], settings["n_sequences"], settings["kind"]) == (1024, 1000, "pretrained")
+        assert settings["splits"] == ["heldout", "train"] and settings["setting"] == "extraction.paper_llms"
+
+
+@pytest.mark.workflow
+def test_dry_run_plans_one_paper_size_extraction_per_model_under_its_own_folder(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    shutil.copy2(ROOT / "config.yaml", workdir / "config.yaml")
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    out = snakemake(workdir, "-n", "paper_llms").stdout
+    jobs = re.findall(r"^rule (\w+):\n((?:    .*\n)*)", out, flags=re.M)
+    extractions = [body for rule, body in jobs if rule == "paper_llms_extract"]
+    models = sorted(re.search(r"wildcards: model=(\S+)", body).group(1) for body in extractions)
+    assert models == sorted(config["extraction"]["pretrained"]["models"])
+    assert not [rule for rule, _ in jobs if rule in ("extract", "claims", "figure", "model_figure", "convergence")]
+    paper = paths.paper_llms_dir()
+    for rule, body in jobs:
+        if rule.startswith("paper_llms_"):
+            written = re.search(r"output: (.*)", body).group(1).split(", ")
+            assert all(path.startswith(f"{paper}/") for path in written), (rule, written)
+            logs = re.search(r"log: (.*)", body)
+            assert logs is None or logs.group(1).startswith("logs/paper_llms/")
