@@ -16,7 +16,8 @@ from causalpos.analysis.claims.convergence import (FLIP_NOTE, convergence_frame,
                                                    verdict_changes)
 from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.analysis.triangles import tri
-from causalpos.models.tokenizer import TooFewSequences, llm_sequences, sequence_counts, train_bpe
+from causalpos.models.sequences import TooFewSequences, llm_sequences, sequence_counts
+from causalpos.models.tokenizer import train_bpe
 from causalpos.workflow import paths
 from causalpos.workflow.config import load_config, paper_llms_settings, pretrained_models
 from conftest import ROOT, copy_workflow, snakemake

@@ -23,13 +23,3 @@ def resolve_device(name: str | None, setting: str = "device"):
     if str(name).startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"{setting} = {name} but no CUDA device is available on this machine")
     return torch.device(name)
-
-
-def usage_since(cpu_start: float) -> dict:
-    """What a stage records beside its seconds: the job process's peak resident memory (MB, as Snakemake's
-    benchmark: max_rss) and its CPU time since time.process_time() was cpu_start (all threads)."""
-    import resource
-    import time
-
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: kilobytes
-    return {"max_rss_mb": round(peak_kb / 1024, 2), "cpu_seconds": round(time.process_time() - cpu_start, 2)}

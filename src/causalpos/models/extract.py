@@ -29,7 +29,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 import torch
 
-from causalpos.devices import usage_since
 from causalpos.models import outputs
 from causalpos.models.decoder import decoder_layers, intermediates_of_batch, layer_io
 from causalpos.models.probe import StreamingProbe, fit_position_probe
@@ -37,6 +36,7 @@ from causalpos.models.progress import Progress
 from causalpos.models.recorder import ATTENTION_NAME, ExtractionError, ScoreRecorder, tril_pairs
 from causalpos.models.resume import Checkpoint, run_key
 from causalpos.tables import ACTIVATION_TABLES
+from causalpos.usage import usage_since
 
 __all__ = ["ATTENTION_NAME", "Extraction", "ExtractionError", "ScoreRecorder", "Settings", "batch_groups",
            "check_request", "decoder_layers", "extract", "extract_to_files", "fit_position_probe",

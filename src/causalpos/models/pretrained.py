@@ -282,16 +282,6 @@ def load_for_extraction(location: str, setting: str, device, attn_implementation
     return model.to(device).eval(), tokenizer
 
 
-def load_tokenizer_for_extraction(location: str, setting: str):
-    """The model's own tokenizer alone: the sequences are chosen (and too few refused) before the weights load."""
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(location)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{setting}: cannot load the tokenizer of {location!r}: {err}") from None
-
-
 def bos_prefix(tokenizer) -> list[int]:
     """The ids the tokenizer puts before a text by default (e.g. Llama-3's <|begin_of_text|>), as a model sees it."""
     with_special = tokenizer("a", add_special_tokens=True)["input_ids"]

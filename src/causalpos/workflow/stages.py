@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from causalpos import __version__
-from causalpos.devices import available_cpus, resolve_device, usage_since
+from causalpos.devices import available_cpus, resolve_device
 from causalpos.io import DamagedFileError, move_aside, read_array, read_table, read_tables, write_parquet
 from causalpos.workflow.digest import code_digest
 
@@ -195,8 +195,8 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
     killed run restarts from its last completed group of sequences.
     """
     from causalpos.models.extract import ATTENTION_NAME, extract_to_files
-    from causalpos.models.pretrained import bos_prefix, load_for_extraction, load_tokenizer_for_extraction
-    from causalpos.models.tokenizer import llm_sequences, sequence_counts
+    from causalpos.models.pretrained import bos_prefix, load_for_extraction
+    from causalpos.models.sequences import llm_sequences, load_tokenizer_for_extraction, sequence_counts
 
     pretrained = settings["kind"] == "pretrained"  # trained models read token ids: no tokenizer needed
     setting = f"extraction.pretrained.models.{name}" if pretrained else f"model {name}"
@@ -360,6 +360,7 @@ def run_simulation(name: str, params: dict, output, device: str = "auto", thread
 
     from causalpos.simulation.engine import result_frame, simulate
     from causalpos.simulation.variant import Variant
+    from causalpos.usage import usage_since
 
     variant = Variant(**params)
     if threads:

@@ -1,7 +1,7 @@
 """Do the LLM verdicts hold as N grows? Claim 8 (8a-8d) measured on the first k groups of sequences.
 
 The extraction keeps its sums per contiguous group of sequences (groups.parquet), in a shuffled order of
-the sequences (models.tokenizer.llm_sequences), so the first k groups are a random subset of k / G of them:
+the sequences (models.sequences.llm_sequences), so the first k groups are a random subset of k / G of them:
 every claim of 8 is measured again on them, with no new extraction, at k = G, ceil(G / 2), ceil(G / 4), ...
 down to `min_groups` (a bootstrap over fewer groups says little). At k = G the measure is the ledger's own
 (the same LedgerInputs, seed and thresholds), so the last point of each curve is the ledger's row; below it,
