@@ -157,9 +157,17 @@ def test_usual_mode_gives_files_and_folders_what_open_and_mkdir_give(tmp_path):
 SRC = str(ROOT / "src")
 
 
+def default_stop_signals() -> None:
+    """In a child: SIGINT and SIGTERM as a terminal's job gets them. A shell script's `cmd &` (and nohup)
+    starts pytest with SIGINT ignored, which every child would inherit; these tests are about the signals."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def python(code: str, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": SRC}
-    return subprocess.Popen([sys.executable, "-c", code], env=env, text=True, stdout=subprocess.PIPE, **kwargs)
+    return subprocess.Popen([sys.executable, "-c", code], env=env, text=True, stdout=subprocess.PIPE,
+                            preexec_fn=default_stop_signals, **kwargs)
 
 
 def test_forward_stop_signals_sends_sigterm_to_the_jobs_then_calls_the_previous_handler():
@@ -290,7 +298,8 @@ def interrupt_training(tokenized: Path, tmp_path: Path, send) -> tuple[Path, int
     with open(out_path, "w") as out:
         proc = subprocess.Popen([SNAKEMAKE, "--cores", "2", TRAIN_TARGET], cwd=workdir, stdout=out,
                                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(workdir / "src")},
-                                start_new_session=True)  # its own process group, like a shell's job
+                                start_new_session=True,  # its own process group, like a shell's job
+                                preexec_fn=default_stop_signals)
     try:
         deadline = time.monotonic() + 300
         while not (log.exists() and STEP_LINE.search(log.read_text())):
