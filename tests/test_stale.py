@@ -111,7 +111,7 @@ def test_killed_trainings_after_a_config_change_are_rebuilt_with_their_analysis(
     snakemake(finished, "all_figures")
     for model in ("nope", "rope"):
         metrics = pd.read_parquet(models / model / "metrics.parquet")
-        assert metrics["step"].max() == 1000 and metrics["lr"].max() == pytest.approx(lr)
+        assert metrics["step"].max() == 1000 and metrics["lr"].max() == pytest.approx(lr, rel=1e-3)  # logged steps miss the exact peak
         weights = (models / model / "model.safetensors").stat().st_mtime
         scores = finished / "results" / "activations" / model / "scores.parquet"
         assert scores.stat().st_mtime >= weights  # extracted from the new weights

@@ -132,6 +132,8 @@ def with_ledger(jobs: set) -> set:
     extra = {("runtimes", "")} if rules & {"simulate", "train", "extract", "emergence"} else set()
     if rules & {"simulate", "extract", "theory"}:
         extra.add(("claims", ""))
+    if "extract" in rules:  # the LLMs' claims on the first groups of sequences
+        extra.add(("convergence", ""))
     return jobs | extra
 
 
@@ -248,7 +250,7 @@ def all_figure_jobs(config: dict) -> set[tuple[str, str]]:
 def test_changing_a_plot_option_reruns_only_figures(rerun_copy):
     edit_config(rerun_copy, lambda c: c["plot"].update(dpi=72))
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
-    assert planned_jobs(rerun_copy) == all_figure_jobs(config) | {("claims", "")} | CONFIG_PAGE
+    assert planned_jobs(rerun_copy) == all_figure_jobs(config) | {("claims", ""), ("convergence", "")} | CONFIG_PAGE
 
 
 def test_editing_simulation_code_reruns_simulations_and_figures(rerun_copy):
@@ -263,7 +265,8 @@ def test_editing_simulation_code_reruns_simulations_and_figures(rerun_copy):
 def test_editing_figure_code_reruns_only_figures(rerun_copy):
     touch_source(rerun_copy, "figures/style")
     config = yaml.safe_load((rerun_copy / "config.yaml").read_text())
-    assert planned_jobs(rerun_copy) == all_figure_jobs(config) | {("claims", "")}  # the ledger draws its figure
+    # the ledger and the convergence table draw their figures
+    assert planned_jobs(rerun_copy) == all_figure_jobs(config) | {("claims", ""), ("convergence", "")}
 
 
 def test_editing_extraction_code_reruns_extraction_summary_and_their_figures(rerun_copy):
@@ -393,7 +396,8 @@ def test_report_holds_every_figure_the_runtimes_and_the_config(rerun_copy):
     page = (rerun_copy / "report.html").read_text()
     categories = json.loads(re.search(r"var categories = (\{.*?\});\n", page).group(1))
     shown = {path for sub in categories.values() for paths in sub.values() for path in paths}
-    figures = {str(p.relative_to(rerun_copy)) for p in (rerun_copy / "results" / "figures").iterdir()}
+    # every file, the pages inside the fig_all_layers_<model> folders included
+    figures = {str(p.relative_to(rerun_copy)) for p in (rerun_copy / "results" / "figures").rglob("*") if p.is_file()}
     assert figures and figures <= shown
     assert set(categories["Figures"]) >= {"Simulation", "Trained models", "Pretrained LLMs", "All layers"}
     assert categories["Runtimes"] and categories["Configuration"]
@@ -463,7 +467,8 @@ def test_paper_llms_writes_its_own_folder_only(rerun_copy):
         sequences = read_metadata(scores)["sequences"]
         assert sum(c["n"] for c in sequences["counts"]) == len(set(sequences["doc_ids"])) == settings["n_sequences"]
         assert {c["split"] for c in sequences["counts"]} <= set(settings["splits"])
-        assert (paper / "figures" / f"fig_all_layers_{model}.png").stat().st_size > 1000
+        pages = list((paper / "figures" / f"fig_all_layers_{model}").glob("*.png"))
+        assert pages and all(page.stat().st_size > 1000 for page in pages)
     ledger = pd.read_parquet(paper / "summary" / "claims.parquet")
     assert set(ledger["claim"]) == {8} and set(ledger["model"]) == set(models)
     convergence = pd.read_parquet(paper / "summary" / "convergence.parquet")

@@ -439,7 +439,7 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
         snapshots.publish(out_dir)
         write_outputs(model, frame, out_dir, tokenizer_dir, {
             "model_name": model_name, "rope": bool(rope), "training": cfg, "world_size": ctx.world,
-            "blocks": blocks.meta, "blocks_dir": str(blocks.dir)})
+            "device": str(ctx.device), "blocks": blocks.meta, "blocks_dir": str(blocks.dir)})
         log.info("%s: wrote %s (final heldout loss %.4f)", model_name, out_dir, frame["heldout_loss"].iloc[-1])
     return frame
 
@@ -520,7 +520,8 @@ def write_outputs(model, frame: pd.DataFrame, out_dir: Path, tokenizer_dir, info
     usual_mode(out_dir)  # safetensors writes model.safetensors 0600: unreadable to others sharing the folder
     with atomic_path(out_dir / "training.json") as tmp:
         tmp.write_text(json.dumps(info, indent=1, default=str) + "\n")
-    write_parquet(frame, out_dir / "metrics.parquet", {"stage": "train", "model": info["model_name"]})
+    write_parquet(frame, out_dir / "metrics.parquet", {"stage": "train", "model": info["model_name"],
+                                                       "device": info.get("device")})
 
 
 def write_debug(debug_dir: Path, rank: int, consumed: list, model) -> None:
