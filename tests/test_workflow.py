@@ -397,7 +397,8 @@ def test_report_holds_every_figure_the_runtimes_and_the_config(rerun_copy):
     categories = json.loads(re.search(r"var categories = (\{.*?\});\n", page).group(1))
     shown = {path for sub in categories.values() for paths in sub.values() for path in paths}
     # every file, the pages inside the fig_all_layers_<model> folders included
-    figures = {str(p.relative_to(rerun_copy)) for p in (rerun_copy / "results" / "figures").rglob("*") if p.is_file()}
+    figures = {str(p.relative_to(rerun_copy)) for p in (rerun_copy / "results" / "figures").rglob("*")
+               if p.is_file() and not p.name.startswith(".")}  # not Snakemake's .snakemake_timestamp
     assert figures and figures <= shown
     assert set(categories["Figures"]) >= {"Simulation", "Trained models", "Pretrained LLMs", "All layers"}
     assert categories["Runtimes"] and categories["Configuration"]
