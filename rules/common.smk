@@ -130,11 +130,16 @@ CLAIMS_INPUTS = config_claims_inputs(config)
 
 
 # the convergence table reads the pretrained models' scores and groups: named inputs, as for the ledger
-CONVERGENCE_INPUTS = {
-    name: files
-    for name, files in llm_claims_inputs(config, RESULTS).items()
-    if name in ("scores", "groups")
-}
+def convergence_inputs(results):
+    """The pretrained models' scores and groups under `results`: what a convergence table reads."""
+    return {
+        name: files
+        for name, files in llm_claims_inputs(config, results).items()
+        if name in ("scores", "groups")
+    }
+
+
+CONVERGENCE_INPUTS = convergence_inputs(RESULTS)
 
 
 def all_figure_files():
@@ -250,11 +255,7 @@ PAPER_CLAIMS_INPUTS = {
     **llm_claims_inputs(config, PAPER),
     "convergence": [paths.summary_file("convergence.parquet", PAPER)],
 }
-PAPER_CONVERGENCE_INPUTS = {
-    name: files
-    for name, files in llm_claims_inputs(config, PAPER).items()
-    if name in ("scores", "groups")
-}
+PAPER_CONVERGENCE_INPUTS = convergence_inputs(PAPER)
 
 
 def paper_llms_outputs():
