@@ -132,7 +132,8 @@ def with_ledger(jobs: set) -> set:
     extra = {("runtimes", "")} if rules & {"simulate", "train", "extract", "emergence"} else set()
     if rules & {"simulate", "extract", "theory"}:
         extra.add(("claims", ""))
-    if "extract" in rules:  # the LLMs' claims on the first groups of sequences
+    trained = {"nope", "rope"}
+    if any(rule == "extract" and model not in trained for rule, model in jobs):  # the LLMs' claims on growing N
         extra.add(("convergence", ""))
     return jobs | extra
 
