@@ -8,7 +8,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from causalpos.figures.activations import all_layers_pages
 from causalpos.figures.registry import FIGURES
 from causalpos.figures.render import DRAW, render_figure
-from causalpos.figures.style import PANEL_SIZE
+from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE
 from causalpos.workflow.stages import run_all_layers
 
 # the figures drawn from the extraction tables
@@ -244,12 +244,13 @@ def test_llms_default_to_pretrained_and_clip_outliers(tables):
 
 
 def test_nope_vs_rope_difference_and_shared_scale(drawn, tables):
-    fig, _ = drawn("figC1_nope_vs_rope")
+    fig, path = drawn("figC1_nope_vs_rope")
     panels = heatmap_axes(fig)
-    assert len(panels) == 15  # 3 layers x (2 raw, 2 diagonal-normalised, 1 difference)
-    by_column = [panels[c::5] for c in range(5)]  # one row per layer, five columns
-    assert [ax.get_title() for ax in by_column[4]] == ["NoPE − RoPE,\ndiag.-normalised\nLayer 1", "Layer 2",
-                                                        "Layer 3"]
+    assert len(panels) == 9  # (NoPE, RoPE, difference) x 3 layers
+    by_row = [panels[3 * r:3 * r + 3] for r in range(3)]  # one row per kind, one column per layer
+    assert [ax.get_title() for ax in by_row[2]] == ["Layer 1", "Layer 2", "Layer 3"]
+    assert [sub._suptitle.get_text() for sub in fig.subfigs] == [
+        "NoPE, diagonal-normalised", "RoPE, diagonal-normalised", "NoPE − RoPE, diagonal-normalised"]
     s = tables["scores"]
     layer2 = [s.query(f"model == '{m}' and layer == 1") for m in ("nope", "rope")]
     mats = []
@@ -257,8 +258,12 @@ def test_nope_vs_rope_difference_and_shared_scale(drawn, tables):
         m = np.full((10, 10), np.nan)
         m[rows["query_pos"], rows["key_pos"]] = rows["score_diagnorm"]
         mats.append(m)
-    np.testing.assert_allclose(panel_data(by_column[4][1]), mats[0] - mats[1])
-    assert by_column[2][1].collections[0].get_clim() == by_column[3][1].collections[0].get_clim()
+    np.testing.assert_allclose(panel_data(by_row[0][1]), mats[0])
+    np.testing.assert_allclose(panel_data(by_row[2][1]), mats[0] - mats[1])
+    assert by_row[0][1].collections[0].get_clim() == by_row[1][1].collections[0].get_clim()
+    assert by_row[0][1].collections[0].get_clim() != by_row[0][2].collections[0].get_clim()
+    width, height = fig.get_size_inches()
+    assert height / width <= MAX_ASPECT  # whole in the report's viewer
 
 
 def test_summary_plots(drawn):

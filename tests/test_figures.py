@@ -7,8 +7,8 @@ from PIL import Image
 
 from causalpos.figures.registry import FIGURES
 from causalpos.figures.render import render_figure
-from causalpos.figures.simulation import layer_matrix, variant_label
-from causalpos.figures.style import PANEL_SIZE
+from causalpos.figures.simulation import blocks_per_line, layer_matrix, variant_label
+from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE
 from causalpos.simulation.engine import result_frame, simulate
 from causalpos.simulation.variant import Variant
 from causalpos.simulation.theory import theory_frame
@@ -70,7 +70,7 @@ def test_render_every_figure(figure_id, simulation, theory, tmp_path):
         assert path.is_file() and path.stat().st_size > 1000
     assert outputs[0].read_bytes().startswith(b"%PDF")
     width, height = Image.open(outputs[1]).size
-    assert 400 < width < 1500 and 150 < height < 1500 and width > height
+    assert 400 < width < 1500 and 150 < height < 1500 and height <= MAX_ASPECT * width + 2  # whole in the report
     if figure_id not in ("fig01_mechanism", "figS1_mc_vs_closed_form"):
         # heatmap grids: one column per layer, one row per variant (two for RoPE)
         rows = 2 * len(names) if "rope" in figure_id else len(names)
@@ -199,6 +199,23 @@ def _toy_emergence_table() -> pd.DataFrame:
     return frame
 
 
+def test_blocks_fold_two_to_a_line_when_one_per_line_is_too_tall(simulation, tmp_path):
+    block = (PANEL_SIZE[0] * 4, PANEL_SIZE[1] + 0.3)  # four layers
+    assert blocks_per_line(3, *block) == 1 and blocks_per_line(4, *block) == 2 and blocks_per_line(1, *block) == 1
+    for n in range(1, 13):
+        per_line = blocks_per_line(n, *block)
+        lines = -(-n // per_line)
+        assert lines * block[1] <= MAX_ASPECT * per_line * block[0]
+        assert per_line == 1 or -(-n // (per_line - 1)) * block[1] > MAX_ASPECT * (per_line - 1) * block[0]
+    names = ["ln_sqrtd", "ln_d", "l2_a0", "l2_a0.2"]  # 4 variants x 3 layers: one per line would be 1.3 x as tall
+    options = {**PLOT, "variants": names}
+    outputs = [tmp_path / "fig07_layernorm.png"]
+    render_figure("fig07_layernorm", {"simulation": simulation[simulation["variant"].isin(names)]}, options, outputs)
+    width, height = Image.open(outputs[0]).size
+    assert width == pytest.approx(2 * PANEL_SIZE[0] * SMALL["n_layers"] * PLOT["dpi"], abs=2)
+    assert height == pytest.approx(2 * (PANEL_SIZE[1] + 0.3) * PLOT["dpi"], abs=2)
+
+
 def test_emergence_and_seed_figures_render(tmp_path):
     from causalpos.analysis.lengths import length_seed_frame, with_gaps
     from causalpos.figures.style import save_figure
@@ -208,7 +225,7 @@ def test_emergence_and_seed_figures_render(tmp_path):
     render_figure("figE1_emergence", {"emergence": _toy_emergence_table()}, PLOT, outputs)
     assert all(p.stat().st_size > 1000 for p in outputs)
     width, height = Image.open(outputs[0]).size
-    assert height > width  # one row per metric, one column per model
+    assert height <= MAX_ASPECT * width  # panels in three columns: whole in the report
     with pytest.raises(ValueError, match="lacks column"):
         render_figure("figE1_emergence", {"emergence": _toy_emergence_table().drop(columns="reference")}, PLOT,
                       [tmp_path / "x.png"])

@@ -147,6 +147,21 @@ def test_convergence_on_the_first_groups_is_the_ledger_of_those_sequences_alone(
                                                                    seed=3))["value"])  # fewer sequences: other values
 
 
+def test_the_convergence_figure_is_a_row_per_model_and_fits_the_report():
+    from causalpos.figures.convergence import plot_convergence
+    from causalpos.figures.style import MAX_ASPECT
+
+    scores, groups = llm_tables()
+    frame = convergence_frame(scores, groups, n_bootstrap=20, seed=3)
+    two = pd.concat([frame, frame.assign(model="llm2")])
+    fig = plot_convergence(two)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert [t.split(",")[0] for t in titles] == ["8a", "8b", "8c", "8d"] * 2  # columns are claims
+    assert all("llm2" in t for t in titles[4:]) and not any("llm2" in t for t in titles[:4])  # rows are models
+    width, height = fig.get_size_inches()
+    assert height / width <= MAX_ASPECT
+
+
 def test_a_verdict_that_changes_with_n_is_noted_in_the_ledger():
     convergence = pd.DataFrame({
         "model": "llm", "claim_id": ["8a"] * 4 + ["8b"] * 2, "layer": pd.array([0, 0, 1, 1, None, None], "Int64"),

@@ -31,6 +31,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from causalpos.figures.style import (
+    MAX_ASPECT,
     PANEL_SIZE,
     build_figure,
     built,
@@ -236,8 +237,9 @@ def fig_all_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
 
 @built
 def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
-    """NoPE against RoPE, one row per layer: raw scores of each, diagonal-normalised scores of each
-    (shared colour scale within a layer) and their difference (first minus second)."""
+    """NoPE against RoPE, one column per layer: the diagonal-normalised scores of each (one colour scale
+    per layer, shared by the two) and their difference (first minus second). Rows, not columns, are the
+    three kinds so that the figure stays wide (MAX_ASPECT); the raw scores are in fig_all_layers."""
     table = require_table(tables, "scores", SCORE_NEEDS)
     first, second = list(options.get("compare") or ["nope", "rope"])
     a, b = (_by_layer(_model_rows(table, "scores", m)) for m in (first, second))
@@ -247,24 +249,23 @@ def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     if a[layers[0]]["seq_len"].iloc[0] != b[layers[0]]["seq_len"].iloc[0]:
         raise ValueError(f"models {first!r} and {second!r} have different seq_len; cannot subtract")
     la, lb = model_label(first), model_label(second)
-    headers = [f"{la}: scores", f"{lb}: scores", f"{la}: diag.-normalised", f"{lb}: diag.-normalised",
-               f"{la} − {lb},\ndiag.-normalised"]
-    cmap, diverging = options.get("cmap", "viridis"), options.get("diverging_cmap", "coolwarm")
+    diverging = options.get("diverging_cmap", "coolwarm")
     clip, size = clip_option(options, None), max_size_option(options)
-    fig = build_figure(PANEL_SIZE[0] * 5, (PANEL_SIZE[1] + 0.3) * len(layers) + 0.8)
-    fig.suptitle(f"{la} vs {lb}: diag.-normalised = {DIAGNORM}; the two diag.-normalised panels of a layer "
-                 "share one colour scale", fontweight="bold")
-    grid = np.atleast_2d(fig.subplots(len(layers), 5))
-    for row, layer in enumerate(layers):
-        titles = [f"{h}\nLayer {layer + 1}" if row == 0 else f"Layer {layer + 1}" for h in headers]
+    height = (PANEL_SIZE[1] + 0.1) * 3 + 0.4
+    fig = build_figure(max(PANEL_SIZE[0] * len(layers), height / MAX_ASPECT), height)
+    fig.suptitle(f"{la} vs {lb}: {DIAGNORM}; the {la} and {lb} panels of a layer share one colour scale",
+                 fontweight="bold")
+    rows = np.atleast_1d(fig.subfigures(3, 1)).ravel()
+    for sub, label in zip(rows, (la, lb, f"{la} − {lb}")):
+        sub.suptitle(f"{label}, diagonal-normalised")
+    grid = [np.atleast_1d(sub.subplots(1, len(layers))).ravel() for sub in rows]
+    for col, layer in enumerate(layers):
         norm_a, norm_b = square_matrix(a[layer], "score_diagnorm"), square_matrix(b[layer], "score_diagnorm")
-        ax = grid[row]
-        heatmap(ax[0], square_matrix(a[layer], "score_mean"), cmap, titles[0], clip=clip, max_size=size)
-        heatmap(ax[1], square_matrix(b[layer], "score_mean"), cmap, titles[1], clip=clip, max_size=size)
+        title = f"Layer {layer + 1}"
         shared = colour_limits(np.concatenate([norm_a.ravel(), norm_b.ravel()]), clip, 0.0)
-        heatmap(ax[2], norm_a, diverging, titles[2], center=0.0, limits=shared, max_size=size)
-        heatmap(ax[3], norm_b, diverging, titles[3], center=0.0, limits=shared, max_size=size)
-        heatmap(ax[4], norm_a - norm_b, diverging, titles[4], center=0.0, clip=clip, max_size=size)
+        heatmap(grid[0][col], norm_a, diverging, title, center=0.0, limits=shared, max_size=size)
+        heatmap(grid[1][col], norm_b, diverging, title, center=0.0, limits=shared, max_size=size)
+        heatmap(grid[2][col], norm_a - norm_b, diverging, title, center=0.0, clip=clip, max_size=size)
     return fig
 
 

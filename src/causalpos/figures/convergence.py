@@ -1,4 +1,5 @@
-"""The LLM claims as N grows (results/summary/convergence.parquet): one column of panels per model.
+"""The LLM claims as N grows (results/summary/convergence.parquet): one row of panels per model, one column
+per claim (a wide figure: the report shows it whole).
 
 Claims over the layers (8b, 8c): the value at each number of sequences with ±z standard errors (the verdict's
 margin), coloured by verdict. Claims per layer (8a, 8d): the value at each layer, one line per number of
@@ -26,14 +27,14 @@ def plot_convergence(frame: pd.DataFrame, options: dict | None = None):
         raise ValueError("the convergence table is empty: no pretrained model with a groups table")
     models = sorted(frame["model"].unique())
     claims = sorted(frame["claim_id"].unique())
-    # at least two panels wide: the legend and the title need the room with a single model
-    fig = new_figure(PANEL[0] * max(len(models), 2), PANEL[1] * len(claims) + 1.6)
-    axes = fig.subplots(len(claims), len(models), squeeze=False)
+    # at least two panels wide: the legend and the title need the room with a single claim
+    fig = new_figure(PANEL[0] * max(len(claims), 2), PANEL[1] * len(models) + 1.6)
+    axes = fig.subplots(len(models), len(claims), squeeze=False)
     sizes = sorted(frame["n_sequences"].unique())
     shade = colormaps[options.get("cmap", "viridis")]
     colour = {n: shade(0.15 + 0.7 * i / max(1, len(sizes) - 1)) for i, n in enumerate(sizes)}
-    for column, model in enumerate(models):
-        for row, claim_id in enumerate(claims):
+    for row, model in enumerate(models):
+        for column, claim_id in enumerate(claims):
             ax = axes[row, column]
             rows = frame[(frame["model"] == model) & (frame["claim_id"] == claim_id)]
             if rows.empty:

@@ -2,62 +2,89 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from matplotlib.figure import Figure
 
 from causalpos.figures.style import MODEL_COLOURS, model_label, new_figure, require_table
 
-# (metric, stage or None for every stage, row title, y label)
+# (metric, stage or None for every stage, panel title, y label); every model is drawn in each panel but the
+# per-layer amplitude's, which gets a panel per model (one line per layer would be unreadable twice over)
 PANELS = [
     ("concordance", "f", "(f) LN(O): key-order concordance", "concordance, keys ≥ 1"),
     ("concordance", "i", "(i) next layer's scores: key-order concordance", "concordance, keys ≥ 1"),
     ("strength_ratio", "i", "(i): nearer-key advantage / α = 0 simulation's", "ratio (claim 7b)"),
-    ("nonrelative_amplitude", "scores", "Non-relative amplitude per layer", "amplitude, keys ≥ 1"),
+    ("nonrelative_amplitude", "scores", "non-relative amplitude per layer (dashed: α = 0 simulation)",
+     "amplitude, keys ≥ 1"),
     ("heldout_loss", "", "Held-out loss", "nats/token"),
 ]
+PER_MODEL = "nonrelative_amplitude"
+COLUMNS = 3
 
 
 def fig_emergence(tables: dict, options) -> Figure:
-    """Each metric of the emergence table against tokens seen (symmetric log axis: step 0 is at 0), one column per
-    trained model, ± one bootstrap SD; dashed: the alpha = 0 simulation's value (the same colour per layer)."""
+    """Each metric of the emergence table against tokens seen (symmetric log axis: step 0 is at 0), ± one
+    bootstrap SD, in COLUMNS columns so that the figure stays wide (MAX_ASPECT); dashed: the alpha = 0
+    simulation's value (grey; per layer in the amplitude panels, in the layer's colour)."""
     frame = require_table(tables, "emergence", ("model", "tokens_seen", "layer", "stage", "metric", "value",
                                                  "uncertainty", "reference"))
     models = sorted(frame["model"].unique(), key=lambda m: (m not in MODEL_COLOURS, list(MODEL_COLOURS).index(m)
                                                              if m in MODEL_COLOURS else 0, m)) or ["(none)"]
-    fig = new_figure(4.2 * len(models), 2.6 * len(PANELS))
-    axes = np.atleast_2d(fig.subplots(len(PANELS), len(models), squeeze=False))
+    panels = [(panel, [model]) for panel in PANELS for model in models if panel[0] == PER_MODEL]
+    panels += [(panel, models) for panel in PANELS if panel[0] != PER_MODEL]
+    panels.sort(key=lambda item: PANELS.index(item[0]))
+    rows = math.ceil(len(panels) / COLUMNS)
+    fig = new_figure(4.4 * COLUMNS, 3.0 * rows + 0.3)
+    axes = np.atleast_1d(fig.subplots(rows, COLUMNS, squeeze=False)).ravel()
     first = frame.loc[frame["tokens_seen"] > 0, "tokens_seen"]
     linthresh = float(first.min()) if len(first) else 1.0
-    for col, model in enumerate(models):
-        for row, (metric, stage, title, ylabel) in enumerate(PANELS):
-            ax = axes[row, col]
-            rows = frame[(frame["model"] == model) & (frame["metric"] == metric) & (frame["stage"] == stage)]
-            layers = sorted(rows["layer"].dropna().unique()) or [None]
-            colours = dict(zip(layers, _layer_colours(len(layers), MODEL_COLOURS.get(model, "black"))))
-            for layer in layers:
-                line = rows if layer is None else rows[rows["layer"] == layer]
-                line = line.sort_values("tokens_seen")
-                label = f"layer {int(layer) + 1}" if metric == "nonrelative_amplitude" and layer is not None else None
-                ax.errorbar(line["tokens_seen"], line["value"], yerr=line["uncertainty"].fillna(0.0), marker="o",
-                            markersize=3, capsize=2, color=colours[layer], label=label)
-                reference = line["reference"].dropna()
-                if len(reference):
-                    ax.axhline(float(reference.iloc[0]), ls="--", lw=1, color=colours[layer],
-                               label="α = 0 simulation" if label is None and metric != "strength_ratio" else None)
-            if metric == "concordance":
-                ax.axhline(0.5, ls=":", lw=1, color="gray", label="no order")
-            if metric == "strength_ratio" and (rows["value"] > 0).all() and len(rows):
-                ax.set_yscale("log")
-            ax.set_xscale("symlog", linthresh=linthresh)
-            ax.set_title(f"{model_label(model)}: {title}", fontsize="small")
-            ax.set_ylabel(ylabel)
-            if row == len(PANELS) - 1:
-                ax.set_xlabel("Tokens seen")
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize="x-small")
-            if rows.empty:
-                ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    right = float(frame["tokens_seen"].max()) * 1.6 if len(frame) else 10.0
+    for ax, ((metric, stage, title, ylabel), drawn_models) in zip(axes, panels):
+        rows_of = frame[(frame["metric"] == metric) & (frame["stage"] == stage)]
+        for model in drawn_models:
+            _draw_model(ax, rows_of[rows_of["model"] == model], model, metric, per_layer=metric == PER_MODEL)
+        if metric == "concordance":
+            ax.axhline(0.5, ls=":", lw=1, color="gray", label="no order")
+        if metric == "strength_ratio" and len(rows_of) and (rows_of["value"] > 0).all():
+            ax.set_yscale("log")
+        ax.set_xscale("symlog", linthresh=linthresh)
+        ax.set_xlim(-0.3 * linthresh, right)  # step 0 at the left edge, no empty negative decades
+        prefix = f"{model_label(drawn_models[0])}: " if len(drawn_models) == 1 and len(models) > 1 else ""
+        ax.set_title(prefix + title, fontsize="small")
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel("Tokens seen")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="x-small")
+        if rows_of.empty:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    for ax in axes[len(panels):]:
+        ax.set_axis_off()
     return fig
+
+
+def _draw_model(ax, rows, model: str, metric: str, per_layer: bool) -> None:
+    """One model's line(s) in a panel and its reference (dashed), in the model's colour or a shade per layer."""
+    layers = sorted(rows["layer"].dropna().unique()) if per_layer else [None]
+    layers = layers or [None]
+    colours = dict(zip(layers, _layer_colours(len(layers), MODEL_COLOURS.get(model, "black"))))
+    for layer in layers:
+        line = (rows if layer is None else rows[rows["layer"] == layer]).sort_values("tokens_seen")
+        label = f"layer {int(layer) + 1}" if layer is not None else model_label(model)
+        ax.errorbar(line["tokens_seen"], line["value"], yerr=line["uncertainty"].fillna(0.0), marker="o",
+                    markersize=3, capsize=2, color=colours[layer], label=label)
+        reference = line["reference"].dropna()
+        if not len(reference):
+            continue
+        if layer is not None:  # the simulation's amplitude of this layer
+            ax.axhline(float(reference.iloc[0]), ls="--", lw=1, color=colours[layer])
+        elif not any(np.isclose(float(reference.iloc[0]), y) for y in _reference_levels(ax)):  # the same for every model
+            ax.axhline(float(reference.iloc[0]), ls="--", lw=1, color="gray",
+                       label="α = 0 simulation" if metric != "strength_ratio" else "as strong as α = 0 simulation")
+
+
+def _reference_levels(ax) -> list[float]:
+    return [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
 
 
 def _layer_colours(n: int, base: str) -> list:

@@ -5,13 +5,15 @@ Drawn from the simulation and theory tables; each is a function (tables, options
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from causalpos.figures.style import PANEL_SIZE, draw_heatmap, new_figure, square_matrix
+from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE, draw_heatmap, new_figure, square_matrix
 from causalpos.simulation import theory as closed_form
 from causalpos.tables import require_columns
 
@@ -77,11 +79,26 @@ def _n_layers(table: pd.DataFrame, variant: str) -> int:
     return int(table.loc[table["variant"] == variant, "layer"].max()) + 1
 
 
+def blocks_per_line(n_blocks: int, block_width: float, block_height: float) -> int:
+    """How many blocks (a labelled row of panels each) to set side by side so that the figure's
+    height / width stays under MAX_ASPECT: one per line unless that makes the figure too tall."""
+    for per_line in range(1, n_blocks + 1):
+        if math.ceil(n_blocks / per_line) * block_height <= MAX_ASPECT * per_line * block_width:
+            return per_line
+    return max(n_blocks, 1)
+
+
 def _layer_grid(rows: list[tuple[str, list[np.ndarray], str, float | None]]) -> Figure:
-    """One row of heatmaps per (label, matrices by layer, cmap, centre); columns are layers."""
+    """One block of heatmaps per (label, matrices by layer, cmap, centre); columns of a block are layers.
+    Blocks stack in reading order, two or more to a line where one per line would be too tall for the report."""
     ncols = max(len(mats) for _, mats, _, _ in rows)
-    fig = new_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * len(rows))
-    subfigs = np.atleast_1d(fig.subfigures(len(rows), 1)).ravel()
+    block = (PANEL_SIZE[0] * ncols, PANEL_SIZE[1] + 0.3)
+    per_line = blocks_per_line(len(rows), *block)
+    lines = math.ceil(len(rows) / per_line)
+    fig = new_figure(block[0] * per_line, block[1] * lines)
+    subfigs = np.atleast_1d(fig.subfigures(lines, per_line)).ravel()
+    for sub in subfigs[len(rows):]:
+        sub.set_visible(False)
     for sub, (label, mats, cmap, center) in zip(subfigs, rows):
         sub.suptitle(label, fontweight="bold")
         axes = np.atleast_1d(sub.subplots(1, ncols)).ravel()
