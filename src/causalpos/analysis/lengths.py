@@ -50,7 +50,7 @@ def length_seed_frame(per_seed: pd.DataFrame) -> pd.DataFrame:
             for (model, factor), rows in frame.groupby(["model", "factor"], sort=True)]
     if set(PAIR) <= set(frame["model"]):
         left, right = (frame[frame["model"] == m].set_index(["seed", "factor"]) for m in PAIR)
-        both = left.join(right, how="inner", lsuffix="_a", rsuffix="_b").reset_index()
+        both = left.merge(right, how="inner", left_index=True, right_index=True, suffixes=("_a", "_b")).reset_index()
         both = both.assign(loss=both["heldout_loss_a"] - both["heldout_loss_b"], diff=both["gap_a"] - both["gap_b"])
         rows += [_summary(f"{PAIR[0]} - {PAIR[1]}", factor, rows["seq_len_a"].iloc[0], rows, "loss", "diff")
                  for factor, rows in both.groupby("factor", sort=True)]
