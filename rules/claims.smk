@@ -7,9 +7,8 @@ rule claims:
     output:
         table=paths.summary_file("claims.parquet", RESULTS),
         markdown=paths.summary_file("claims.md", RESULTS),
-        figures=report_figures(
-            CLAIMS_FIGURE, caption="../report/claims.rst", category="Claims"
-        ),
+        # one page per part of the paper (catalogue.PAGES), in a folder, as fig_all_layers's
+        figures=report_claims_pages(),
     log:
         log_path("claims.log"),
     conda:
@@ -17,6 +16,7 @@ rule claims:
     params:
         settings=config["claims"],
         options=config["plot"],
+        folder=paths.claims_dir(RESULTS),
         code=code_digest("claims"),
         upstream=upstream_of("claims"),
     script:

@@ -5,12 +5,14 @@ from pathlib import Path
 # The workflow runs the library of its own checkout, whatever else is installed.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+from causalpos.analysis.claims.catalogue import ledger_pages
 from causalpos.figures.registry import (
     ALL_LAYERS_FIGURE,
     CLAIMS_FIGURE,
     CONVERGENCE_FIGURE,
     FIGURES as FIGURE_SPECS,
     LENGTH_SEEDS_FIGURE,
+    claims_pages,
 )
 from causalpos.simulation.variant import Variant
 from causalpos.workflow import paths, provenance
@@ -127,6 +129,39 @@ def all_layers_labels(wildcards):
 
 # the claims ledger reads every Parquet result: named inputs, none depending on a wildcard
 CLAIMS_INPUTS = config_claims_inputs(config)
+
+
+def claims_page_files(results, claim=None):
+    """{page: its files} of figL1_claims under `results`: the pages of a ledger of every claim (None) or of
+    one claim's rows (catalogue.ledger_pages), in every configured format; known before the rule runs.
+    """
+    return claims_pages(paths.claims_dir(results), ledger_pages(claim), FORMATS)
+
+
+def claims_figure_files(results, claim=None):
+    """The files of claims_page_files, in a list."""
+    return [
+        path for files in claims_page_files(results, claim).values() for path in files
+    ]
+
+
+def report_claims_pages():
+    """Every page of figL1_claims in every format, each shown in `snakemake --report` with the claims it shows."""
+    return [
+        snakemake_io.report(
+            path,
+            caption="../report/claims.rst",
+            category="Claims",
+            subcategory=figure_section(CLAIMS_FIGURE),
+            labels={
+                "figure": CLAIMS_FIGURE,
+                "claims": page,
+                "format": path.rsplit(".", 1)[1],
+            },
+        )
+        for page, files in claims_page_files(RESULTS).items()
+        for path in files
+    ]
 
 
 # the convergence table reads the pretrained models' scores and groups: named inputs, as for the ledger
@@ -250,6 +285,8 @@ def paper_figure_options(wildcards):
     return figure_options(config, wildcards.figure)
 
 
+# paper_llms's ledger has the rows of claim 8 (the pretrained LLMs) alone
+PAPER_CLAIM = 8
 # named inputs of paper_llms's ledger and convergence table (none depends on a wildcard)
 PAPER_CLAIMS_INPUTS = {
     **llm_claims_inputs(config, PAPER),
@@ -262,13 +299,14 @@ def paper_llms_outputs():
     """Every file of target paper_llms."""
     if not PRETRAINED:
         return []
-    stems = PAPER_FIGURES + [CLAIMS_FIGURE, CONVERGENCE_FIGURE]
+    stems = PAPER_FIGURES + [CONVERGENCE_FIGURE]
     return (
         [
             paths.summary_file(name, PAPER)
             for name in ("claims.parquet", "claims.md", "convergence.parquet")
         ]
         + [path for stem in stems for path in paths.figure_files(stem, FORMATS, PAPER)]
+        + claims_figure_files(PAPER, PAPER_CLAIM)
         + [paths.all_layers_dir(model, PAPER) for model in PRETRAINED]
     )
 

@@ -100,7 +100,8 @@ rule paper_llms_claims:
     output:
         table=paths.summary_file("claims.parquet", PAPER),
         markdown=paths.summary_file("claims.md", PAPER),
-        figures=paths.figure_files(CLAIMS_FIGURE, FORMATS, PAPER),
+        # the pages that show claim 8 (catalogue.ledger_pages)
+        figures=claims_figure_files(PAPER, PAPER_CLAIM),
     log:
         log_path("paper_llms/claims.log"),
     conda:
@@ -108,7 +109,8 @@ rule paper_llms_claims:
     params:
         settings=config["claims"],
         options=config["plot"],
-        claim=8,
+        folder=paths.claims_dir(PAPER),
+        claim=PAPER_CLAIM,
         code=code_digest("claims"),
         upstream=upstream_of("paper_llms_claims"),
     script:

@@ -2,8 +2,10 @@
 
     python scripts/update-docs-claims.py            # after `snakemake --cores 8 all_figures`
 
-Also copies the ledger's figure, results/figures/figL1_claims.png, to docs/figures/. The counts and findings
-written around the table in docs/claims.md and README.md are prose: check them against the new ledger.
+Also copies the pages of the ledger's figure, results/figures/figL1_claims/claims*.png (one per part of the paper,
+analysis.claims.catalogue.PAGES), to docs/figures/figL1_claims/, where docs/claims.md and docs/figures.md show
+them. The counts and findings written around the table in docs/claims.md and README.md are prose: check them
+against the new ledger.
 """
 import re
 import shutil
@@ -11,17 +13,33 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's library
+
+from causalpos.analysis.claims.catalogue import PAGES  # noqa: E402
+from causalpos.figures.registry import claims_page  # noqa: E402
+from causalpos.workflow.paths import claims_dir  # noqa: E402
+
 PAGE = ROOT / "docs" / "claims.md"
 START, END = "<!-- claims:start -->", "<!-- claims:end -->"
 
 ledger = ROOT / "results" / "summary" / "claims.md"
 if not ledger.is_file():
     sys.exit(f"{ledger} does not exist: run the workflow first")
+figures = [Path(claims_page(ROOT / claims_dir(), page, "png")) for page in PAGES]
+missing = [str(p.relative_to(ROOT)) for p in figures if not p.is_file()]
+if missing:
+    sys.exit(f"{', '.join(missing)} missing: run the workflow first")
 text = PAGE.read_text()
 if START not in text or END not in text:
     sys.exit(f"{PAGE} lacks the markers {START} ... {END}")
 body = ledger.read_text().strip()
 PAGE.write_text(re.sub(f"{re.escape(START)}.*?{re.escape(END)}", lambda _: f"{START}\n{body}\n{END}", text,
                        flags=re.S))
-shutil.copy2(ROOT / "results" / "figures" / "figL1_claims.png", ROOT / "docs" / "figures" / "figL1_claims.png")
-print(f"{PAGE.relative_to(ROOT)}: ledger copied from {ledger}")
+docs_figures = ROOT / "docs" / "figures" / Path(claims_dir()).name
+docs_figures.mkdir(exist_ok=True)
+for stale in set(docs_figures.glob("*.png")) - {docs_figures / p.name for p in figures}:
+    stale.unlink()
+for figure in figures:
+    shutil.copy2(figure, docs_figures / figure.name)
+print(f"{PAGE.relative_to(ROOT)}: ledger copied from {ledger}; {len(figures)} pages to "
+      f"{docs_figures.relative_to(ROOT)}")

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from causalpos.analysis.claims.catalogue import PAGES
 from causalpos.tables import ACTIVATION_TABLES
 from conftest import copy_workflow, edit_config, snakemake
 
@@ -415,7 +416,9 @@ def test_claims_ledger_from_the_run_and_by_the_cli(rerun_copy):
     assert set(ledger["verdict"]) <= {"supported", "not supported", "inconclusive"}
     assert {claim[0] for claim in ledger["claim_id"]} == set("123456789")  # claims 1-8 and the input law (9)
     assert (summary / "claims.md").read_text().count("\n|") > len(set(ledger["claim_id"]))
-    assert (rerun_copy / "results" / "figures" / "figL1_claims.png").stat().st_size > 1000
+    pages = sorted(p.name for p in (rerun_copy / "results" / "figures" / "figL1_claims").iterdir())
+    assert pages == sorted(f"claims{page}.{ext}" for page in PAGES for ext in ("pdf", "png"))  # one per part
+    assert all((rerun_copy / "results" / "figures" / "figL1_claims" / page).stat().st_size > 1000 for page in pages)
     env = {**os.environ, "PYTHONPATH": str(rerun_copy / "src")}
     shutil.copytree(rerun_copy / "results", rerun_copy / "by_cli", dirs_exist_ok=True, symlinks=True)
     (rerun_copy / "by_cli" / "summary" / "claims.parquet").unlink()
@@ -477,5 +480,6 @@ def test_paper_llms_writes_its_own_folder_only(rerun_copy):
     per_group = settings["n_sequences"] // settings["bootstrap_groups"]
     assert sorted(convergence["n_sequences"].unique()) == [4 * per_group, 8 * per_group]  # 4 and 8 of 8 groups
     assert_convergence_is_the_ledger(convergence, ledger)
-    for figure in ("fig05_llms", "figM1_nonrelativeness", "figL1_claims", "figL2_convergence"):
+    for figure in ("fig05_llms", "figM1_nonrelativeness", "figL1_claims/claims7-9", "figL2_convergence"):
         assert (paper / "figures" / f"{figure}.png").stat().st_size > 1000
+    assert sorted(p.name for p in (paper / "figures" / "figL1_claims").iterdir()) == ["claims7-9.pdf", "claims7-9.png"]

@@ -11,7 +11,7 @@ with log_to_file(snakemake.log[0]):
         dict(snakemake.params.settings),
         snakemake.output.table,
         snakemake.output.markdown,
-        list(snakemake.output.figures),
+        snakemake.params.folder,  # where the pages snakemake.output.figures name are written
         dict(snakemake.params.options),
         claim=snakemake.params.get("claim"),
     )

@@ -1,4 +1,4 @@
-"""The claims ledger as a figure: one panel per claim, each setting's value against the threshold."""
+"""The claims ledger as a figure, in pages: one panel per claim, each setting's value against the threshold."""
 
 from __future__ import annotations
 
@@ -9,30 +9,54 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from causalpos.analysis.claims.catalogue import PAGES, SUBJECTS, claim_number, page_of
 from causalpos.analysis.claims.ledger import ledger_z
 from causalpos.figures.style import new_figure
 
 
 VERDICT_STYLE = {"supported": ("tab:green", "o"), "not supported": ("tab:red", "X"), "inconclusive": ("tab:gray", "s")}
 PANEL = (3.6, 3.0)  # inches per panel, whatever the number of claims: the grid wraps, the panels keep their size
-COLUMNS = 5  # panels per row
+COLUMNS = 5  # panels per row, and the width of every page (a page of fewer panels leaves the rest blank)
+MARGIN = 1.0  # inches for the page's title and the legend
 
 
-def plot_ledger(ledger: pd.DataFrame, options: dict | None = None):
-    """One panel per claim: each setting's value with ±z standard errors (the verdict's margin) against the
-    claim's threshold (dashed line), colour and marker by verdict. Returns a matplotlib Figure built like
-    the others (no pyplot); draw it through figures.style.save_figure, which applies the plot options
-    (font_scale, dpi, formats), as figures.render does for the paper's figures.
+def page_rows(ledger: pd.DataFrame, page: str) -> pd.DataFrame:
+    """The ledger's rows that page `page` (a key of catalogue.PAGES) shows."""
+    if page not in PAGES:
+        raise ValueError(f"unknown page {page!r} of the claims figure; known: {list(PAGES)}")
+    return ledger[ledger["claim_id"].map(page_of) == page]
 
-    Panels have a fixed size (PANEL) and wrap COLUMNS to a row, so ~40 claims give a tall figure of the same
-    legible panels rather than a crowded one. Non-finite values (a ratio without an increase to compare
-    with) are left out of a panel; a claim without any finite value says "no data"."""
+
+def page_title(claim_ids: list[str], page: str) -> str:
+    """"Claims ledger, claims 1a-3c: <their subjects>", from the claims the page shows (all of its claims'
+    subjects when it shows none)."""
+    shown = f"{claim_ids[0]}-{claim_ids[-1]}" if len(claim_ids) > 1 else "".join(claim_ids) or page
+    numbers = list(dict.fromkeys(map(claim_number, claim_ids))) or list(PAGES[page])
+    return f"Claims ledger, claims {shown}: " + ", ".join(f"{SUBJECTS[n]} ({n})" for n in numbers)
+
+
+def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
+    """One page of the claims figure: the claims of catalogue.PAGES[page] that the ledger has, one panel per
+    claim: each setting's value with ±z standard errors (the verdict's margin) against the claim's threshold
+    (dashed line), colour and marker by verdict. Returns a matplotlib Figure built like the others (no
+    pyplot); draw it through figures.style.save_figure, which applies the plot options (font_scale, dpi,
+    formats), as figures.render does for the paper's figures.
+
+    Panels have a fixed size (PANEL) and wrap COLUMNS to a row, and every page is COLUMNS panels wide, so
+    a page of catalogue.MAX_PAGE_CLAIMS claims or fewer is wider than tall and all pages show their panels
+    at one scale. Non-finite values (a ratio without an increase to compare with) are left out of a panel;
+    a claim without any finite value says "no data"; a page whose claims the ledger lacks (paper_llms's
+    ledger has claim 8 only) says so."""
+    ledger = page_rows(ledger, page)
     z = ledger_z(ledger)
     claim_ids = list(dict.fromkeys(ledger["claim_id"]))
-    ncols = min(COLUMNS, max(1, len(claim_ids)))
-    nrows = max(1, math.ceil(len(claim_ids) / ncols))
-    fig = new_figure(PANEL[0] * ncols, PANEL[1] * nrows + 1.0)
-    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    nrows = max(1, math.ceil(len(claim_ids) / COLUMNS))
+    fig = new_figure(PANEL[0] * COLUMNS, PANEL[1] * nrows + MARGIN)
+    axes = np.atleast_1d(fig.subplots(nrows, COLUMNS, squeeze=False)).ravel()
+    if not claim_ids:
+        claims = ", ".join(map(str, PAGES[page]))
+        axes[0].text(0, 0.5, f"This ledger has no rows of claims {claims}.", transform=axes[0].transAxes,
+                     ha="left", va="center", color="tab:gray")
     for ax, claim_id in zip(axes, claim_ids):
         rows = ledger[ledger["claim_id"] == claim_id].reset_index(drop=True)
         rows["value"] = rows["value"].astype(float).where(np.isfinite(rows["value"].astype(float)))
@@ -55,7 +79,9 @@ def plot_ledger(ledger: pd.DataFrame, options: dict | None = None):
         ax.set_xlim(-0.6, len(rows) - 0.4)
         first = rows.iloc[0]
         title = first["title"] if "title" in rows.columns and isinstance(first["title"], str) else first["statement"]
-        ax.set_title(textwrap.shorten(f"{claim_id}: {title}", 48, placeholder="…"), fontsize="small", loc="left")
+        # a long title on two lines: one line would run past the panel (off the page in the last column)
+        ax.set_title(textwrap.fill(textwrap.shorten(f"{claim_id}: {title}", 76, placeholder="…"), 38),
+                     fontsize="small", loc="left")
         ax.set_ylabel(textwrap.fill(f"{first['unit']} ({first['direction']} {first['threshold']:g})", 30),
                       fontsize="x-small")
         ax.tick_params(axis="y", labelsize="x-small")
@@ -65,5 +91,5 @@ def plot_ledger(ledger: pd.DataFrame, options: dict | None = None):
     handles.append(Line2D([], [], color="black", ls="--", label="threshold"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize="small",
                title=f"error bars: ±{z:g} standard errors", title_fontsize="small")
-    fig.suptitle("Claims ledger: each claim's metric against its threshold", fontweight="bold")
+    fig.suptitle(page_title(claim_ids, page), fontweight="bold")
     return fig

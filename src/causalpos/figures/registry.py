@@ -1,4 +1,4 @@
-"""Every figure id, with its report section and the tables it is drawn from.
+"""Every figure id, with its report section and the tables it is drawn from; the file names of figL1_claims's pages.
 
 The one list of figures: the config check, the rules, the CLI and figures.render all read it.
 Plain data (no plotting import), so the workflow can read it while Snakemake builds the DAG.
@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted model by rule model_figure
-CLAIMS_FIGURE = "figL1_claims"  # drawn by rule claims, beside the ledger
+CLAIMS_FIGURE = "figL1_claims"  # drawn by rule claims, beside the ledger: a folder of pages (catalogue.PAGES)
+CLAIMS_PAGE = "claims{claims}.{ext}"  # a page of CLAIMS_FIGURE in its folder, claims a key of catalogue.PAGES
 LENGTH_SEEDS_FIGURE = "figT3_length_seeds"  # drawn by rule length_seeds (its own target), beside its table
 CONVERGENCE_FIGURE = "figL2_convergence"  # drawn by rule convergence, beside results/summary/convergence.parquet
 
@@ -62,6 +63,17 @@ FIGURES = {
 # length_seeds)
 CONFIGURABLE = tuple(f for f in FIGURES
                      if f not in (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE))
+
+
+def claims_page(folder, page: str, ext: str) -> str:
+    """One page of CLAIMS_FIGURE, e.g. <folder>/claims1-3.png for page "1-3" (analysis.claims.catalogue.PAGES);
+    workflow.paths.claims_dir is the folder of a results folder's pages."""
+    return f"{folder}/" + CLAIMS_PAGE.format(claims=page, ext=ext)
+
+
+def claims_pages(folder, pages, formats) -> dict[str, list[str]]:
+    """Each page of CLAIMS_FIGURE in `pages` (catalogue.ledger_pages) with its file in every format."""
+    return {page: [claims_page(folder, page, fmt) for fmt in formats] for page in pages}
 
 
 def figure_spec(figure: str) -> FigureSpec:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from causalpos.errors import UserError
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE
+from causalpos.figures.registry import ALL_LAYERS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE
 from causalpos.workflow import paths
 from causalpos.workflow.config import (
     MODELS,
@@ -123,7 +123,7 @@ def cmd_claims(args, config):
     require_inputs([f for files in inputs.values() for f in files])
     run_claims(inputs, config["claims"], paths.summary_file("claims.parquet", args.results),
                paths.summary_file("claims.md", args.results),
-               paths.figure_files(CLAIMS_FIGURE, config["plot"]["formats"], args.results), config["plot"])
+               paths.claims_dir(args.results), config["plot"])
 
 
 def cmd_convergence(args, config):

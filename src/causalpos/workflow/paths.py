@@ -13,7 +13,7 @@ import re
 
 from causalpos.analysis.summary import SUMMARY_FILES
 from causalpos.figures.registry import (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE,
-                                        LENGTH_SEEDS_FIGURE)
+                                        LENGTH_SEEDS_FIGURE, claims_page)
 from causalpos.models.snapshots import FOLDER as SNAPSHOT_FOLDER
 from causalpos.models.snapshots import snapshot_name
 from causalpos.tables import ACTIVATION_TABLES
@@ -169,6 +169,12 @@ def all_layers_page(folder, kind: str, first: int, last: int, ext: str) -> str:
     return f"{folder}/" + ALL_LAYERS_PAGE.format(kind=kind, layers=f"{first:02d}-{last:02d}", ext=ext)
 
 
+def claims_dir(results: str = RESULTS) -> str:
+    """The folder of figL1_claims's pages (rule claims's outputs, one file per page and format: see
+    figures.registry.claims_pages)."""
+    return f"{results}/figures/{CLAIMS_FIGURE}"
+
+
 # ---------------------------------------------------------------- which rule writes a path
 
 
@@ -184,7 +190,7 @@ def writers(results: str = "{results}") -> list[tuple[str, str]]:
         ("paper_llms_convergence", summary_file("convergence.parquet", paper)),
         ("paper_llms_convergence", figure_files(CONVERGENCE_FIGURE, ["{ext}"], paper)[0]),
         ("paper_llms_claims", summary_file("claims.{ext}", paper)),
-        ("paper_llms_claims", figure_files(CLAIMS_FIGURE, ["{ext}"], paper)[0]),
+        ("paper_llms_claims", claims_page(claims_dir(paper), "{page}", "{ext}")),
         ("paper_llms_model_figure", figure_files(f"{ALL_LAYERS_FIGURE}_{{model}}", ["{ext}"], paper)[0]),
         ("paper_llms_figure", figure_files("{figure}", ["{ext}"], paper)[0]),
         ("sample", documents(results)),
@@ -213,7 +219,7 @@ def writers(results: str = "{results}") -> list[tuple[str, str]]:
         ("convergence", figure_files(CONVERGENCE_FIGURE, ["{ext}"], results)[0]),
         ("runtimes", summary_file("runtimes.{ext}", results)),
         ("config_record", summary_file("config.html", results)),
-        ("claims", figure_files(CLAIMS_FIGURE, ["{ext}"], results)[0]),
+        ("claims", claims_page(claims_dir(results), "{page}", "{ext}")),
         ("model_figure", all_layers_dir("{model}", results)),  # a directory() output, and the files in it
         ("model_figure", f"{all_layers_dir('{model}', results)}/{{name}}"),
         ("figure", figure_files("{figure}", ["{ext}"], results)[0]),

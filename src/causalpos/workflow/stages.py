@@ -285,15 +285,19 @@ def run_runtimes(benchmarks: dict, parquets: dict, table, html) -> None:
 
 
 @rebuilds_damaged_inputs
-def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: dict, claim: int | None = None) -> None:
-    """The claims ledger from the other stages' Parquet results: a table, its Markdown and its figure.
+def run_claims(inputs: dict, settings: dict, table, markdown, folder, options: dict, claim: int | None = None) -> None:
+    """The claims ledger from the other stages' Parquet results: a table, its Markdown and its figure's pages.
 
     `inputs` may hold "convergence" (results/summary/convergence.parquet): a claim whose verdict changes with
     the number of sequences says so in its note. `claim`: only that claim's rows (8 for paper_llms's ledger,
-    whose tables are the pretrained models' alone)."""
+    whose tables are the pretrained models' alone). The figure's pages (catalogue.ledger_pages(claim), in every
+    format of options["formats"]) go into `folder`; pages of an earlier run that this one did not write are
+    removed."""
+    from causalpos.analysis.claims.catalogue import ledger_pages
     from causalpos.analysis.claims.convergence import note_flips
     from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
     from causalpos.figures.ledger import plot_ledger
+    from causalpos.figures.registry import CLAIMS_FIGURE, CLAIMS_PAGE, claims_pages
     from causalpos.figures.style import save_figure
     from causalpos.io import atomic_path
 
@@ -308,10 +312,17 @@ def run_claims(inputs: dict, settings: dict, table, markdown, figures, options: 
     write_parquet(ledger, table, {"stage": "claims", "settings": settings, "version": __version__})
     with atomic_path(markdown) as tmp:
         tmp.write_text(ledger_markdown(ledger))
-    save_figure(lambda: plot_ledger(ledger, options), options, figures)
+    written = []
+    for page, files in claims_pages(folder, ledger_pages(claim), options.get("formats") or ["pdf", "png"]).items():
+        save_figure(lambda page=page: plot_ledger(ledger, page, options), options, files,
+                    label=f"{CLAIMS_FIGURE} page {page}")
+        written += [Path(f) for f in files]
+    stale = set(Path(folder).glob(CLAIMS_PAGE.format(claims="*", ext="*"))) - set(written)
+    for path in stale:
+        path.unlink()
     counts = ledger["verdict"].value_counts().to_dict()
-    log.info("claims: %d rows (%s) in %.1f s -> %s, %s", len(ledger), counts, time.perf_counter() - start,
-             table, markdown)
+    log.info("claims: %d rows (%s) in %.1f s -> %s, %s, %d page files in %s", len(ledger), counts,
+             time.perf_counter() - start, table, markdown, len(written), folder)
 
 
 @rebuilds_damaged_inputs

@@ -8,8 +8,8 @@ uncertainty, threshold, verdict``), then EXTRA_COLUMNS (``claim`` 1-9, a short `
 ``label`` for plots, a ``note`` naming the variants or the source of the uncertainty; for claim 8a the
 amplitude with the attention-sink key 0, the left-region deficit and the range ratio of claim 8c; for 8d
 the emphasis of key 0 (``sink_emphasis``); for 9a the claim compared and both laws' values and verdicts).
-`ledger_markdown(ledger)` renders it for results/summary/claims.md; `plot_ledger(ledger, options)` draws
-one panel per claim.
+`ledger_markdown(ledger)` renders it for results/summary/claims.md; `plot_ledger(ledger, page, options)` draws
+one page of the claims figure, one panel per claim (PAGES: which claims each page shows).
 
 Claims (issues 6 and 12). Each builder's docstring says why its metric measures the claim: simulation.py
 (1a-1b, 2-6), closed_forms.py (1c-1f), models.py (7a-7c, 8), stages.py (7d-7j), robustness.py (9a).
@@ -325,6 +325,43 @@ TITLES = {  # short names for the figure's panels
     "8b": "LLM: non-relative, median of layers 2+", "8c": "LLM: pattern range / score range",
     "8d": "LLM: first keys emphasised", "9a": "verdicts the same under both input laws",
 }
+
+
+SUBJECTS = {  # what each claim is about, for the titles of the claims figure's pages
+    1: "Eq. 4 and the closed forms", 2: "the increasing pattern at α = 0", 3: "α > 0", 4: "not relative, not absolute",
+    5: "LayerNorm's scaling", 6: "RoPE", 7: "the trained NoPE model", 8: "pretrained RoPE LLMs", 9: "the input law",
+}
+PAGES = {  # the claims figure's pages (figures.ledger), by the paper's parts: "first-last" -> the claims it shows
+    "1-3": (1, 2, 3),  # Sections 3-4, App. A-B: the causal mask alone, in simulation
+    "4-6": (4, 5, 6),  # 4.1, 5.1, App. B, D: the pattern's kind, LayerNorm, RoPE
+    "7-9": (7, 8, 9),  # 4.2, 5.2: trained and pretrained models; 9: the simulations' input law
+}
+# at most MAX_PAGE_CLAIMS claims on a page: 3 rows of 5 panels, a page wider than tall (a report viewer shows
+# an image taller than ~0.72 x its width cut off)
+MAX_PAGE_CLAIMS = 15
+
+
+def claim_number(claim_id: str) -> int:
+    """The claim a claim id belongs to: 7 for "7a"."""
+    return int(claim_id.rstrip("abcdefghijklmnopqrstuvwxyz"))
+
+
+def page_of(claim_id: str) -> str:
+    """The page of the claims figure (a key of PAGES) that shows `claim_id`."""
+    number = claim_number(claim_id)
+    for page, claims in PAGES.items():
+        if number in claims:
+            return page
+    raise ValueError(f"claim {claim_id!r} is on no page of the claims figure (catalogue.PAGES)")
+
+
+def ledger_pages(claim: int | None = None) -> list[str]:
+    """The pages of the claims figure a ledger of every claim (None) or of one claim's rows (paper_llms's 8)
+    has: what rule claims writes, known before it runs."""
+    pages = [page for page, claims in PAGES.items() if claim is None or int(claim) in claims]
+    if not pages:
+        raise ValueError(f"claim {claim!r} is on no page of the claims figure (catalogue.PAGES)")
+    return pages
 
 
 def verdict(value: float, uncertainty: float, threshold: float, direction: str, z: float = THRESHOLDS["z"]) -> str:

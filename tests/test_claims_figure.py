@@ -1,0 +1,116 @@
+"""The claims ledger's figure, figL1_claims: one page per part of the paper, each wider than tall."""
+
+import io
+
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from PIL import Image
+
+from causalpos.analysis.claims.catalogue import (CLAIMS, MAX_PAGE_CLAIMS, PAGES, SUBJECTS, claim_number, ledger_pages,
+                                                 page_of)
+from causalpos.analysis.claims.ledger import build_ledger
+from causalpos.figures.ledger import COLUMNS, PANEL, plot_ledger
+from causalpos.figures.registry import claims_page, claims_pages
+from causalpos.workflow.paths import claims_dir, rule_writing
+from causalpos.workflow.stages import run_claims
+from test_claims import R, small_inputs
+
+PLOT = {"cmap": "viridis", "dpi": 40, "font_scale": 1.0, "formats": ["png"]}
+ASPECT = 0.7  # height / width: a report viewer (Chromium, 1280 x 800) cuts off the top of a taller image
+
+
+@pytest.fixture(scope="module")
+def ledger():
+    return build_ledger(*small_inputs(), n_bootstrap=R)
+
+
+def panel_claims(fig: Figure) -> list[str]:
+    """The claim ids of a page's panels, from their titles ("1a: ...")."""
+    return [ax.get_title(loc="left").split(":")[0] for ax in fig.axes if ax.axison]
+
+
+def aspect(fig: Figure) -> float:
+    width, height = fig.get_size_inches()
+    return height / width
+
+
+def test_every_claim_is_on_exactly_one_page():
+    numbers = {claim_number(claim_id) for claim_id in CLAIMS}
+    assert sorted(n for claims in PAGES.values() for n in claims) == sorted(numbers)  # each claim once
+    assert set(SUBJECTS) == numbers
+    for claim_id in CLAIMS:
+        assert [page for page, claims in PAGES.items() if claim_number(claim_id) in claims] == [page_of(claim_id)]
+    assert ledger_pages() == list(PAGES) and ledger_pages(8) == ["7-9"]
+    with pytest.raises(ValueError, match="no page"):
+        ledger_pages(10)
+
+
+def test_each_page_is_wider_than_tall_and_shows_its_claims_once(ledger):
+    assert list(dict.fromkeys(ledger["claim_id"])) == list(CLAIMS)  # every claim of the catalogue
+    shown = []
+    for page in PAGES:
+        fig = plot_ledger(ledger, page, PLOT)
+        claims = panel_claims(fig)
+        assert claims and len(claims) <= MAX_PAGE_CLAIMS
+        assert {page_of(claim_id) for claim_id in claims} == {page}
+        assert aspect(fig) <= ASPECT, f"page {page}: {aspect(fig):.2f}"
+        assert fig.get_size_inches()[0] == pytest.approx(COLUMNS * PANEL[0])  # every page the same width
+        assert f"claims {claims[0]}-{claims[-1]}: " in fig.texts[0].get_text()  # the suptitle
+        assert len(fig.legends) == 1 and "±2 standard errors" in fig.legends[0].get_title().get_text()
+        shown += claims
+    assert shown == list(CLAIMS)  # every claim on exactly one page, in order
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=40)
+    width, height = Image.open(buffer).size
+    assert height / width <= ASPECT
+
+
+def test_the_largest_page_allowed_still_fits(ledger):
+    """A page of MAX_PAGE_CLAIMS panels (a new claim may fill one) stays within the aspect."""
+    ids = [claim_id for claim_id in CLAIMS if page_of(claim_id) == "7-9"]
+    rows = ledger[ledger["claim_id"].isin(ids)]
+    extra = [rows[rows["claim_id"] == ids[0]].assign(claim_id=f"9{chr(ord('b') + k)}")
+             for k in range(MAX_PAGE_CLAIMS - len(ids))]
+    fig = plot_ledger(pd.concat([rows, *extra]), "7-9", PLOT)
+    assert len(panel_claims(fig)) == MAX_PAGE_CLAIMS and aspect(fig) <= ASPECT
+
+
+def test_a_ledger_of_one_claim_and_an_empty_page(ledger):
+    """paper_llms's ledger (claim 8's rows): its page shows 8a-8d; a page without rows says so."""
+    llms = ledger[ledger["claim"] == 8]
+    fig = plot_ledger(llms, "7-9", PLOT)
+    assert panel_claims(fig) == ["8a", "8b", "8c", "8d"] and aspect(fig) <= ASPECT
+    assert "claims 8a-8d: pretrained RoPE LLMs (8)" in fig.texts[0].get_text()
+    empty = plot_ledger(llms, "1-3", PLOT)
+    assert panel_claims(empty) == [] and aspect(empty) <= ASPECT
+    assert "claims 1-3: " in empty.texts[0].get_text()
+    assert any("no rows of claims 1, 2, 3" in text.get_text() for ax in empty.axes for text in ax.texts)
+    no_data = build_ledger(None, None, None, None, None)
+    assert sum((panel_claims(plot_ledger(no_data, page, {})) for page in PAGES), []) == list(CLAIMS)
+    with pytest.raises(ValueError, match="unknown page"):
+        plot_ledger(ledger, "1-9", PLOT)
+
+
+def test_run_claims_writes_the_pages_of_its_claims_and_drops_stale_ones(tmp_path):
+    names = ("simulations", "theory", "scores", "intermediates", "groups")
+    inputs = {}
+    for name, frame in zip(names, small_inputs()):
+        frame.to_parquet(tmp_path / f"{name}.parquet")
+        inputs[name] = [tmp_path / f"{name}.parquet"]
+    folder = tmp_path / "figures" / "figL1_claims"
+    folder.mkdir(parents=True)
+    (folder / "claims1-3.png").write_bytes(b"stale")
+    (folder / "notes.txt").write_text("not a page")
+    run_claims(inputs, {"n_bootstrap": 10, "seed": 0}, tmp_path / "claims.parquet", tmp_path / "claims.md", folder,
+               {**PLOT, "formats": ["png", "pdf"]}, claim=8)
+    assert sorted(p.name for p in folder.iterdir()) == ["claims7-9.pdf", "claims7-9.png", "notes.txt"]
+    assert list(claims_pages(folder, ledger_pages(8), ["png", "pdf"])["7-9"]) == [str(folder / "claims7-9.png"),
+                                                                                   str(folder / "claims7-9.pdf")]
+
+
+def test_the_pages_are_rule_claims_outputs():
+    assert claims_page(claims_dir(), "1-3", "png") == "results/figures/figL1_claims/claims1-3.png"
+    assert rule_writing("results/figures/figL1_claims/claims4-6.pdf") == "claims"
+    assert rule_writing("results/paper_llms/figures/figL1_claims/claims7-9.png") == "paper_llms_claims"
+    assert rule_writing("results/nope-large/figures/figL1_claims/claims1-3.png") == "claims"
