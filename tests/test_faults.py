@@ -120,11 +120,12 @@ def test_a_damaged_link_into_the_cache_says_so(table, tmp_path):
 def test_rule_writing_names_the_rule_of_every_output_of_the_workflow(tmp_path):
     """From the rules themselves: every output of every job of `all` in a dry run."""
     workdir = copy_with_profiles(tmp_path)
-    out = snakemake(workdir, "-n", "--forceall", "all", "length_seeds").stdout
+    out = snakemake(workdir, "-n", "--forceall", "all", "length_seeds", "paper_llms").stdout
     jobs = re.findall(r"^(?:local)?rule (\w+):\n(?:    .*\n)*?    output: (.*)$", out, flags=re.M)
     assert {rule for rule, _ in jobs} >= {"sample", "tokenizer", "simulate", "train", "extract", "figure", "claims",
                                           "emergence", "emergence_summary", "train_seed", "length_eval_seed",
-                                          "length_seeds"}
+                                          "length_seeds", "paper_llms_extract", "paper_llms_model_figure",
+                                          "paper_llms_claims"}
     wrong = {path: (rule, paths.rule_writing(path)) for rule, outputs in jobs for path in outputs.split(", ")
              if paths.rule_writing(path) != rule}
     assert not wrong

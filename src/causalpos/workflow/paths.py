@@ -191,7 +191,8 @@ def writers(results: str = "{results}") -> list[tuple[str, str]]:
         ("paper_llms_convergence", figure_files(CONVERGENCE_FIGURE, ["{ext}"], paper)[0]),
         ("paper_llms_claims", summary_file("claims.{ext}", paper)),
         ("paper_llms_claims", claims_page(claims_dir(paper), "{page}", "{ext}")),
-        ("paper_llms_model_figure", figure_files(f"{ALL_LAYERS_FIGURE}_{{model}}", ["{ext}"], paper)[0]),
+        ("paper_llms_model_figure", all_layers_dir("{model}", paper)),  # a directory() output, and its files
+        ("paper_llms_model_figure", f"{all_layers_dir('{model}', paper)}/{{name}}"),
         ("paper_llms_figure", figure_files("{figure}", ["{ext}"], paper)[0]),
         ("sample", documents(results)),
         ("tokenizer", f"{tokenizer_dir(results)}/{{name}}"),
