@@ -102,6 +102,8 @@ def test_every_figure_renders(figure_id, drawn):
     assert path.is_file() and path.stat().st_size > 5000
     for ax in heatmap_axes(fig):
         assert ax.get_ylabel() == "Query position"
+    width, height = fig.get_size_inches()
+    assert height <= MAX_ASPECT * width  # shown whole in the report's viewer
 
 
 def test_intermediates_grid(drawn):
