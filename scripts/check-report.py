@@ -104,7 +104,11 @@ def main(report: str, out: str, size: str = "1280x800") -> int:
             if not ok:
                 failed.append(path)
         page.js("window.__app.setView({content: 'rulegraph', navbarMode: 'category'}); 1")
-        time.sleep(2)
+        for _ in range(60):  # vega draws the graph asynchronously: wait for its canvas or svg
+            if page.js("!!document.querySelector('#rulegraph canvas, #rulegraph svg')"):
+                break
+            time.sleep(0.5)
+        time.sleep(1)
         page.shot(f"{out}/rulegraph.png")
         with open(f"{out}/check.json", "w") as f:
             json.dump({"window": [width, height], "results": rows, "failed": failed}, f, indent=1)
