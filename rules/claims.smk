@@ -16,7 +16,6 @@ rule claims:
     params:
         settings=config["claims"],
         options=config["plot"],
-        folder=paths.claims_dir(RESULTS),
         code=code_digest("claims"),
         upstream=upstream_of("claims"),
     script:

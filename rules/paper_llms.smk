@@ -109,7 +109,6 @@ rule paper_llms_claims:
     params:
         settings=config["claims"],
         options=config["plot"],
-        folder=paths.claims_dir(PAPER),
         claim=PAPER_CLAIM,
         code=code_digest("claims"),
         upstream=upstream_of("paper_llms_claims"),

@@ -1,4 +1,5 @@
 # Snakemake adapter for rules claims and paper_llms_claims: read the job, call the library.
+import os
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
@@ -11,7 +12,7 @@ with log_to_file(snakemake.log[0]):
         dict(snakemake.params.settings),
         snakemake.output.table,
         snakemake.output.markdown,
-        snakemake.params.folder,  # where the pages snakemake.output.figures name are written
+        os.path.dirname(snakemake.output.figures[0]),  # the folder of the pages snakemake.output.figures names
         dict(snakemake.params.options),
         claim=snakemake.params.get("claim"),
     )
