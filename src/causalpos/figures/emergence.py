@@ -31,9 +31,9 @@ def fig_emergence(tables: dict, options) -> Figure:
                                                  "uncertainty", "reference"))
     models = sorted(frame["model"].unique(), key=lambda m: (m not in MODEL_COLOURS, list(MODEL_COLOURS).index(m)
                                                              if m in MODEL_COLOURS else 0, m)) or ["(none)"]
-    panels = [(panel, [model]) for panel in PANELS for model in models if panel[0] == PER_MODEL]
-    panels += [(panel, models) for panel in PANELS if panel[0] != PER_MODEL]
-    panels.sort(key=lambda item: PANELS.index(item[0]))
+    panels = []  # (panel, the models it draws), in PANELS's order
+    for panel in PANELS:
+        panels += [(panel, [model]) for model in models] if panel[0] == PER_MODEL else [(panel, models)]
     rows = math.ceil(len(panels) / COLUMNS)
     fig = new_figure(4.4 * COLUMNS, 3.0 * rows + 0.3)
     axes = np.atleast_1d(fig.subplots(rows, COLUMNS, squeeze=False)).ravel()

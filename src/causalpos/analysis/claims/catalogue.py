@@ -336,8 +336,8 @@ PAGES = {  # the claims figure's pages (figures.ledger), by the paper's parts: "
     "4-6": (4, 5, 6),  # 4.1, 5.1, App. B, D: the pattern's kind, LayerNorm, RoPE
     "7-9": (7, 8, 9),  # 4.2, 5.2: trained and pretrained models; 9: the simulations' input law
 }
-# at most MAX_PAGE_CLAIMS claims on a page: 3 rows of 5 panels, a page wider than tall (a report viewer shows
-# an image taller than ~0.72 x its width cut off)
+# at most MAX_PAGE_CLAIMS claims on a page: 3 rows of 5 panels, a page wide enough for the report's viewer
+# (figures.style.MAX_ASPECT; tests/test_claims_figure.py checks that a full page fits)
 MAX_PAGE_CLAIMS = 15
 
 
