@@ -84,18 +84,29 @@ def all_simulations():
     return [paths.simulation_table(v, RESULTS) for v in VARIANTS]
 
 
-def report_figures(stem, caption="../report/figure.rst", category="Figures"):
-    """One figure in every configured format, each shown in `snakemake --report`."""
+def report_formats(files, caption, category, subcategory, labels):
+    """One figure's files (a format each), each shown in `snakemake --report` with `labels` and its format."""
     return [
         snakemake_io.report(
             path,
             caption=caption,
             category=category,
-            subcategory=lambda wildcards: figure_section(stem.format(**wildcards)),
-            labels={"figure": stem, "format": path.rsplit(".", 1)[1]},
+            subcategory=subcategory,
+            labels={**labels, "format": path.rsplit(".", 1)[1]},
         )
-        for path in paths.figure_files(stem, FORMATS, RESULTS)
+        for path in files
     ]
+
+
+def report_figures(stem, caption="../report/figure.rst", category="Figures"):
+    """One figure in every configured format, each shown in `snakemake --report`."""
+    return report_formats(
+        paths.figure_files(stem, FORMATS, RESULTS),
+        caption,
+        category,
+        lambda wildcards: figure_section(stem.format(**wildcards)),
+        {"figure": stem},
+    )
 
 
 def figure_section(name):
@@ -148,19 +159,15 @@ def claims_figure_files(results, claim=None):
 def report_claims_pages():
     """Every page of figL1_claims in every format, each shown in `snakemake --report` with the claims it shows."""
     return [
-        snakemake_io.report(
-            path,
-            caption="../report/claims.rst",
-            category="Claims",
-            subcategory=figure_section(CLAIMS_FIGURE),
-            labels={
-                "figure": CLAIMS_FIGURE,
-                "claims": page,
-                "format": path.rsplit(".", 1)[1],
-            },
-        )
+        entry
         for page, files in claims_page_files(RESULTS).items()
-        for path in files
+        for entry in report_formats(
+            files,
+            "../report/claims.rst",
+            "Claims",
+            figure_section(CLAIMS_FIGURE),
+            {"figure": CLAIMS_FIGURE, "claims": page},
+        )
     ]
 
 
