@@ -426,6 +426,23 @@ def test_claim8_sink_alone_is_not_a_pattern_and_a_real_one_is():
     assert b["verdict"] == "supported" and b["value"] == pytest.approx(a["value"].iloc[1:].median())
 
 
+def test_claim8_of_a_sliding_window_layer_uses_the_bands_it_sees():
+    """Gemma-3's sliding-window layers record no score for keys the window hides (NaN, whole bands); claim 8
+    measures such a layer over the bands it sees: a relative layer stays relative, a non-relative one not."""
+    rng = np.random.default_rng(0)
+    i, j = np.indices((S, S))
+    window = 5
+    relative = np.where(i - j >= window, np.nan, toeplitz(9, scale=1.0))
+    pattern = np.where(i - j >= window, np.nan, toeplitz(9, scale=1.0) + 0.8 * np.sqrt(J + 1.0) * rng.normal(0, 1.0, (S, S)))
+    scores, _, groups = model_tables("llm", "pretrained", [relative, pattern], noise=0.05)
+    ledger = ledger_of(None, None, scores, None, groups)
+    a = rows_of(ledger, "8a")
+    assert a["value"].notna().all() and a["uncertainty"].notna().all()
+    assert list(a["verdict"]) == ["not supported", "supported"]
+    assert rows_of(ledger, "8d")["value"].notna().all()
+    assert np.isfinite(one(ledger, "8b")["value"]) and np.isfinite(one(ledger, "8c")["value"])
+
+
 def test_claim8_arrow_list_groups_and_parametric_fallback():
     scores, groups = llm_tables()
     plain = ledger_of(None, None, scores, None, groups)

@@ -240,6 +240,62 @@ def test_left_regions_and_first_keys_by_loops():
     assert all(np.array_equal(plain[k], extras[k]) for k in plain)
 
 
+def windowed(matrix: np.ndarray, window: int) -> np.ndarray:
+    """The matrix as a sliding-window layer records it: no score (NaN) for keys `window` or more back."""
+    i, j = np.indices(matrix.shape)
+    return np.where(i - j >= window, np.nan, matrix)
+
+
+def test_visible_window_reads_the_bands_a_sliding_window_hides():
+    matrix = toeplitz() + keys()
+    assert triangles.visible_window(packed(matrix)[:, 0], N) is None
+    assert triangles.visible_window(packed(windowed(matrix, 4))[:, 0], N) == 4
+    scattered = matrix.copy()
+    scattered[7, 2] = np.nan  # one pair, not a band
+    with pytest.raises(ValueError, match="not the bands of a sliding window"):
+        triangles.visible_window(packed(scattered)[:, 0], N)
+
+
+def test_band_statistics_of_a_sliding_window_layer_by_loops():
+    window = 4
+    matrix = windowed(toeplitz() + 0.5 * keys() + np.random.default_rng(6).normal(0, 0.2, (N, N)), window)
+    x = packed(matrix)
+    stats = triangles.band_statistics(x, N, extras=True, window=window)
+    for kmin in (0, 1):
+        seen = [(i, j) for i in range(N) for j in range(kmin, i) if i - j < window]
+        bands = {}
+        for i, j in seen:
+            bands.setdefault(i - j, []).append(matrix[i, j])
+        s = np.array([matrix[i, j] for i, j in seen])
+        p = np.array([matrix[i, j] - np.mean(bands[i - j]) for i, j in seen])
+        assert stats[f"share{kmin}"][0] == pytest.approx(p.var() / s.var(), rel=1e-10)
+        left = [v for (i, j), v in zip(seen, p) if j < 3]  # left_keys = max(2, ceil(0.25 * 10)) = 3
+        assert stats[f"deficit{kmin}"][0] == pytest.approx(np.mean(left) / s.std(), rel=1e-10)
+        if kmin == 1:
+            first = [v for (i, j), v in zip(seen, p) if j <= triangles.FIRST_KEYS]
+            assert stats["first1"][0] == pytest.approx(np.mean(first) / s.std(), rel=1e-10)
+    assert all(np.isfinite(stats[name][0]) for name in ("share0", "share1", "range1", "first1", "sink0"))
+    # a relative matrix stays relative when a window hides its far bands
+    relative = triangles.band_statistics(packed(windowed(toeplitz(), window)), N, window=window)
+    assert relative["share0"][0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_summaries_of_a_sliding_window_layer_leave_out_what_the_window_hides():
+    window = 4
+    full, hidden = keys() + toeplitz(), windowed(keys() + toeplitz(), window)
+    table = long_table([full, hidden])
+    nonrel = nonrelativeness(table)
+    row = one(nonrel, layer=1)
+    visible = sum(1 for i in range(N) for j in range(i) if i - j < window)
+    assert row["n_pairs"] == visible < one(nonrel, layer=0)["n_pairs"]
+    expected = triangles.band_statistics(packed(hidden), N, window=window)["share0"][0]
+    assert row["index"] == pytest.approx(expected) and row["index"] > 0
+    rising = increasing_fraction(long_table([windowed(keys(), window)]))  # every visible row rises with the key
+    step = one(rising, layer=0)
+    assert step["fraction"] == 1.0 and step["fraction_no_sink"] == 1.0
+    assert step["n_pairs"] == sum(1 for i in range(N) for j in range(i - 1) if i - j < window)
+
+
 def test_unsaturated_share():
     assert triangles.unsaturated_share(packed(with_diagonal(keys())), N)[0] == pytest.approx(0.5)  # linear rise
     step = packed(with_diagonal(np.where(keys() >= 1, 1.0, 0.0)))  # constant after the first key

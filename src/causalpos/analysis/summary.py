@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.triangles import LEFT_FRACTION, band_centred, band_statistics, off_diagonal, pack
+from causalpos.analysis.triangles import (LEFT_FRACTION, band_centred, band_statistics, off_diagonal, pack,
+                                          visible_window)
 from causalpos.io import write_parquet
 from causalpos.tables import require_columns
 
@@ -50,19 +51,22 @@ def _layer_row(rows: pd.DataFrame, left_fraction: float) -> dict:
     """One (model, kind, layer) of the scores table: the statistics of nonrelativeness, from its packed triangle."""
     size = int(rows["seq_len"].max())
     score, sem = pack(rows, ["score_mean", "score_sem"], size)
-    every = off_diagonal(size, 0)
-    if np.isnan(score[every]).any():
-        raise ValueError(f"scores table: model {rows['model'].iloc[0]!r}, layer {int(rows['layer'].iloc[0])} lacks "
-                         f"some of the {len(every)} off-diagonal pairs of seq_len {size}")
+    try:  # a sliding-window layer has no score for the bands q - k >= its window: they are left out
+        window = visible_window(score, size)
+    except ValueError as err:
+        raise ValueError(f"scores table: model {rows['model'].iloc[0]!r}, layer {int(rows['layer'].iloc[0])}: "
+                         f"{err}") from None
+    every = off_diagonal(size, 0, window)
     x = score[:, None]
-    bands = band_statistics(x, size, left_fraction)
+    bands = band_statistics(x, size, left_fraction, window=window)
     row = {"seq_len": size, "left_keys": max(2, math.ceil(left_fraction * size))}
     for kmin, suffix in ((0, ""), (1, "_no_sink")):
         var = float(bands[f"var{kmin}"][0])
         row[f"index{suffix}"] = float(bands[f"share{kmin}"][0])  # NaN for a constant matrix: no pattern
-        row[f"index_noise{suffix}"] = float(np.mean(sem[off_diagonal(size, kmin)] ** 2)) / var if var > 0 else math.nan
+        noise = float(np.mean(sem[off_diagonal(size, kmin, window)] ** 2))
+        row[f"index_noise{suffix}"] = noise / var if var > 0 else math.nan
         row[f"deficit{suffix}"] = float(bands[f"left{kmin}"][0])
-    pattern = band_centred(x, size, 0)[:, 0]
+    pattern = band_centred(x, size, 0, window)[:, 0]
     values = score[every]
     row.update(n_pairs=len(every), score_std=math.sqrt(max(float(bands["var0"][0]), 0.0)), score_q01=float(np.quantile(values, 0.01)), score_q99=float(np.quantile(values, 0.99)),
                pattern_std=float(pattern.std()), pattern_q01=float(np.quantile(pattern, 0.01)),
@@ -169,7 +173,9 @@ def increasing_fraction(scores: pd.DataFrame) -> pd.DataFrame:
                                                                       "score_sem"]]
     nxt = nxt.assign(key_pos=nxt["key_pos"] - 1).rename(columns={"score_mean": "next_mean",
                                                                  "score_sem": "next_sem"})
-    pairs = here.merge(nxt, on=KEYS + ["query_pos", "key_pos"], how="inner")
+    # a step needs both scores: a sliding-window layer has none for keys its window hides (NaN)
+    pairs = here.merge(nxt, on=KEYS + ["query_pos", "key_pos"], how="inner").dropna(subset=["score_mean",
+                                                                                          "next_mean"])
     if pairs.empty:
         raise ValueError("scores table has no pair of adjacent visible keys (seq_len < 2?)")
     step = (pairs["next_mean"] - pairs["score_mean"]).to_numpy(float)

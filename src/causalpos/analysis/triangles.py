@@ -42,18 +42,40 @@ def packed_index(q, k) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def off_diagonal(size: int, kmin: int) -> np.ndarray:
-    """Packed positions of the off-diagonal pairs k < q with k >= kmin."""
+def off_diagonal(size: int, kmin: int, window: int | None = None) -> np.ndarray:
+    """Packed positions of the off-diagonal pairs k < q with k >= kmin (and q - k < window, if given)."""
     t = tri(size)
-    return np.flatnonzero((t.k < t.q) & (t.k >= kmin))
+    keep = (t.k < t.q) & (t.k >= kmin)
+    if window is not None:
+        keep &= t.q - t.k < window
+    return np.flatnonzero(keep)
+
+
+def visible_window(values: np.ndarray, size: int) -> int | None:
+    """The sliding window of a layer from its packed scores: None when every off-diagonal pair has a score,
+    else W such that exactly the pairs with q - k >= W are NaN (a sliding-window layer, e.g. Gemma-3's, gives
+    no logit to keys W or more positions back). Any other pattern of missing pairs is an error: the
+    statistics below know how to leave out whole bands, not scattered pairs."""
+    values = np.asarray(values)
+    sel = off_diagonal(size, 0)
+    missing = np.isnan(values[sel])
+    if not missing.any():
+        return None
+    t = tri(size)
+    distance = (t.q - t.k)[sel]
+    window = int(distance[missing].min())
+    if not np.array_equal(missing, distance >= window):
+        raise ValueError(f"scores of seq_len {size}: {int(missing.sum())} off-diagonal pairs have no score, "
+                         f"and they are not the bands of a sliding window (q - k >= {window})")
+    return window
 
 
 @lru_cache(maxsize=64)
-def sorted_pairs(size: int, kmin: int, by: str):
-    """Off-diagonal pairs (k >= kmin) sorted by band (q - k) or by key, stably (so within a band by key):
-    (positions, starts, counts, keys of the sorted pairs)."""
+def sorted_pairs(size: int, kmin: int, by: str, window: int | None = None):
+    """Off-diagonal pairs (k >= kmin, q - k < window if given) sorted by band (q - k) or by key, stably (so
+    within a band by key): (positions, starts, counts, keys of the sorted pairs)."""
     t = tri(size)
-    sel = off_diagonal(size, kmin)
+    sel = off_diagonal(size, kmin, window)
     label = (t.q - t.k)[sel] if by == "band" else t.k[sel]
     order = np.argsort(label, kind="stable")
     _, starts, counts = np.unique(label[order], return_index=True, return_counts=True)
@@ -80,7 +102,8 @@ def pack(frame: pd.DataFrame, columns, size: int) -> list[np.ndarray]:
     return out
 
 
-def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTION, extras: bool = False) -> dict:
+def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTION, extras: bool = False,
+                    window: int | None = None) -> dict:
     """The non-relative share and the left-region deficit, with every key (kmin 0) and without key 0 (kmin 1),
     from one pass over the off-diagonal pairs sorted by band.
 
@@ -93,8 +116,10 @@ def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTI
     (summary's ``deficit``), and ``var{k}``, the population variance of s over the same pairs.
     With `extras` (the claims ledger's claim 8, from the same pass): ``first1`` and ``sink0`` as
     first_keys_emphasis' ``first`` and ``sink``, and ``range1`` as pattern_range_ratio(x, size, 1).
+    With `window` (visible_window) only the pairs q - k < window count: the bands a sliding window hides
+    are left out whole, and every band that remains still starts at key 0.
     """
-    positions, starts, counts, keys = sorted_pairs(size, 0, "band")
+    positions, starts, counts, keys = sorted_pairs(size, 0, "band", window)
     s = x[positions]
     sums = np.add.reduceat(s, starts, axis=0)  # [bands, N]
     sumsq = np.einsum("pn,pn->n", s, s)
@@ -139,10 +164,11 @@ def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTI
     return out
 
 
-def band_centred(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
+def band_centred(x: np.ndarray, size: int, kmin: int = 0, window: int | None = None) -> np.ndarray:
     """p = s minus the mean of its band, over the off-diagonal pairs with key >= kmin (bands recentred
-    without the keys below kmin), [pairs, N] in band order: the diagonal-normalised pattern of Section 5.1."""
-    positions, starts, counts, _ = sorted_pairs(size, kmin, "band")
+    without the keys below kmin; only bands q - k < window if given), [pairs, N] in band order: the
+    diagonal-normalised pattern of Section 5.1."""
+    positions, starts, counts, _ = sorted_pairs(size, kmin, "band", window)
     s = x[positions]
     means = np.add.reduceat(s, starts, axis=0) / counts[:, None]
     return s - np.repeat(means, counts, axis=0)

@@ -12,7 +12,7 @@ from causalpos.analysis.claims.replicates import Field, LedgerInputs, amplitude,
 from causalpos.analysis.claims.rows import (BASE, absent_row, paper_layer, reference_d, row, select_variants,
                                             setting_label)
 from causalpos.analysis.triangles import (FIRST_KEYS, band_statistics, concordance, nearer_key_advantage,
-                                          off_diagonal_std, query_share, safe_ratio)
+                                          off_diagonal_std, query_share, safe_ratio, visible_window)
 
 
 def nope_models(data: LedgerInputs) -> list[str]:
@@ -141,7 +141,9 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
         amps, ranges = {}, {}
         for layer in layers:
             field = data.score_field(model, layer)
-            stats = band_statistics(field.x, field.size, extras=True)
+            # a sliding-window layer (Gemma-3's, at S > its window) is measured over the bands it sees
+            stats = band_statistics(field.x, field.size, extras=True,
+                                    window=visible_window(field.x[:, 0], field.size))
             amp, sink, deficit = amplitude(stats["share1"]), amplitude(stats["share0"]), stats["deficit1"]
             ranges[layer] = debias(stats["range1"])
             amps[layer] = amp
