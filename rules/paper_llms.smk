@@ -85,6 +85,9 @@ rule paper_llms_convergence:
         log_path("paper_llms/convergence.log"),
     conda:
         "../envs/causalpos.yaml"
+    resources:
+        # seen at 2 models x 1,000 x 1,024 tokens on this CPU: 9 GB (convergence), 14 GB (claims)
+        mem_mb=20480,
     params:
         settings=config["claims"],
         options=config["plot"],
@@ -106,6 +109,9 @@ rule paper_llms_claims:
         log_path("paper_llms/claims.log"),
     conda:
         "../envs/causalpos.yaml"
+    resources:
+        # seen at 2 models x 1,000 x 1,024 tokens on this CPU: 9 GB (convergence), 14 GB (claims)
+        mem_mb=20480,
     params:
         settings=config["claims"],
         options=config["plot"],
