@@ -86,7 +86,7 @@ rule paper_llms_convergence:
     conda:
         "../envs/causalpos.yaml"
     resources:
-        # seen at 2 models x 1,000 x 1,024 tokens on this CPU: 9 GB (convergence), 14 GB (claims)
+        # 9 GB seen for 2 models x 1,000 x 1,024 tokens on a 2-core CPU
         mem_mb=20480,
     params:
         settings=config["claims"],
@@ -110,7 +110,7 @@ rule paper_llms_claims:
     conda:
         "../envs/causalpos.yaml"
     resources:
-        # seen at 2 models x 1,000 x 1,024 tokens on this CPU: 9 GB (convergence), 14 GB (claims)
+        # 14 GB seen for 2 models x 1,000 x 1,024 tokens on a 2-core CPU
         mem_mb=20480,
     params:
         settings=config["claims"],

@@ -430,11 +430,11 @@ def test_claim8_of_a_sliding_window_layer_uses_the_bands_it_sees():
     """Gemma-3's sliding-window layers record no score for keys the window hides (NaN, whole bands); claim 8
     measures such a layer over the bands it sees: a relative layer stays relative, a non-relative one not."""
     rng = np.random.default_rng(0)
-    i, j = np.indices((S, S))
-    window = 5
-    relative = np.where(i - j >= window, np.nan, toeplitz(9, scale=1.0))
-    pattern = np.where(i - j >= window, np.nan, toeplitz(9, scale=1.0) + 0.8 * np.sqrt(J + 1.0) * rng.normal(0, 1.0, (S, S)))
-    scores, _, groups = model_tables("llm", "pretrained", [relative, pattern], noise=0.05)
+    hidden = I - J >= 5  # a window of 5: keys 5 or more positions back have no score
+    relative = toeplitz(9, scale=1.0)
+    pattern = relative + 0.8 * np.sqrt(J + 1.0) * rng.normal(0, 1.0, (S, S))
+    layers = [np.where(hidden, np.nan, matrix) for matrix in (relative, pattern)]
+    scores, _, groups = model_tables("llm", "pretrained", layers, noise=0.05)
     ledger = ledger_of(None, None, scores, None, groups)
     a = rows_of(ledger, "8a")
     assert a["value"].notna().all() and a["uncertainty"].notna().all()
