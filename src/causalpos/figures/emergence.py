@@ -15,7 +15,7 @@ PANELS = [
     ("concordance", "f", "(f) LN(O): key-order concordance", "concordance, keys ≥ 1"),
     ("concordance", "i", "(i) next layer's scores: key-order concordance", "concordance, keys ≥ 1"),
     ("strength_ratio", "i", "(i): nearer-key advantage / α = 0 simulation's", "ratio (claim 7b)"),
-    ("nonrelative_amplitude", "scores", "non-relative amplitude per layer (dashed: α = 0 simulation)",
+    ("nonrelative_amplitude", "scores", "non-relative amplitude by layer (dashed: α = 0 sim.)",
      "amplitude, keys ≥ 1"),
     ("heldout_loss", "", "Held-out loss", "nats/token"),
 ]
