@@ -69,7 +69,7 @@ MEANINGS = {
     "training.checkpoint_every": "steps between checkpoints (a killed run resumes from the last); 0 = only at the end",
     "training.log_every": "steps per metrics row and log line",
     "training.device": "`auto`, `cpu` or `cuda`",
-    "training.threads": "CPU threads per process; 0 = the CPUs available / processes on this node",
+    "training.threads": "CPU threads per process; 0 = the CPUs the job may use (its CPU affinity, capped by `OMP_NUM_THREADS`, which Snakemake sets to the rule's threads) / processes on this node",
     "training.model.n_layers": "decoder layers (the shape is checked before any job: heads must divide hidden, ...)",
     "training.model.hidden_size": "hidden size",
     "training.model.n_heads": "attention heads (must divide hidden_size)",

@@ -1,7 +1,14 @@
 """Fixtures and helpers shared by test modules (imported as `from conftest import ...`).
 
-Workflow copies: `copy_workflow`, `snakemake`, `edit_config` (tests/test_workflow.py and the SLURM
-tests); SLURM: `job_env`, `run_with_profile`, `wait_for_accounting`, `copy_with_profiles`, `JOB_ID`.
+Workflow copies: `copy_workflow`, `snakemake`, `edit_config`, `planned_jobs`, `touch_source`; SLURM: `job_env`,
+`run_with_profile`, `wait_for_accounting`, `copy_with_profiles`, `JOB_ID`.
+
+`finished_run`: one finished `snakemake all` of the tiny config (.test/config.yaml, with the default profile) per
+test session, shared by every test that needs a finished run (tests/test_workflow.py, test_rerun.py,
+test_targets.py, test_stale.py, test_faults.py, test_slurm.py). It starts in the background when the session
+starts, so the tests that need no run go on meanwhile; with pytest-xdist the workers share it (the first starts
+it, a file lock keeps the others from starting another). It is never changed: a test that runs or edits
+anything works on `finished_copy`, a copy of it of its own.
 
 `cluster`: the one-node SLURM cluster of scripts/local-slurm.sh, shared by the
 SLURM test modules (tests/test_slurm.py, tests/test_slurm_faults.py), which
@@ -22,11 +29,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
 JOB_ID = re.compile(r"SLURM job id (\d+) on (\S+)")
+
+
+FINISHED_TARGET = "all"  # every table and figure of the default run (all_figures is part of it)
+LINK_MIN_BYTES = 1 << 20  # a copy of a finished run hard-links files this large (the converted LLM, checkpoints)
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -57,6 +69,27 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 18
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def planned_jobs(workdir: Path, target: str = "all_figures") -> set[tuple[str, str]]:
+    """(rule, wildcard value or '') of every job `snakemake -n` would run."""
+    out = snakemake(workdir, "-n", target).stdout
+    jobs, rule = set(), None
+    for line in out.splitlines():
+        if m := re.match(r"^(?:local)?rule (\w+):", line):
+            rule = m.group(1)
+            jobs.add((rule, ""))
+        elif rule and (m := re.match(r"^\s+wildcards: \w+=(\S+)", line)):
+            jobs.discard((rule, ""))
+            jobs.add((rule, m.group(1)))
+            rule = None
+    return {job for job in jobs if job[0] not in ("all", "all_figures")}
+
+
+def touch_source(workdir: Path, module: str) -> None:
+    """Append a comment to src/causalpos/<module>.py of the copy (module as a path, e.g. "models/data")."""
+    path = workdir / "src" / "causalpos" / f"{module}.py"
+    path.write_text(path.read_text() + "\n# an edit\n")
 
 
 def edit_config(workdir: Path, change) -> None:
@@ -115,6 +148,127 @@ def copy_with_profiles(dest: Path) -> Path:
     workdir = copy_workflow(dest)  # Snakefile, rules, scripts, src and .test/config.yaml as config.yaml
     shutil.copytree(ROOT / "profiles", workdir / "profiles")  # profiles/default is the workflow profile there too
     return workdir
+
+
+def copy_run(src: Path, dest: Path) -> Path:
+    """A copy of a finished workflow folder to run and edit, mtimes and Snakemake's metadata kept.
+
+    Files of LINK_MIN_BYTES or more under results/ are hard links, not copies (the converted LLM alone is
+    over 500 MB): Snakemake removes a job's outputs before the job runs and every stage writes by rename,
+    so a rerun in the copy replaces the link and never writes into the original. A test that damages
+    such a file must replace it too, not write into it."""
+    def link_or_copy(source: str, target: str) -> None:
+        inside = Path(source).relative_to(src).parts[0] == "results"
+        if inside and os.path.getsize(source) >= LINK_MIN_BYTES:
+            os.link(source, target)
+        else:
+            shutil.copy2(source, target)
+
+    shutil.copytree(src, dest, symlinks=True, copy_function=link_or_copy)
+    return dest
+
+
+# ---------------------------------------------------------------- one finished run per session
+
+INTERRUPTED = False  # Ctrl-C: stop the background run instead of waiting for it
+
+
+def pytest_keyboard_interrupt(excinfo):
+    global INTERRUPTED
+    INTERRUPTED = True
+
+
+class FinishedRun:
+    """`snakemake all` on the tiny config in ROOT/finished/workflow, started once per session in the background.
+
+    Under pytest-xdist ROOT is the session's temporary folder shared by the workers; FileLock makes the first
+    worker the one that starts it. Its output goes to snakemake.out, its exit status to snakemake.rc."""
+
+    def __init__(self, root: Path):
+        self.folder = root / "finished"
+        self.workdir = self.folder / "workflow"
+        self.out, self.rc = self.folder / "snakemake.out", self.folder / "snakemake.rc"
+        self.proc = None
+
+    def start(self) -> None:
+        with FileLock(str(self.folder) + ".lock"):
+            if self.folder.exists():
+                return  # another worker started it
+            self.workdir.mkdir(parents=True)
+            copy_with_profiles(self.workdir)
+            script = f'"$0" --cores 2 {FINISHED_TARGET} > "$1" 2>&1; echo $? > "$2.tmp"; mv "$2.tmp" "$2"'
+            # a process group of its own (stopped as one; a terminal's Ctrl-C does not reach it), but the
+            # session of the tests: with the kernel's autogroup scheduling a new session would be a group of
+            # its own that only ever gets its share, and the tests' lower priority below would not favour it
+            self.proc = subprocess.Popen(["bash", "-c", script, SNAKEMAKE, str(self.out), str(self.rc)],
+                                         cwd=self.workdir, env={**os.environ, "PYTHONPATH": str(self.workdir / "src")},
+                                         process_group=0)
+
+    def wait(self, timeout: float = 1800) -> Path:
+        deadline = time.monotonic() + timeout
+        while not self.rc.exists():
+            if self.proc is not None and self.proc.poll() is not None and not self.rc.exists():
+                pytest.fail(f"the shared tiny run ended without an exit status:\n{self.output()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the shared tiny run is not finished after {timeout} s:\n{self.output()}")
+            time.sleep(0.5)
+        if self.rc.read_text().strip() != "0":
+            pytest.fail(f"snakemake {FINISHED_TARGET} on the tiny config failed (the shared finished run):\n"
+                        f"{self.output()}")
+        return self.workdir
+
+    def output(self) -> str:
+        return self.out.read_text()[-8000:] if self.out.exists() else "(no output)"
+
+    def end(self) -> None:
+        """At the end of the session of the worker that started it: wait for it (another worker may still
+        need it), or on Ctrl-C stop it and its jobs."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if not INTERRUPTED:
+            try:
+                self.proc.wait(timeout=1800)
+                return
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                pass
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def session_folder(request, tmp_path_factory) -> Path:
+    """This session's temporary folder: under pytest-xdist the one of all workers, not the worker's own."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if hasattr(request.config, "workerinput") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def finished_run_in_background(request, tmp_path_factory):
+    """Starts the shared run at the start of the session if any selected test needs it."""
+    if not any("finished_run" in item.fixturenames for item in request.session.items):
+        yield None
+        return
+    run = FinishedRun(session_folder(request, tmp_path_factory))
+    run.start()
+    # Every workflow test waits for the run: while it builds, the tests give it the cores first. (A lower
+    # priority for this process and what it starts from now on; the run started above keeps its own.)
+    os.nice(5)
+    yield run
+    run.end()
+
+
+@pytest.fixture(scope="session")
+def finished_run(finished_run_in_background) -> Path:
+    """The shared finished run of `all` (waits for it). Read it; run and edit only in `finished_copy`."""
+    return finished_run_in_background.wait()
+
+
+@pytest.fixture
+def finished_copy(finished_run, tmp_path) -> Path:
+    """A copy of the finished run of this test's own (mtimes and Snakemake metadata kept)."""
+    return copy_run(finished_run, tmp_path / "copy")
 
 
 def local_slurm(command: str, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -76,3 +77,45 @@ def test_editing_one_runner_changes_only_its_stage(source_copy):
     path.write_text(text.replace('log.info("theory:', 'log.info("closed forms:'))
     after = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}
     assert {stage for stage in STAGE_RUNNERS if before[stage] != after[stage]} == {"theory"}
+
+
+def test_closure_of_every_module_is_what_a_full_walk_of_its_syntax_tree_finds():
+    """digest visits only statements (an import is one); a walk of every node of every tree finds the same."""
+    from causalpos.workflow.digest import import_closure, module_file
+
+    package = ROOT / "src" / "causalpos"
+
+    def name(path):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    def imports(module):
+        path = module_file(module)
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = module.split(".")
+                    keep = len(parts) - node.level + (path.name == "__init__.py")
+                    base = ".".join(parts[:keep] + ([base] if base else []))
+                found |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+        return {n for n in found if n.split(".")[0] == "causalpos"}
+
+    def closure(root):
+        seen, todo = set(), [root]
+        while todo:
+            module = todo.pop()
+            parents = [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 2)]
+            for candidate in parents:
+                if candidate not in seen and module_file(candidate) is not None:
+                    seen.add(candidate)
+                    todo.extend(imports(candidate))
+        return sorted(seen)
+
+    modules = [name(path) for path in sorted(package.rglob("*.py"))]
+    assert len(modules) > 40
+    for module in modules:
+        assert import_closure([module]) == closure(module), module

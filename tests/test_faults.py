@@ -7,8 +7,9 @@
   SIGTERM on to the jobs; a training stopped that way leaves a checkpoint at the step it reached, no
   model, no process, and the rerun resumes from it.
 
-The workflow tests take about 6-8 minutes on a busy 2-core machine: one run of all_figures (~1.5-3 min)
-and its two reruns, a tokenizer run (~40 s) and three interrupted and resumed trainings (~40 s each).
+The damaged table works on a copy of the session's finished run (tests/conftest.py); the interrupted
+trainings on a tokenized copy of their own, each held still until its stop signal is pending, so that a
+short training suffices.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from causalpos.io import DamagedFileError, move_aside, read_array, read_json, re
     usual_mode, write_parquet
 from causalpos.workflow import paths
 from causalpos.workflow.stages import run_summary
-from conftest import ROOT, SNAKEMAKE, copy_with_profiles, edit_config, snakemake
+from conftest import ROOT, SNAKEMAKE, copy_run, copy_with_profiles, edit_config, snakemake
 
 # ---------------------------------------------------------------- damaged files, unit
 
@@ -51,6 +52,7 @@ def damage(path: Path, how: str) -> None:
     else:  # bytes overwritten inside a data page: only the page checksum notices
         middle = len(raw) // 3
         raw = raw[:middle] + b"\xff" * 16 + raw[middle + 16:]
+    path.unlink()  # a new file, not a write into this one: in a copy of the shared run it may be a hard link
     path.write_bytes(raw)
 
 
@@ -219,18 +221,9 @@ def test_a_job_ends_when_its_parent_dies(tmp_path):
 # ---------------------------------------------------------------- a damaged table, end to end
 
 
-@pytest.fixture(scope="module")
-def figures_done(tmp_path_factory) -> Path:
-    """A copy of the workflow (with its default profile) after one complete run of all_figures."""
-    workdir = copy_with_profiles(tmp_path_factory.mktemp("faults"))
-    snakemake(workdir, "all_figures")
-    return workdir
-
-
 @pytest.mark.workflow
-def test_truncated_simulation_table_is_named_moved_aside_and_rebuilt(figures_done, tmp_path):
-    workdir = tmp_path / "copy"
-    shutil.copytree(figures_done, workdir, symlinks=True)
+def test_truncated_simulation_table_is_named_moved_aside_and_rebuilt(finished_copy):
+    workdir = finished_copy  # of the session's finished run, with the default profile
     relative = paths.simulation_table("l2_alpha0.2")  # read by fig02, fig06, the claims and the run times
     table = workdir / relative
     original = pd.read_parquet(table)
@@ -259,9 +252,11 @@ def test_truncated_simulation_table_is_named_moved_aside_and_rebuilt(figures_don
 # ---------------------------------------------------------------- interrupted training, end to end
 
 TRAIN_TARGET = paths.model_file("nope", "model.safetensors")
-# long enough to be interrupted (~50-100 steps/s on one core), short enough to finish on the rerun;
+# the training is held (SIGSTOP) from its first logged row until the stop signal is pending, so it cannot
+# end first however long the signal takes: a few seconds of steps are enough (~50-100 steps/s on one core);
 # no periodic checkpoint: the only one is what the stop writes
-LONG_TRAINING = {"steps": 1500, "checkpoint_every": 0, "eval_every": 500, "log_every": 20, "threads": 1}
+LONG_TRAINING = {"steps": 100, "checkpoint_every": 0, "eval_every": 50, "log_every": 5, "threads": 1}
+STOP_SIGNALS = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))  # their bits in /proc/PID/status
 STEP_LINE = re.compile(r"nope step ([1-9]\d*)/")  # a row after training steps (step 0: the untrained model)
 RESUMED = re.compile(r"nope: resuming from (\S+) at step (\d+)")
 # the rules call forward_stop_signals in onstart (issue 11); without it Snakemake alone never signals its jobs
@@ -269,10 +264,14 @@ HOOKED = any("forward_stop_signals" in path.read_text() for path in [ROOT / "Sna
 
 
 @pytest.fixture(scope="module")
-def tokenized(tmp_path_factory) -> Path:
-    workdir = copy_with_profiles(tmp_path_factory.mktemp("interrupt"))
+def tokenized(finished_run, tmp_path_factory) -> Path:
+    """A copy of the session's finished run with LONG_TRAINING: its tokens are there, its training is to do
+    (the finished training's model, checkpoints and log are removed: the tests look for this one's)."""
+    workdir = copy_run(finished_run, tmp_path_factory.mktemp("interrupt") / "copy")
     edit_config(workdir, lambda config: config["training"].update(LONG_TRAINING))
-    snakemake(workdir, "tokenizer")
+    shutil.rmtree(workdir / paths.model_dir("nope"))
+    shutil.rmtree(workdir / paths.checkpoints_dir())
+    (workdir / "logs" / "train" / "nope.log").unlink()
     return workdir
 
 
@@ -289,11 +288,19 @@ def train_processes(workdir: Path) -> list[int]:
     return [pid for pid in found if alive(pid)]
 
 
+def pending_signals(pid: int) -> int:
+    """The signals sent to the process and not yet handled (ShdPnd of /proc/PID/status), as a bit mask."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("ShdPnd:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
 def interrupt_training(tokenized: Path, tmp_path: Path, send) -> tuple[Path, int, str]:
-    """Start training under snakemake, `send(snakemake)` once its log shows steps; return the copy, the
-    step the log reached, and snakemake's output. Fails if a train process is left 30 s later."""
-    workdir = tmp_path / "copy"
-    shutil.copytree(tokenized, workdir, symlinks=True)
+    """Start training under snakemake; once its log shows steps, hold the training (SIGSTOP), `send(snakemake)`
+    and let it go on (SIGCONT) once a stop signal is pending for it. Return the copy, the step the log
+    reached, and snakemake's output. Fails if a train process is left 30 s later."""
+    workdir = copy_run(tokenized, tmp_path / "copy")
     log = workdir / "logs" / "train" / "nope.log"
     out_path = workdir / "snakemake.out"
     with open(out_path, "w") as out:
@@ -301,13 +308,23 @@ def interrupt_training(tokenized: Path, tmp_path: Path, send) -> tuple[Path, int
                                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(workdir / "src")},
                                 start_new_session=True,  # its own process group, like a shell's job
                                 preexec_fn=default_stop_signals)
+    held = []
     try:
         deadline = time.monotonic() + 300
         while not (log.exists() and STEP_LINE.search(log.read_text())):
             assert proc.poll() is None, out_path.read_text()[-5000:]
             assert time.monotonic() < deadline, f"no training steps after 300 s:\n{out_path.read_text()[-5000:]}"
-            time.sleep(0.2)
+            time.sleep(0.02)
+        held = train_processes(workdir)
+        for pid in held:
+            os.kill(pid, signal.SIGSTOP)
         send(proc)
+        deadline = time.monotonic() + 60
+        while not all(pending_signals(pid) & STOP_SIGNALS for pid in held):
+            assert time.monotonic() < deadline, "no stop signal reached the training in 60 s"
+            time.sleep(0.02)
+        for pid in held:
+            os.kill(pid, signal.SIGCONT)
         proc.wait(timeout=60)
         deadline = time.monotonic() + 30
         while train_processes(workdir) and time.monotonic() < deadline:
@@ -319,6 +336,7 @@ def interrupt_training(tokenized: Path, tmp_path: Path, send) -> tuple[Path, int
         for pid in train_processes(workdir):
             os.kill(pid, signal.SIGKILL)
     output = out_path.read_text()
+    assert held, f"no train process to hold:\n{output[-5000:]}"
     assert not left, f"train processes {left} still running 30 s after snakemake ended:\n{output[-5000:]}"
     assert proc.returncode != 0, output[-5000:]
     reached = max(int(m.group(1)) for m in STEP_LINE.finditer(log.read_text()))

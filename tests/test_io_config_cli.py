@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -122,35 +120,6 @@ def test_cli_reports_config_errors_without_traceback(tmp_path, capsys):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     assert main(["--configfile", str(tmp_path / "c.yaml"), "theory"]) == 2
     assert "simulation.defaults.alpha" in capsys.readouterr().err
-
-
-def test_cli_stages_write_parquet_and_figures(tmp_path):
-    cfg = str(ROOT / ".test" / "config.yaml")
-    results = str(tmp_path / "results")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "--configfile", cfg,
-                                     "--results", results, *a], check=True, capture_output=True, text=True)
-    run("theory")
-    run("simulate", "l2_alpha0.0_d16")
-    run("simulate", "l2_alpha0.0")
-    run("plot", "figS1_mc_vs_closed_form")
-    table = pd.read_parquet(tmp_path / "results" / "simulation")
-    assert set(table["variant"]) == {"l2_alpha0.0", "l2_alpha0.0_d16"}
-    for fmt in ("pdf", "png"):
-        assert (tmp_path / "results" / "figures" / f"figS1_mc_vs_closed_form.{fmt}").stat().st_size > 1000
-
-
-def test_cli_data_and_training_stages(tmp_path):
-    cfg = str(ROOT / ".test" / "config.yaml")
-    results = tmp_path / "results"
-    for stage in (["sample"], ["tokenizer"], ["train", "rope"], ["evaluate", "rope"]):
-        subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "--configfile", cfg, "--results", str(results),
-                        *stage], check=True, capture_output=True, text=True)
-    assert len(pd.read_parquet(results / "data" / "documents.parquet")) > 100
-    assert (results / "tokens" / "blocks.json").exists() and (results / "tokenizer" / "tokenizer.json").exists()
-    metrics = pd.read_parquet(results / "models" / "rope" / "metrics.parquet")
-    assert metrics["step"].iloc[-1] == yaml.safe_load(open(cfg))["training"]["steps"]
-    lengths = pd.read_parquet(results / "models" / "rope" / "length_eval.parquet")
-    assert sorted(lengths["factor"]) == [1, 2, 4] and set(lengths["model"]) == {"rope"}
 
 
 def test_cli_names_a_missing_corpus_path(tmp_path, capsys):

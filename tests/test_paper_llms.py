@@ -1,5 +1,6 @@
 """Section 5.2 at the paper's size (issue 13, parts 2 and 3): the pretrained models' sequences, the convergence
-of claim 8 with the number of sequences, and target paper_llms's plan.
+of claim 8 with the number of sequences, and target paper_llms's plan and its run on the tiny config (in a copy
+of the session's finished run, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from causalpos.models.tokenizer import train_bpe
 from causalpos.workflow import paths
 from causalpos.workflow.config import load_config, paper_llms_settings, pretrained_models
 from conftest import ROOT, copy_workflow, snakemake
+from test_workflow import assert_convergence_is_the_ledger
 
 # ---------------------------------------------------------------- the sequences
 
@@ -205,3 +207,40 @@ def test_dry_run_plans_one_paper_size_extraction_per_model_under_its_own_folder(
             assert all(path.startswith(f"{paper}/") for path in written), (rule, written)
             logs = re.search(r"log: (.*)", body)
             assert logs is None or logs.group(1).startswith("logs/paper_llms/")
+
+
+@pytest.mark.workflow
+def test_paper_llms_writes_its_own_folder_only(finished_copy):
+    """Target paper_llms on the test config's small extraction.paper_llms: its tables, figures, claim 8's rows and the
+    convergence table under results/paper_llms, logs under logs/paper_llms, and nothing of the default run changed."""
+    from causalpos.io import read_metadata
+
+    def files():
+        return {p: p.stat().st_mtime_ns for p in finished_copy.rglob("*") if p.is_file() and ".snakemake" not in p.parts}
+
+    before = files()
+    snakemake(finished_copy, "paper_llms")
+    after = files()
+    paper, logs = finished_copy / "results" / "paper_llms", finished_copy / "logs" / "paper_llms"
+    changed = [p for p in after if before.get(p) != after[p]]
+    assert changed and [p for p in changed if paper not in p.parents and logs not in p.parents] == []
+    config = yaml.safe_load((finished_copy / "config.yaml").read_text())
+    settings, models = config["extraction"]["paper_llms"], list(config["extraction"]["pretrained"]["models"])
+    for model in models:
+        scores = paper / "activations" / model / "scores.parquet"
+        sizes = pd.read_parquet(scores, columns=["seq_len", "n_sequences"])
+        assert set(sizes["seq_len"]) == {settings["seq_len"]} and set(sizes["n_sequences"]) == {settings["n_sequences"]}
+        sequences = read_metadata(scores)["sequences"]
+        assert sum(c["n"] for c in sequences["counts"]) == len(set(sequences["doc_ids"])) == settings["n_sequences"]
+        assert {c["split"] for c in sequences["counts"]} <= set(settings["splits"])
+        pages = list((paper / "figures" / f"fig_all_layers_{model}").glob("*.png"))
+        assert pages and all(page.stat().st_size > 1000 for page in pages)
+    ledger = pd.read_parquet(paper / "summary" / "claims.parquet")
+    assert set(ledger["claim"]) == {8} and set(ledger["model"]) == set(models)
+    convergence = pd.read_parquet(paper / "summary" / "convergence.parquet")
+    per_group = settings["n_sequences"] // settings["bootstrap_groups"]
+    assert sorted(convergence["n_sequences"].unique()) == [4 * per_group, 8 * per_group]  # 4 and 8 of 8 groups
+    assert_convergence_is_the_ledger(convergence, ledger)
+    for figure in ("fig05_llms", "figM1_nonrelativeness", "figL1_claims/claims7-9", "figL2_convergence"):
+        assert (paper / "figures" / f"{figure}.png").stat().st_size > 1000
+    assert sorted(p.name for p in (paper / "figures" / "figL1_claims").iterdir()) == ["claims7-9.pdf", "claims7-9.png"]

@@ -44,7 +44,12 @@ def test_bad_sources_name_the_setting(tmp_path, monkeypatch):
         source_kind({"gguf": "embedded", "name": "a/b"}, "extraction.pretrained.models.x")
     with pytest.raises(ValueError, match="extraction.pretrained.models.x.gguf: file .* does not exist"):
         gguf_file({"gguf": str(tmp_path / "missing.gguf")}, "extraction.pretrained.models.x")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a hub id that is not cached must fail at once, naming it
+    # a hub id that is not cached must fail at once, naming it. huggingface_hub reads HF_HUB_OFFLINE when it is
+    # imported (by now it is), so its constant is set too: with the variable alone it retried for 23 s here
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(ValueError, match="extraction.pretrained.models.x: cannot load model 'nobody/no-such-model'"):
         load_for_extraction("nobody/no-such-model", "extraction.pretrained.models.x", torch.device("cpu"), "sdpa")
 

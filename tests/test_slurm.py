@@ -7,15 +7,14 @@ unless CAUSALPOS_SLURM=1:
 
     CAUSALPOS_SLURM=1 pytest -m slurm tests/test_slurm.py
 
-About 6 minutes on a 2-core machine: the tiny DAG as 37 SLURM jobs (~4 min,
-two at a time, each job a Snakemake process of its own), the same DAG run
-locally for comparison (~1.5 min), a failing job (~20 s).
+About 5 minutes on a 2-core machine: the tiny DAG as 37 SLURM jobs (~4 min,
+two at a time, each job a Snakemake process of its own), compared with the
+session's finished local run (tests/conftest.py), and a failing job (~20 s).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ if os.environ.get("CAUSALPOS_SLURM") != "1":
     pytest.skip("SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); "
                 "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
 
-from conftest import ROOT, JOB_ID, copy_with_profiles, run_with_profile, snakemake, wait_for_accounting
+from conftest import ROOT, JOB_ID, copy_with_profiles, run_with_profile, wait_for_accounting
 
 RUN_TIMEOUT = 900  # seconds for one all_figures run
 # the fixture `cluster` (tests/conftest.py) starts scripts/local-slurm.sh once per session
@@ -44,16 +43,6 @@ def slurm_run(cluster, tmp_path_factory) -> Path:
     assert rc == 0, f"snakemake --profile profiles/slurm-test all_figures failed:\n{out[-8000:]}"
     print(f"\nall_figures on SLURM: {seconds:.0f} s")
     (workdir / "snakemake.out").write_text(out)
-    return workdir
-
-
-@pytest.fixture(scope="module")
-def local_run(tmp_path_factory) -> Path:
-    """The same DAG with the local executor, for the comparison."""
-    workdir = copy_with_profiles(tmp_path_factory.mktemp("local_run"))
-    start = time.perf_counter()
-    snakemake(workdir, "all_figures")  # snakemake --cores 2 all_figures
-    print(f"\nall_figures locally: {time.perf_counter() - start:.0f} s")
     return workdir
 
 
@@ -113,8 +102,9 @@ def test_every_job_ran_as_a_slurm_job_and_completed(slurm_run):
         assert any(log.parts[1] == rule for log in job_ids), rule
 
 
-def test_slurm_outputs_equal_local_outputs(slurm_run, local_run):
-    """The SLURM run computes what the local run computes.
+def test_slurm_outputs_equal_local_outputs(slurm_run, finished_run):
+    """The SLURM run computes what the local run computes (the session's finished run, tests/conftest.py: the
+    same tiny config and default profile, `snakemake --cores 2 all`, of which all_figures is a part).
 
     Training, extraction and the closed forms match bit for bit (CPU, same
     thread count, same seeds), and so do the model weights behind them. The
@@ -128,15 +118,15 @@ def test_slurm_outputs_equal_local_outputs(slurm_run, local_run):
     results = Path("results")
     float32_ulp_at_one = float(np.finfo(np.float32).eps)
     pd.testing.assert_frame_equal(pd.read_parquet(slurm_run / results / "simulation"),
-                                  pd.read_parquet(local_run / results / "simulation"),
+                                  pd.read_parquet(finished_run / results / "simulation"),
                                   check_exact=False, rtol=1e-6, atol=4 * float32_ulp_at_one, obj="results/simulation")
     tables = [results / "theory" / "layer2_scores.parquet"]
-    tables += sorted(p.relative_to(local_run) for p in (local_run / results / "activations").glob("*/scores.parquet"))
+    tables += sorted(p.relative_to(finished_run) for p in (finished_run / results / "activations").glob("*/scores.parquet"))
     assert len(tables) == 1 + 3  # nope, rope, smollm2_135m
     for table in tables:
-        pd.testing.assert_frame_equal(pd.read_parquet(slurm_run / table), pd.read_parquet(local_run / table),
+        pd.testing.assert_frame_equal(pd.read_parquet(slurm_run / table), pd.read_parquet(finished_run / table),
                                       check_exact=True, obj=str(table))
     for model in ("nope", "rope"):  # the training curves too, but for the measured speed
         metrics = [pd.read_parquet(run / results / "models" / model / "metrics.parquet").drop(columns="tokens_per_s")
-                   for run in (slurm_run, local_run)]
+                   for run in (slurm_run, finished_run)]
         pd.testing.assert_frame_equal(*metrics, check_exact=True, obj=f"{model} metrics")

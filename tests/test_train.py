@@ -229,41 +229,30 @@ def test_outputs_load_and_the_model_learned(trained, data):
     assert json.loads((out / "training.json").read_text())["model_name"] == "nope"
 
 
+@pytest.mark.parametrize("omp, expected", [(None, "all"), ("1", 1), ("999", "all"), ("many", "all")])
+def test_job_cpus_is_the_affinity_capped_by_omp_num_threads(monkeypatch, omp, expected):
+    from causalpos.devices import available_cpus, job_cpus
+
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    assert job_cpus() == (available_cpus() if expected == "all" else expected)
+
+
+def test_threads_0_trains_on_the_cpus_of_the_job(data, tmp_path, monkeypatch, caplog):
+    """Snakemake sets OMP_NUM_THREADS to the rule's threads: a training of one thread per job uses one thread,
+    not every core (two of them on two cores stalled each other for seconds at a time)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    caplog.set_level("INFO", logger="causalpos")
+    train("nope", False, data / "blocks", tmp_path / "o", tmp_path / "c", {**CFG, "steps": 1, "threads": 0})
+    assert "1 ranks on cpu, 1 threads" in caplog.text
+
+
 def command(data: Path, root: Path, config: Path) -> list[str]:
     return [sys.executable, "-m", "causalpos.models.train", "--blocks", str(data / "blocks"), "--out", str(root / "out"),
             "--checkpoints", str(root / "ckpt"), "--config", str(config), "--model", "nope",
             "--tokenizer", str(data / "tokenizer")]
-
-
-def test_killed_run_resumes_to_the_same_weights(trained, data, tmp_path):
-    config = tmp_path / "cfg.json"
-    config.write_text(json.dumps({"training": CFG}))
-    checkpoint = tmp_path / "ckpt" / CHECKPOINT_NAME
-    proc = subprocess.Popen(command(data, tmp_path, config), env=env(), stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.002)
-    proc.send_signal(signal.SIGKILL)
-    _, err = proc.communicate()
-    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
-    interrupted_at = load_checkpoint(checkpoint)["step"]
-    assert 0 < interrupted_at < CFG["steps"]
-    assert not (tmp_path / "out" / "metrics.parquet").exists()
-    stale = checkpoint.parent / ".last.abc.tmp.ckpt"  # as left by a kill during a save
-    stale.write_bytes(b"partial")
-
-    done = subprocess.run(command(data, tmp_path, config), env=env(), capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert f"resuming from {checkpoint} at step {interrupted_at}" in done.stderr
-    assert not stale.exists()
-    # same thread count, same ops in the same order: bitwise the uninterrupted weights
-    resumed = load_file(tmp_path / "out" / "model.safetensors")
-    reference = load_file(trained / "out" / "model.safetensors")
-    assert resumed.keys() == reference.keys()
-    assert all(torch.equal(resumed[k], reference[k]) for k in reference)
-    columns = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr"]
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "metrics.parquet")[columns],
-                                  pd.read_parquet(trained / "out" / "metrics.parquet")[columns])
 
 
 def start_and_wait_for_steps(cmd: list[str], pattern: str = "nope step 10/") -> subprocess.Popen:
@@ -276,9 +265,12 @@ def start_and_wait_for_steps(cmd: list[str], pattern: str = "nope step 10/") -> 
     return proc
 
 
-def test_sigterm_checkpoints_the_step_reached_and_the_rerun_ends_bitwise_the_same(trained, data, tmp_path):
+def test_sigterm_then_sigkill_and_the_resumed_run_ends_bitwise_the_same(trained, data, tmp_path):
+    """Three processes of one training: SIGTERM stops the first after a checkpoint at the step it reached; the
+    second resumes there and is killed (SIGKILL) after its next periodic checkpoint; the third resumes from
+    that one, and ends with the weights and metrics of the uninterrupted run."""
     config = tmp_path / "cfg.json"
-    config.write_text(json.dumps({"training": {**CFG, "checkpoint_every": 0}}))  # no checkpoint but the stop's
+    config.write_text(json.dumps({"training": CFG}))
     checkpoint = tmp_path / "ckpt" / CHECKPOINT_NAME
     proc = start_and_wait_for_steps(command(data, tmp_path, config))
     assert proc.poll() is None, "training ended before it could be interrupted"
@@ -293,11 +285,29 @@ def test_sigterm_checkpoints_the_step_reached_and_the_rerun_ends_bitwise_the_sam
     assert f"stopped by SIGTERM at step {stopped_at}; checkpoint {checkpoint} written" in rest
     assert not (tmp_path / "out").exists()
 
+    written = checkpoint.stat().st_mtime_ns
+    proc = subprocess.Popen(command(data, tmp_path, config), env=env(), stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while checkpoint.stat().st_mtime_ns == written and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)  # until the resumed run writes its first periodic checkpoint (by rename: a new file)
+    proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    assert f"resuming from {checkpoint} at step {stopped_at}" in err.decode()
+    interrupted_at = load_checkpoint(checkpoint)["step"]
+    assert stopped_at < interrupted_at < CFG["steps"] and interrupted_at % CFG["checkpoint_every"] == 0
+    assert not (tmp_path / "out" / "metrics.parquet").exists()
+    stale = checkpoint.parent / ".last.abc.tmp.ckpt"  # as left by a kill during a save
+    stale.write_bytes(b"partial")
+
     done = subprocess.run(command(data, tmp_path, config), env=env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert f"resuming from {checkpoint} at step {stopped_at}" in done.stderr
+    assert f"resuming from {checkpoint} at step {interrupted_at}" in done.stderr
+    assert not stale.exists()
+    # same thread count, same ops in the same order: bitwise the uninterrupted weights
     resumed = load_file(tmp_path / "out" / "model.safetensors")
     reference = load_file(trained / "out" / "model.safetensors")
+    assert resumed.keys() == reference.keys()
     assert all(torch.equal(resumed[k], reference[k]) for k in reference)
     # the row after the stop averages the steps before it too (the loss sum is in the checkpoint)
     columns = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr"]
@@ -305,9 +315,10 @@ def test_sigterm_checkpoints_the_step_reached_and_the_rerun_ends_bitwise_the_sam
                                   pd.read_parquet(trained / "out" / "metrics.parquet")[columns])
 
 
-def test_sigterm_to_the_job_stops_every_rank_at_the_same_step_through_torchrun(data, tmp_path):
-    """The workflow's DDP path (stages.run_train with processes=2): the job passes SIGTERM on to torchrun,
-    torchrun to its ranks, and the ranks agree on the step to stop at."""
+def test_sigterm_stops_every_rank_at_one_step_and_the_resumed_ranks_split_the_data_and_agree(data, tmp_path):
+    """The workflow's DDP path (stages.run_train with processes=2: torchrun, gloo): the job passes SIGTERM on to
+    torchrun, torchrun to its ranks, and the ranks agree on the step to stop at. The rerun resumes there; per
+    step the two ranks read disjoint halves of the global batch, and they end with the same weights."""
     settings = {**CFG, "checkpoint_every": 0}
     job = [sys.executable, "-c", "import sys; from causalpos.workflow.stages import run_train; "
            f"run_train('nope', {settings!r}, {str(data / 'blocks')!r}, {str(data / 'tokenizer')!r}, "
@@ -323,9 +334,25 @@ def test_sigterm_to_the_job_stops_every_rank_at_the_same_step_through_torchrun(d
     assert 10 <= stopped_at < CFG["steps"], rest[-3000:]
     assert rest.count(f"stopped by SIGTERM at step {stopped_at};") == 2, rest[-3000:]  # both ranks, one step
     assert not (tmp_path / "out" / "model.safetensors").exists()
-    done = subprocess.run(job, env=env(), capture_output=True, text=True, timeout=150)
+
+    debug = tmp_path / "debug"  # each rank writes the blocks it read and its final weights
+    done = subprocess.run(job, env=env(**{DEBUG_ENV: str(debug)}), capture_output=True, text=True, timeout=150)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"resuming from {checkpoint} at step {stopped_at}" in done.stderr
+    assert "2 ranks on cpu" in done.stderr
+    shards = [np.load(debug / f"rank{r}.npz") for r in range(2)]
+    global_batch = CFG["micro_batch"] * CFG["grad_accum"] * 2
+    order = TrainOrder(160, CFG["seed"])
+    for step in range(stopped_at, CFG["steps"]):  # the steps of the resumed run
+        mine = [s["blocks"][s["steps"][:, 0] == step].ravel() for s in shards]
+        assert len(mine[0]) == len(mine[1]) == global_batch // 2 and not set(mine[0]) & set(mine[1])
+        assert np.array_equal(np.concatenate(mine), order(step * global_batch, global_batch))
+    weights = [torch.load(debug / f"rank{r}_state.pt") for r in range(2)]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    metrics = pd.read_parquet(tmp_path / "out" / "metrics.parquet")
+    assert metrics["tokens_seen"].iloc[-1] == CFG["steps"] * global_batch * BLOCK
+    assert metrics["train_loss"].iloc[-1] < metrics["train_loss"].iloc[1] - 1.0
+    assert metrics["heldout_loss"].iloc[-1] < metrics["heldout_loss"].iloc[0] - 1.0
 
 
 def test_model_folder_has_the_usual_file_modes(trained):
@@ -366,30 +393,6 @@ def test_checkpoint_of_another_run_is_refused(trained, data, tmp_path):
     frame = train("nope", False, data / "blocks", tmp_path / "out", tmp_path / "ckpt", {**CFG, "log_every": 7})
     assert frame["step"].iloc[-1] == CFG["steps"]
     assert (tmp_path / "out" / "model.safetensors").read_bytes() == (trained / "out" / "model.safetensors").read_bytes()
-
-
-def test_two_ranks_on_gloo_split_the_data_and_agree(data, tmp_path):
-    config = tmp_path / "cfg.json"
-    config.write_text(json.dumps({**CFG, "steps": 40, "checkpoint_every": 0}))
-    debug = tmp_path / "debug"
-    run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         *command(data, tmp_path, config)[1:]],
-        env=env(**{DEBUG_ENV: str(debug)}), capture_output=True, text=True, timeout=150)
-    assert run.returncode == 0, run.stderr[-3000:]
-    shards = [np.load(debug / f"rank{r}.npz") for r in range(2)]
-    order = TrainOrder(160, CFG["seed"])
-    for step in range(40):  # per step, the two ranks read disjoint halves of the global batch
-        mine = [s["blocks"][s["steps"][:, 0] == step].ravel() for s in shards]
-        assert len(mine[0]) == len(mine[1]) == 8 and not set(mine[0]) & set(mine[1])
-        assert np.array_equal(np.concatenate(mine), order(step * 16, 16))
-    weights = [torch.load(debug / f"rank{r}_state.pt") for r in range(2)]
-    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
-    metrics = pd.read_parquet(tmp_path / "out" / "metrics.parquet")
-    assert metrics["tokens_seen"].iloc[-1] == 40 * 16 * BLOCK
-    assert metrics["train_loss"].iloc[-1] < metrics["train_loss"].iloc[1] - 1.0
-    assert metrics["heldout_loss"].iloc[-1] < metrics["heldout_loss"].iloc[0] - 1.0
-    assert "2 ranks on cpu" in run.stderr
 
 
 # ---------------------------------------------------------------- length generalisation

@@ -13,6 +13,18 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def job_cpus() -> int:
+    """CPUs this process's job may use: its affinity mask, capped by OMP_NUM_THREADS where that is set.
+
+    Snakemake sets OMP_NUM_THREADS to a job's `threads`: two jobs of one thread each that both took every
+    core of a 2-core machine stalled each other for seconds at a time (OpenMP threads spinning)."""
+    cpus = available_cpus()
+    try:
+        return max(1, min(cpus, int(os.environ.get("OMP_NUM_THREADS", cpus))))
+    except ValueError:  # not a number: as if unset
+        return cpus
+
+
 def resolve_device(name: str | None, setting: str = "device"):
     """torch.device for "auto" (CUDA if present), "cpu", "cuda" or "cuda:N"; `setting` names the config key
     in the error raised when CUDA is asked for on a machine without it."""

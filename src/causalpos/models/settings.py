@@ -83,7 +83,7 @@ DEFAULT_TRAIN = {
     "checkpoint_every": 200,  # steps between checkpoints (and one at the end); 0 = only at the end
     "log_every": 20,         # steps per metrics row / log line
     "device": "auto",        # auto | cpu | cuda
-    "threads": 0,            # CPU threads per rank; 0 = the CPUs available / ranks on this node
+    "threads": 0,            # CPU threads per rank; 0 = the CPUs the job may use / ranks on this node
     "snapshot_steps": 8,     # weight-only snapshots: a count (0 and the last step, the rest log-spaced) or a list
 }
 

@@ -43,7 +43,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from causalpos.devices import available_cpus, resolve_device
+from causalpos.devices import job_cpus, resolve_device
 from causalpos.errors import UserError
 from causalpos.io import atomic_path, read_array, read_json, usual_mode, write_parquet
 from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RESUMABLE_CHANGES,  # noqa: F401
@@ -208,7 +208,7 @@ def setup(cfg: dict) -> Context:
         torch.backends.cudnn.allow_tf32 = True
     # ranks on one node share its CPUs: more threads than cores only thrash
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    torch.set_num_threads(cfg["threads"] or max(1, available_cpus() // local_world))
+    torch.set_num_threads(cfg["threads"] or max(1, job_cpus() // local_world))
     owns = False
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")  # env:// from torchrun

@@ -40,10 +40,19 @@ def module_file(module: str, root: Path = ROOT) -> Path | None:
     return None
 
 
+def _statements(node: ast.AST):
+    """`node` and every statement nested in it (function and class bodies, branches, handlers, cases).
+    An import is a statement, so expressions, most of a tree's nodes, are never visited."""
+    yield node
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, field, None) or ():
+            yield from _statements(child)
+
+
 def _imported(node: ast.AST, module: str, is_package: bool) -> set[str]:
     """causalpos modules imported anywhere under `node` (absolute or relative imports)."""
     found = set()
-    for item in ast.walk(node):
+    for item in _statements(node):
         if isinstance(item, ast.Import):
             found.update(alias.name for alias in item.names)
         elif isinstance(item, ast.ImportFrom):
@@ -67,6 +76,14 @@ def _parsed(path: Path) -> tuple[str, ast.Module]:
 
 
 @lru_cache(maxsize=None)
+def _module_imports(path: Path, mtime_ns: int, module: str) -> frozenset[str]:
+    """A module's causalpos imports, walked once per version of its file: Snakemake asks for the closures of
+    some 35 params while it parses the rules, and walking every tree each time doubled its start-up."""
+    _, tree = _parse(path, mtime_ns)
+    return frozenset(_imported(tree, module, path.name == "__init__.py"))
+
+
+@lru_cache(maxsize=None)
 def _parse(path: Path, mtime_ns: int) -> tuple[str, ast.Module]:  # parsed once per version of a file
     text = path.read_text(encoding="utf-8")
     return text, ast.parse(text)
@@ -74,15 +91,17 @@ def _parse(path: Path, mtime_ns: int) -> tuple[str, ast.Module]:  # parsed once 
 
 def import_closure(roots, root: Path = ROOT) -> list[str]:
     """Every causalpos module reachable from the modules `roots` through imports, packages included."""
-    seen, todo = set(), [m for r in roots for m in _with_parents(r)]
+    seen, looked_at, todo = set(), set(), [m for r in roots for m in _with_parents(r)]
     while todo:
         module = todo.pop()
+        if module in looked_at:
+            continue
+        looked_at.add(module)
         path = module_file(module, root)
-        if module in seen or path is None:
+        if path is None:  # an attribute (`from pkg import name`), not a module
             continue
         seen.add(module)
-        _, tree = _parsed(path)
-        for name in _imported(tree, module, path.name == "__init__.py"):
+        for name in _module_imports(path, path.stat().st_mtime_ns, module):
             todo.extend(_with_parents(name))
     return sorted(seen)
 
@@ -92,13 +111,25 @@ def runner_source(stage: str, root: Path = ROOT) -> tuple[str, list[str]]:
     if stage not in STAGE_RUNNERS:
         raise ValueError(f"unknown stage {stage!r}; known: {sorted(STAGE_RUNNERS)}")
     path = module_file(STAGES_MODULE, root)
-    text, tree = _parsed(path)
-    function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == STAGE_RUNNERS[stage])
-    top_level = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    imports = set(_imported(function, STAGES_MODULE, False))
-    for node in top_level:
-        imports |= _imported(node, STAGES_MODULE, False)
-    return ast.get_source_segment(text, function), sorted(imports)
+    return _runners(path, path.stat().st_mtime_ns)[STAGE_RUNNERS[stage]]
+
+
+@lru_cache(maxsize=None)
+def _runners(path: Path, mtime_ns: int) -> dict[str, tuple[str, list[str]]]:
+    """Every top-level function of workflow.stages -> its source and imports, from one parse of the file."""
+    text, tree = _parse(path, mtime_ns)
+    lines = text.splitlines(keepends=True)
+    top_level = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            top_level |= _imported(node, STAGES_MODULE, False)
+    runners = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            source = "".join(lines[node.lineno - 1:node.end_lineno])
+            source = source[node.col_offset:len(source) - len(lines[node.end_lineno - 1]) + node.end_col_offset]
+            runners[node.name] = source, sorted(top_level | _imported(node, STAGES_MODULE, False))
+    return runners
 
 
 def stage_modules(stage: str, root: Path = ROOT) -> list[str]:

@@ -1,0 +1,77 @@
+"""The other targets (length_seeds, a config with its own results folder) and the between-workflow output
+cache, each on a copy of the session's finished run (`finished_copy`, tests/conftest.py). Target paper_llms
+is in tests/test_paper_llms.py, `causalpos <stage>` against its rule in tests/test_cli_stages.py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import copy_run, edit_config, planned_jobs, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+def test_length_seeds_target_trains_the_other_seeds_and_summarises(finished_copy):
+    """`snakemake length_seeds`: both models again with each of evaluation.seeds, their length evaluation and
+    the table and figure over seeds; the default run's own trainings are reused, not retrained."""
+    jobs = planned_jobs(finished_copy, "length_seeds")
+    config = yaml.safe_load((finished_copy / "config.yaml").read_text())
+    seeds = config["evaluation"]["seeds"]
+    assert {rule for rule, _ in jobs} == {"train_seed", "length_eval_seed", "length_seeds"}
+    snakemake(finished_copy, "length_seeds")
+    table = pd.read_parquet(finished_copy / "results" / "summary" / "length_seeds.parquet")
+    assert set(table["model"]) == {"nope", "rope", "nope - rope"}
+    assert (table["n_seeds"] == 1 + len(seeds)).all()
+    assert sorted(table["factor"].unique()) == sorted(config["evaluation"]["length_factors"])
+    for seed in seeds:
+        trained = finished_copy / "results" / "seeds" / "nope" / f"seed{seed}" / "model.safetensors"
+        assert trained.stat().st_size > 1000
+    assert (finished_copy / "results" / "figures" / "figT3_length_seeds.png").stat().st_size > 1000
+    assert planned_jobs(finished_copy, "length_seeds") == set()
+    assert planned_jobs(finished_copy, "all") == set()  # nothing of the default run was touched
+
+
+def test_a_config_with_its_own_results_folder_writes_only_there(finished_copy):
+    """config/nope-large.yaml's `results: results/nope-large`: every output, log and benchmark of its DAG lies
+    under that folder, so it runs beside the default run without touching it."""
+    import shutil as sh
+
+    sh.copytree(Path(__file__).resolve().parents[1] / "config", finished_copy / "config")
+    out = snakemake(finished_copy, "-n", "all", "length_seeds", "--configfile", "config/nope-large.yaml").stdout
+    outputs = [p.strip() for line in out.splitlines() if line.strip().startswith(("output:", "log:", "benchmark:"))
+               for p in line.split(":", 1)[1].split(",")]
+    assert outputs and all(p.startswith("results/nope-large/") for p in outputs), outputs[:5]
+    assert "rule train:" in out and "rule emergence:" in out and "rule pretrained:" not in out
+
+
+def test_two_checkouts_share_simulations_through_the_output_cache(finished_run, tmp_path, monkeypatch):
+    """cache: True on simulate: a second checkout with the same SNAKEMAKE_OUTPUT_CACHE takes the table
+    from the cache instead of simulating; a changed variant is simulated anew."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("SNAKEMAKE_OUTPUT_CACHE", str(cache))
+    target, log = "results/simulation/l2_alpha0.2.parquet", "logs/simulate/l2_alpha0.2.log"
+    first, second = (copy_run(finished_run, tmp_path / name) for name in ("first", "second"))
+    for checkout in (first, second):  # two checkouts of the finished run without this table and its log
+        (checkout / target).unlink()
+        (checkout / log).unlink()
+    snakemake(first, target, "--cache")
+    assert (first / log).stat().st_size > 0  # simulated there
+    assert len(list(cache.iterdir())) == 1
+    out = snakemake(second, target, "--cache")
+    assert f"Symlinking output file {target} from cache" in out.stdout + out.stderr
+    assert not (second / log).exists() or (second / log).stat().st_size == 0  # the job never ran (Snakemake may create its log)
+    linked = second / target
+    assert linked.is_symlink() and Path(os.readlink(linked)).parent == cache
+    pd.testing.assert_frame_equal(pd.read_parquet(linked), pd.read_parquet(first / target))
+    # another seed is another result: simulated, and stored beside the first
+    edit_config(second, lambda c: c["simulation"]["variants"]["l2_alpha0.2"].update(seed=1))
+    snakemake(second, target, "--cache")
+    assert (second / log).stat().st_size > 0
+    assert len(list(cache.iterdir())) == 2
