@@ -47,6 +47,12 @@ def copy_workflow(dest: Path) -> Path:
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)
     shutil.copytree(ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy2(ROOT / ".test" / "config.yaml", dest / "config.yaml")
+    # The simulation kernels' numba cache (cache=True: in __pycache__ beside the source) is this checkout's:
+    # the sources are the same files with the same times, so each kernel compiles once per test session,
+    # not once in every copy and once more in the tests that run it here (some 6 s of CPU each time).
+    kernels = ROOT / "src" / "causalpos" / "simulation" / "__pycache__"
+    kernels.mkdir(exist_ok=True)
+    (dest / "src" / "causalpos" / "simulation" / "__pycache__").symlink_to(kernels, target_is_directory=True)
     return dest
 
 

@@ -179,10 +179,11 @@ def test_cuda_is_accepted_where_there_is_cuda(config, monkeypatch):
 
 
 def test_the_config_check_imports_no_torch_unless_cuda_is_asked_for():
+    """Nor matplotlib, for colour maps it knows: the check runs at every start of Snakemake."""
     code = ("import sys; from causalpos.workflow.config import load_config; "
-            f"load_config({str(ROOT / 'config.yaml')!r}); print('torch' in sys.modules)")
+            f"load_config({str(ROOT / 'config.yaml')!r}); print('torch' in sys.modules, 'matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"
 
 
 # ---------------------------------------------------------------- 4. colour maps
@@ -192,6 +193,15 @@ def test_the_config_check_imports_no_torch_unless_cuda_is_asked_for():
 def test_unknown_colour_maps_are_refused(config, key, name):
     config["plot"][key] = name
     assert refused(config).startswith(f"plot.{key} = {name!r} is not a colour map; use one of matplotlib's")
+
+
+def test_the_colour_maps_known_without_matplotlib_are_matplotlibs_or_seaborns():
+    import matplotlib
+    import seaborn  # noqa: F401  (registers its maps)
+
+    from causalpos.workflow.config import KNOWN_COLORMAPS
+
+    assert KNOWN_COLORMAPS <= set(matplotlib.colormaps)
 
 
 @pytest.mark.parametrize("name", ["magma", "RdBu_r", "rocket", "vlag"])

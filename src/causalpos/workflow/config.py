@@ -297,14 +297,22 @@ def check_figure_lists(config: dict) -> None:
                 raise ConfigError(f"figures.{figure}.{key}: {twice} listed more than once; list each once")
 
 
+# Colour maps that every supported matplotlib (>= 3.8) and seaborn (>= 0.13) has: a config naming these
+# needs no import of matplotlib (a fifth of a second at every start of Snakemake) to be checked.
+KNOWN_COLORMAPS = frozenset({"viridis", "magma", "inferno", "plasma", "cividis", "coolwarm", "RdBu_r", "RdBu",
+                             "bwr", "seismic", "Greys", "rocket", "mako", "vlag", "icefire"})
+
+
 def check_colormaps(config: dict) -> None:
     """plot.cmap and plot.diverging_cmap must be colour maps the figures can draw with, not a KeyError
     at figure time. matplotlib is imported only here; seaborn, which the figure code imports and which
     registers its own maps (rocket, mako, vlag, ...), only for a name matplotlib lacks."""
+    names = {key: config["plot"][key] for key in ("cmap", "diverging_cmap")}
+    if set(names.values()) <= KNOWN_COLORMAPS:
+        return
     import matplotlib
 
-    for key in ("cmap", "diverging_cmap"):
-        name = config["plot"][key]
+    for key, name in names.items():
         if name in matplotlib.colormaps:
             continue
         import seaborn  # noqa: F401  (registers its colour maps with matplotlib)
