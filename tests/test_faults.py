@@ -296,12 +296,12 @@ def pending_signals(pid: int) -> int:
     return 0
 
 
-def interrupt_training(tokenized: Path, tmp_path: Path, send) -> tuple[Path, int, str]:
-    """Start training under snakemake; once its log shows steps, hold the training (SIGSTOP), `send(snakemake)`
-    and let it go on (SIGCONT) once a stop signal is pending for it. Return the copy, the step the log
-    reached, and snakemake's output. Fails if a train process is left 30 s later."""
-    workdir = copy_run(tokenized, tmp_path / "copy")
+def interrupt_training(workdir: Path, send) -> tuple[int, str]:
+    """Start the training under snakemake in `workdir`; once its log shows steps, hold the training (SIGSTOP),
+    `send(snakemake)` and let it go on (SIGCONT) once a stop signal is pending for it. Return the step the log
+    reached and snakemake's output. Fails if a train process is left 30 s later."""
     log = workdir / "logs" / "train" / "nope.log"
+    log.unlink(missing_ok=True)  # the run before's: the steps looked for are this run's
     out_path = workdir / "snakemake.out"
     with open(out_path, "w") as out:
         proc = subprocess.Popen([SNAKEMAKE, "--cores", "2", TRAIN_TARGET], cwd=workdir, stdout=out,
@@ -340,10 +340,11 @@ def interrupt_training(tokenized: Path, tmp_path: Path, send) -> tuple[Path, int
     assert not left, f"train processes {left} still running 30 s after snakemake ended:\n{output[-5000:]}"
     assert proc.returncode != 0, output[-5000:]
     reached = max(int(m.group(1)) for m in STEP_LINE.finditer(log.read_text()))
-    return workdir, reached, output
+    return reached, output
 
 
-def assert_stopped_and_resumes(workdir: Path, reached: int, signames: str) -> None:
+def assert_stopped(workdir: Path, reached: int, signames: str) -> tuple[int, Path]:
+    """No model; a checkpoint at or after the step the log reached, named by the log: (its step, its path)."""
     from causalpos.models.train import load_checkpoint
 
     log = workdir / "logs" / "train" / "nope.log"
@@ -352,28 +353,37 @@ def assert_stopped_and_resumes(workdir: Path, reached: int, signames: str) -> No
     step = load_checkpoint(checkpoint)["step"]
     assert reached <= step < LONG_TRAINING["steps"]
     assert re.search(rf"stopped by (?:{signames}) at step {step}; checkpoint", log.read_text())
-    rerun = snakemake(workdir, TRAIN_TARGET)
-    resumed = RESUMED.search(log.read_text())
-    assert resumed and int(resumed.group(2)) == step, log.read_text()[:3000]
+    return step, checkpoint
+
+
+def assert_resumed(workdir: Path, step: int, checkpoint: Path, output: str) -> None:
+    """This run's log resumed from `checkpoint` at `step`; Snakemake ran train again, not what lies before it."""
+    log = (workdir / "logs" / "train" / "nope.log").read_text()
+    resumed = RESUMED.search(log)
+    assert resumed and int(resumed.group(2)) == step, log[:3000]
     assert Path(resumed.group(1)) == checkpoint.relative_to(workdir)
-    assert "rule train:" in rerun.stderr  # Snakemake 9 reports jobs on stderr
-    assert "rule sample:" not in rerun.stderr and "rule tokenizer:" not in rerun.stderr
-    metrics = pd.read_parquet(workdir / paths.model_file("nope", "metrics.parquet"))
-    assert metrics["step"].iloc[-1] == LONG_TRAINING["steps"] and metrics["step"].is_unique
-
-
-@pytest.mark.workflow
-def test_ctrl_c_stops_training_with_a_checkpoint_and_the_rerun_resumes(tokenized, tmp_path):
-    """A terminal's Ctrl-C: SIGINT to the whole foreground process group, Snakemake and its jobs."""
-    workdir, reached, _ = interrupt_training(tokenized, tmp_path, lambda proc: os.killpg(proc.pid, signal.SIGINT))
-    # SIGINT from the terminal; SIGTERM too where the rules forward Snakemake's signals to its jobs
-    assert_stopped_and_resumes(workdir, reached, "SIGINT|SIGTERM")
+    assert "rule train:" in output  # Snakemake 9 reports jobs on stderr
+    assert "rule sample:" not in output and "rule tokenizer:" not in output
 
 
 @pytest.mark.workflow
 @pytest.mark.skipif(not HOOKED, reason="needs `onstart: forward_stop_signals()` in the rules (issue 11)")
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_to_snakemake_alone_stops_training_and_the_rerun_resumes(tokenized, tmp_path, sig):
-    """`kill -INT` / `kill -TERM` to Snakemake's process only (a supervisor, a batch system)."""
-    workdir, reached, output = interrupt_training(tokenized, tmp_path, lambda proc: proc.send_signal(sig))
-    assert_stopped_and_resumes(workdir, reached, "SIGTERM")  # what Snakemake's handler sends its jobs
+def test_ctrl_c_sigint_and_sigterm_each_stop_training_with_a_checkpoint_and_each_rerun_resumes(tokenized, tmp_path):
+    """Three stops of one training under Snakemake, each rerun resuming from the checkpoint the stop before it
+    wrote: a terminal's Ctrl-C (SIGINT to the whole foreground process group, Snakemake and its jobs), then
+    `kill -INT` and `kill -TERM` to Snakemake's process only (a supervisor, a batch system). The last rerun
+    completes the training."""
+    workdir = copy_run(tokenized, tmp_path / "copy")
+    stops = [(lambda proc: os.killpg(proc.pid, signal.SIGINT), "SIGINT|SIGTERM"),  # the terminal's SIGINT, or
+             (lambda proc: proc.send_signal(signal.SIGINT), "SIGTERM"),  # the SIGTERM Snakemake's handler sends
+             (lambda proc: proc.send_signal(signal.SIGTERM), "SIGTERM")]
+    stopped = None
+    for send, signames in stops:
+        reached, output = interrupt_training(workdir, send)
+        if stopped:
+            assert_resumed(workdir, *stopped, output)
+        stopped = assert_stopped(workdir, reached, signames)
+    rerun = snakemake(workdir, TRAIN_TARGET)
+    assert_resumed(workdir, *stopped, rerun.stderr)
+    metrics = pd.read_parquet(workdir / paths.model_file("nope", "metrics.parquet"))
+    assert metrics["step"].iloc[-1] == LONG_TRAINING["steps"] and metrics["step"].is_unique
