@@ -174,6 +174,25 @@ def copy_run(src: Path, dest: Path) -> Path:
     return dest
 
 
+# ---------------------------------------------------------------- the order of the files
+
+# A scheduling hint, nothing more (a wrong entry costs minutes, never a result): pytest-xdist hands whole
+# files to its two workers in this order (pyproject: --dist loadfile --no-loadscope-reorder). First the long
+# files that need no finished run, while the shared run builds; then those that read it, longest first; the
+# other, short files last, so that the two workers end together.
+LONG_FILES = ("test_simulate.py", "test_train.py", "test_digest.py", "test_extract.py", "test_emergence.py",
+              "test_activation_figures.py", "test_config_checks.py", "test_figures.py", "test_claims.py",
+              "test_theory.py",
+              # these wait for the shared run
+              "test_stale.py", "test_paper_llms.py", "test_targets.py", "test_faults.py", "test_cli_stages.py",
+              "test_rerun.py", "test_workflow.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the rest as collected
+
+
 # ---------------------------------------------------------------- one finished run per session
 
 INTERRUPTED = False  # Ctrl-C: stop the background run instead of waiting for it
