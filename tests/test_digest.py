@@ -10,22 +10,63 @@ import sys
 
 import pytest
 
-from causalpos.workflow.digest import STAGE_RUNNERS, code_digest, runner_source, stage_modules
+from causalpos.workflow.digest import STAGE_RUNNERS, code_digest, module_file, runner_source, stage_modules
 from conftest import ROOT
 
 
-@pytest.mark.parametrize("stage", ["simulate", "extract", "train", "plot", "claims"])
-def test_modules_loaded_by_the_runner_are_in_its_closure(stage):
-    """Import what the runner imports in a fresh interpreter: every causalpos module Python loads is in the set."""
+# In a fresh interpreter, every causalpos import that runs while the modules of the stages below are imported,
+# as importer -> imported module (what `import a.b`, `from a import b` and relative imports name, and the
+# packages above them): which modules importing a stage's roots loads is what these edges reach from them.
+IMPORT_GRAPH = """
+import builtins, importlib, importlib.util, json, sys
+edges, real = set(), builtins.__import__
+
+def module_names(name, globals, fromlist, level):
+    target = importlib.util.resolve_name("." * level + name, (globals or {}).get("__package__")) if level else name
+    names = {target} | {f"{target}.{item}" for item in fromlist or () if f"{target}.{item}" in sys.modules}
+    parts = [n.split(".") for n in names]
+    return {".".join(p[:i]) for p in parts for i in range(1, len(p) + 1)}
+
+def recording(name, globals=None, locals=None, fromlist=(), level=0):
+    module = real(name, globals, locals, fromlist, level)
+    importer = (globals or {}).get("__name__", "")
+    if importer.split(".")[0] == "causalpos":
+        edges.update((importer, target) for target in module_names(name, globals, fromlist, level)
+                     if target.split(".")[0] == "causalpos" and target in sys.modules)
+    return module
+
+builtins.__import__ = recording
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError:
+        pass  # `from pkg import name` where name is not a module
+print(json.dumps(sorted(edges)))
+"""
+STAGES = ["simulate", "extract", "train", "plot", "claims"]
+
+
+@pytest.fixture(scope="module")
+def import_edges() -> dict[str, set[str]]:
+    roots = sorted({name for stage in STAGES for name in runner_source(stage)[1]})
+    proc = subprocess.run([sys.executable, "-c", IMPORT_GRAPH, json.dumps(roots)], capture_output=True, text=True,
+                          timeout=300, check=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    edges = {}
+    for importer, imported in json.loads(proc.stdout):
+        edges.setdefault(importer, set()).add(imported)
+    return edges
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_modules_loaded_by_the_runner_are_in_its_closure(stage, import_edges):
+    """What importing the runner's imports loads (their packages, and what runs while they import) is in the set."""
     _, imports = runner_source(stage)
-    script = ("import importlib, json, sys\n"
-              f"for name in {imports!r}:\n"
-              "    try:\n        importlib.import_module(name)\n"
-              "    except ModuleNotFoundError:\n        pass  # `from pkg import name` where name is not a module\n"
-              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'causalpos')))")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True,
-                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
-    loaded = set(json.loads(proc.stdout))
+    loaded, todo = set(), [".".join(n.split(".")[:i]) for n in imports for i in range(1, n.count(".") + 2)]
+    while todo:
+        module = todo.pop()
+        if module not in loaded and module_file(module) is not None:
+            loaded.add(module)
+            todo.extend(import_edges.get(module, ()))
     assert loaded - set(stage_modules(stage)) == set()
 
 
