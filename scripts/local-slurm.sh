@@ -4,7 +4,8 @@
 #
 #   scripts/local-slurm.sh start    install what is missing, start everything, wait until the node is idle
 #   scripts/local-slurm.sh status   the daemons, their PIDs, sinfo
-#   scripts/local-slurm.sh stop     cancel this cluster's jobs, stop the daemons it started (by PID)
+#   scripts/local-slurm.sh stop     cancel this cluster's jobs, stop the daemons it started (by PID), take
+#                                   its configuration out of /etc/slurm (any earlier one is put back)
 #
 # Debian 12 packages (Slurm 22.05, munge 0.5, MariaDB 10.11), run as root, no
 # systemd: the daemons are started directly, bound to 127.0.0.1. State, spool,
@@ -20,7 +21,12 @@
 #
 # The configuration goes where the Slurm commands look without SLURM_CONF:
 # /etc/slurm/slurm.conf and /etc/slurm/slurmdbd.conf (a file there that this
-# script did not write is first copied to $CAUSALPOS_SLURM_DIR/backup/).
+# script did not write is first copied to $CAUSALPOS_SLURM_DIR/backup/, and
+# put back by `stop`). `stop` removes what it wrote: the client tools stay
+# installed, and with a slurm.conf naming a stopped controller every Slurm
+# command, and every start of Snakemake (its SLURM executor plugin runs
+# `scontrol show config`), would wait MessageTimeout - 1 = 9 s for it; with no
+# configuration they fail at once.
 #
 # Environment: CAUSALPOS_SLURM_DIR, CAUSALPOS_SLURM_TIMEOUT (seconds to wait
 # for the node, default 120), CAUSALPOS_SLURM_DB_PORT (MariaDB's port on
@@ -59,6 +65,9 @@ declare -A LOGFILE=(
     [slurmd]=$DIR/log/slurmd.log
 )
 ORDER=(munged mariadbd slurmdbd slurmctld slurmd)
+# Stopped in this order, each group together (each daemon takes ~2 s): the Slurm daemons before the
+# accounting daemon they report to, the database and munge (which authenticates them all) last.
+STOP_GROUPS=("slurmd slurmctld" "slurmdbd" "mariadbd munged")
 
 say() { echo "local-slurm: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -170,7 +179,11 @@ make_dirs() {
 
 write_configs() {
     local cpus mem_mib db_pass
-    cpus=$(nproc --all)
+    # Four CPUs per core: the test jobs are short and mostly wait (for the plugin's next status check, ~40 s
+    # apart once nothing has finished for a while, or, one of them, for its time limit), so with one CPU per
+    # core the cores stood half idle while the DAG's 18 figure jobs went two at a time.
+    # SlurmdParameters=config_overrides lets slurmd take the node as configured.
+    cpus=$((4 * $(nproc --all)))
     # RealMemory: all but ~1 GiB for the system (slurmd refuses more than there is)
     mem_mib=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024 - 1024))
     ((mem_mib > 512)) || mem_mib=512
@@ -199,6 +212,7 @@ SlurmctldLogFile=${LOGFILE[slurmctld]}
 SlurmdLogFile=${LOGFILE[slurmd]}
 SlurmctldDebug=info
 SlurmdDebug=info
+SlurmdParameters=config_overrides
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
@@ -359,26 +373,38 @@ start() {
     sinfo
 }
 
-# stop_daemon NAME: SIGTERM to the PID in its PID file, wait, SIGKILL if it hangs
-stop_daemon() {
-    local name=$1 pid i
-    pid=$(running_pid "$name")
-    if [[ -z $pid ]]; then
-        rm -f "${PIDFILE[$name]}"
-        return 0
-    fi
-    say "stopping $name (PID $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
+# stop_daemons NAME...: SIGTERM to the PIDs in their PID files, wait for all, SIGKILL those that hang
+stop_daemons() {
+    local name pid i alive
+    local -A pids=()
+    for name in "$@"; do
+        pid=$(running_pid "$name")
+        if [[ -n $pid ]]; then
+            say "stopping $name (PID $pid)"
+            kill -TERM "$pid" 2>/dev/null || true
+            pids[$name]=$pid
+        fi
+    done
     for ((i = 0; i < 300; i++)); do
-        [[ -d /proc/$pid && $(cat "/proc/$pid/comm" 2>/dev/null) == "$name" ]] || break
+        alive=0
+        for name in "${!pids[@]}"; do
+            pid=${pids[$name]}
+            [[ -d /proc/$pid && $(cat "/proc/$pid/comm" 2>/dev/null) == "$name" ]] && alive=1
+        done
+        ((alive)) || break
         sleep 0.1
     done
-    if [[ -d /proc/$pid && $(cat "/proc/$pid/comm" 2>/dev/null) == "$name" ]]; then
-        say "$name (PID $pid) did not stop in 30 s; SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        sleep 0.5
-    fi
-    rm -f "${PIDFILE[$name]}"
+    for name in "${!pids[@]}"; do
+        pid=${pids[$name]}
+        if [[ -d /proc/$pid && $(cat "/proc/$pid/comm" 2>/dev/null) == "$name" ]]; then
+            say "$name (PID $pid) did not stop in 30 s; SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            sleep 0.5
+        fi
+    done
+    for name in "$@"; do
+        rm -f "${PIDFILE[$name]}"
+    done
 }
 
 stop() {
@@ -398,11 +424,35 @@ stop() {
             done
         fi
     fi
-    local i
-    for ((i = ${#ORDER[@]} - 1; i >= 0; i--)); do
-        stop_daemon "${ORDER[i]}"
+    local group
+    for group in "${STOP_GROUPS[@]}"; do
+        # shellcheck disable=SC2086
+        stop_daemons $group
     done
+    remove_configs
     say "stopped (files kept under $DIR)"
+}
+
+# Take the configuration this script wrote out of /etc/slurm; put back the one it replaced, if any (the
+# newest backup: each start backs up the file it finds there unless this script wrote it).
+remove_configs() {
+    local file backup latest
+    for file in "$CONF" "$DBD_CONF"; do
+        if ! { [[ -e $file ]] && grep -qF "$MARKER" "$file"; }; then
+            continue
+        fi
+        rm -f "$file"
+        latest=""
+        for backup in "$DIR/backup/$(basename "$file")".*; do # <name>.<epoch>: the glob sorts them oldest first
+            [[ -e $backup ]] && latest=$backup
+        done
+        if [[ -n $latest ]]; then
+            mv "$latest" "$file"
+            say "put back $file (from $latest)"
+        else
+            say "removed $file"
+        fi
+    done
 }
 
 status() {

@@ -5,14 +5,14 @@ Workflow copies: `copy_workflow`, `snakemake`, `edit_config`, `planned_jobs`, `t
 
 `finished_run`: one finished `snakemake all` of the tiny config (.test/config.yaml, with the default profile) per
 test session, shared by every test that needs a finished run (tests/test_workflow.py, test_rerun.py,
-test_targets.py, test_stale.py, test_faults.py, test_slurm.py). It starts in the background when the session
+test_targets.py, test_stale.py, test_faults.py, test_cli_stages.py, test_paper_llms.py). It starts in the background when the session
 starts, so the tests that need no run go on meanwhile; with pytest-xdist the workers share it (the first starts
 it, a file lock keeps the others from starting another). It is never changed: a test that runs or edits
 anything works on `finished_copy`, a copy of it of its own.
 
 `cluster`: the one-node SLURM cluster of scripts/local-slurm.sh, shared by the
-SLURM test modules (tests/test_slurm.py, tests/test_slurm_faults.py), which
-are skipped unless CAUSALPOS_SLURM=1. Session-scoped so that `pytest -m slurm`
+SLURM test modules (tests/test_slurm.py, test_slurm_faults.py, test_slurm_stopped.py), which
+are skipped unless CAUSALPOS_SLURM=1. Session-scoped so that `pytest -m slurm -n 0`
 starts it once; stopped at the end if the tests started it.
 """
 
@@ -188,8 +188,12 @@ LONG_FILES = ("test_simulate.py", "test_train.py", "test_digest.py", "test_extra
               "test_rerun.py", "test_workflow.py")
 
 
+LAST_FILES = ("test_slurm_stopped.py",)  # after every test that uses the local SLURM cluster: it stops it
+
+
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(LONG_FILES)}
+    rank |= {name: len(LONG_FILES) + 1 + i for i, name in enumerate(LAST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the rest as collected
 
 
@@ -301,15 +305,19 @@ def local_slurm(command: str, timeout: int = 600) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="session")
-def cluster():
-    """A running one-node cluster (partition debug, with accounting); stopped afterwards if this started it."""
+def cluster(request):
+    """A running one-node cluster (partition debug, with accounting); stopped afterwards if this started it.
+    Yields whether it was running before."""
+    if hasattr(request.config, "workerinput"):
+        pytest.fail("the SLURM tests share one cluster that a pytest-xdist worker would stop under the other: "
+                    "run them in one process, CAUSALPOS_SLURM=1 pytest -m slurm -n 0")
     was_running = local_slurm("status").returncode == 0
     start = time.perf_counter()
     proc = local_slurm("start")
     if proc.returncode != 0:
         pytest.fail(f"scripts/local-slurm.sh start failed:\n{proc.stdout}\n{proc.stderr}")
     print(f"\nlocal SLURM cluster up in {time.perf_counter() - start:.1f} s")
-    yield
+    yield was_running
     if not was_running:
         proc = local_slurm("stop")
         assert proc.returncode == 0, proc.stderr

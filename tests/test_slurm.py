@@ -1,20 +1,28 @@
-"""The workflow on a real SLURM cluster: `snakemake --profile profiles/slurm-test all_figures`.
+"""The workflow on a real SLURM cluster: `snakemake --profile profiles/slurm-test all_figures`, and the faults
+that a cluster adds: a failing job, a job past its time limit, a training job cancelled mid-way.
 
 Needs root and a machine where scripts/local-slurm.sh can bring up a one-node
 cluster (Debian 12 packages: munge, slurmctld, slurmd, slurm-client, slurmdbd,
 mariadb-server; installed by the script when missing), so the module is skipped
 unless CAUSALPOS_SLURM=1:
 
-    CAUSALPOS_SLURM=1 pytest -m slurm tests/test_slurm.py
+    CAUSALPOS_SLURM=1 pytest -m slurm -n 0 tests/test_slurm.py
 
-About 5 minutes on a 2-core machine: the tiny DAG as 37 SLURM jobs (~4 min,
-two at a time, each job a Snakemake process of its own), compared with the
-session's finished local run (tests/conftest.py), and a failing job (~20 s).
+About 6 minutes on a 2-core machine. What mostly waits on SLURM starts at once and runs beside the rest
+(`background`): the tiny DAG as SLURM jobs (~5-6 min, four at a time on the test node's two cores, each
+job a Snakemake process of its own), the failing job, the job past its time limit (SLURM stops it a
+minute or more after it starts, and the plugin looks less and less often), the local run that the
+SLURM run is compared with, and the inputs of a training that is meanwhile cancelled and resumed; then
+the tests read what the background runs did.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -28,22 +36,118 @@ if os.environ.get("CAUSALPOS_SLURM") != "1":
     pytest.skip("SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); "
                 "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
 
-from conftest import ROOT, JOB_ID, copy_with_profiles, run_with_profile, wait_for_accounting
+from causalpos.workflow import paths  # noqa: E402
+from conftest import (ROOT, JOB_ID, SNAKEMAKE, copy_with_profiles, edit_config, job_env,  # noqa: E402
+                      run_with_profile, wait_for_accounting)
 
+TEST_PROFILE = ROOT / "profiles" / "slurm-test"
 RUN_TIMEOUT = 900  # seconds for one all_figures run
 # the fixture `cluster` (tests/conftest.py) starts scripts/local-slurm.sh once per session
 
+# What the SLURM run is compared with, made by the local run: the closed forms, every simulation, the
+# trained models' curves and the scores of every model (with what they are made from).
+TINY = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
+LOCAL_TARGETS = [paths.theory_table(), *(paths.simulation_table(v) for v in TINY["simulation"]["variants"]),
+                 *(paths.model_file(m, "metrics.parquet") for m in ("nope", "rope")),
+                 *(paths.activation_table(m, "scores") for m in ("nope", "rope", *TINY["extraction"]["pretrained"]["models"]))]
+
+# What the training that is cancelled reads, made locally first in its own copy.
+TRAIN_INPUTS = [*(paths.tokens_file(name) for name in ("blocks.json", "train.npy", "heldout.npy")),
+                f"{paths.tokenizer_dir()}/tokenizer.json"]
+# Long enough to be cancelled mid-way (~100 steps/s on one idle core), short enough to finish on the rerun;
+# a checkpoint every 20 steps.
+TRAIN_TARGET = paths.model_file("nope", "model.safetensors")
+KILL_TRAINING = {"steps": 600, "checkpoint_every": 20, "eval_every": 300, "log_every": 50, "threads": 1}
+TRAIN_OUTPUTS = ("model.safetensors", "config.json", "metrics.parquet")
+RESUMED = re.compile(r"nope: resuming from (\S+) at step (\d+)")
+STEP_LINE = re.compile(r"nope step (\d+)/(\d+)")
+
+
+class Background:
+    """`snakemake ARGS` started in `workdir` and left to run; `result()` waits for it: (exit status, output)."""
+
+    def __init__(self, workdir: Path, *args: str, profile: Path | None = TEST_PROFILE, cores: int = 2):
+        self.workdir, self.out = workdir, workdir / f"snakemake-{time.time_ns()}.out"
+        command = [SNAKEMAKE, *(["--profile", str(profile)] if profile else ["--cores", str(cores)]), *args]
+        with open(self.out, "w") as out:
+            self.proc = subprocess.Popen(command, cwd=workdir, env=job_env(workdir), stdout=out,
+                                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.started, self.started_at = time.perf_counter(), time.time()
+
+    def seconds(self) -> float:
+        """How long it ran, to its last line of output (it may have ended long before a test asks)."""
+        return self.out.stat().st_mtime - self.started_at
+
+    def result(self, timeout: float = RUN_TIMEOUT) -> tuple[int, str]:
+        try:
+            self.proc.wait(timeout=max(1.0, timeout - (time.perf_counter() - self.started)))
+        except subprocess.TimeoutExpired:
+            self.stop()
+            pytest.fail(f"{' '.join(self.proc.args)} still running after {timeout} s (a lost SLURM job?):\n"
+                        f"{self.out.read_text()[-5000:]}")
+        return self.proc.returncode, self.out.read_text()
+
+    def stop(self) -> None:
+        """SIGINT (which also cancels its SLURM jobs), SIGKILL if that does not end it."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
 
 @pytest.fixture(scope="module")
-def slurm_run(cluster, tmp_path_factory) -> Path:
+def background(cluster, tmp_path_factory):
+    """Everything that mostly waits on SLURM, started together: the tiny DAG as SLURM jobs, a failing job, a
+    job past its time limit, the local run the SLURM run is compared with, and (locally, on one core) the
+    inputs of the training that one test cancels."""
+    failing = tmp_path_factory.mktemp("failing")
+    (failing / "Snakefile").write_text(
+        'rule fail:\n'
+        '    output: "never.txt"\n'
+        '    log: "logs/fail.log"\n'
+        '    shell: "echo SLURM job id $SLURM_JOB_ID on $SLURMD_NODENAME > {log}; exit 3"\n'
+    )
+    slow = tmp_path_factory.mktemp("slow")
+    (slow / "Snakefile").write_text(
+        'rule slow:\n'
+        '    output: "slow.txt"\n'
+        '    log: "logs/slow.log"\n'
+        '    resources: runtime=1\n'  # minutes: sbatch -t 1
+        '    shell: "echo SLURM job id $SLURM_JOB_ID on $SLURMD_NODENAME > {log}; echo partial > {output}; sleep 600"\n'
+    )
+    killed = copy_with_profiles(tmp_path_factory.mktemp("killed_training"))
+    edit_config(killed, lambda config: config["training"].update(KILL_TRAINING))
+    runs = {"slow": Background(slow, "slow.txt"), "failing": Background(failing, "never.txt"),
+            "train_inputs": Background(killed, *TRAIN_INPUTS, profile=None, cores=1),
+            "dag": Background(copy_with_profiles(tmp_path_factory.mktemp("slurm_run")), "all_figures"),
+            # snakemake --cores 2 (and the copy's default profile)
+            "local": Background(copy_with_profiles(tmp_path_factory.mktemp("local_run")), *LOCAL_TARGETS,
+                                profile=None)}
+    yield runs
+    for run in runs.values():
+        run.stop()
+
+
+@pytest.fixture(scope="module")
+def slurm_run(background) -> Path:
     """The tiny all_figures DAG, every job a SLURM job."""
-    workdir = copy_with_profiles(tmp_path_factory.mktemp("slurm_run"))
-    rc, out, seconds = run_with_profile(workdir, workdir / "profiles" / "slurm-test", "all_figures",
-                                        timeout=RUN_TIMEOUT)
+    run = background["dag"]
+    rc, out = run.result()
     assert rc == 0, f"snakemake --profile profiles/slurm-test all_figures failed:\n{out[-8000:]}"
-    print(f"\nall_figures on SLURM: {seconds:.0f} s")
-    (workdir / "snakemake.out").write_text(out)
-    return workdir
+    print(f"\nall_figures on SLURM: {run.seconds():.0f} s")
+    (run.workdir / "snakemake.out").write_text(out)
+    return run.workdir
+
+
+@pytest.fixture(scope="module")
+def local_run(background) -> Path:
+    rc, out = background["local"].result()
+    assert rc == 0, f"the local run failed:\n{out[-8000:]}"
+    print(f"\nthe local run: {background['local'].seconds():.0f} s")
+    return background["local"].workdir
 
 
 def test_test_profile_is_the_slurm_profile_with_small_jobs():
@@ -64,23 +168,84 @@ def test_test_profile_is_the_slurm_profile_with_small_jobs():
     assert set(test["set-threads"].values()) == {1}
 
 
-def test_failing_job_is_reported_failed_and_does_not_hang(cluster, tmp_path):
-    (tmp_path / "Snakefile").write_text(
-        'rule fail:\n'
-        '    output: "never.txt"\n'
-        '    log: "logs/fail.log"\n'
-        '    shell: "echo SLURM job id $SLURM_JOB_ID on $SLURMD_NODENAME > {log}; exit 3"\n'
-    )
-    rc, out, seconds = run_with_profile(tmp_path, ROOT / "profiles" / "slurm-test", "never.txt", timeout=180)
-    assert rc != 0, out
-    assert not (tmp_path / "never.txt").exists()
-    job = JOB_ID.search((tmp_path / "logs" / "fail.log").read_text()).group(1)
-    assert f"SLURM-job '{job}' failed" in out, out[-5000:]
-    assert wait_for_accounting([job])[job] == "FAILED"
-    # the SLURM log of a failed job is kept, and names the failing command
-    slurm_logs = list((tmp_path / ".snakemake" / "slurm_logs").rglob(f"{job}.log"))
-    assert len(slurm_logs) == 1 and "exit 3" in slurm_logs[0].read_text()
-    print(f"\nfailing job reported after {seconds:.0f} s")
+def running_jobs(workdir: Path) -> dict[str, str]:
+    """SLURM job id -> the plugin's comment (rule_<rule>_wildcards_<values>) of this copy's running jobs."""
+    proc = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k|%Z"], capture_output=True, text=True,
+                          check=True)
+    rows = [line.split("|") for line in proc.stdout.splitlines() if line.strip()]
+    return {job: comment for job, comment, cwd in rows if Path(cwd) == workdir}
+
+
+def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkpoint(background):
+    """In a copy with a longer training to do and its inputs made: the train job is cancelled (scancel) once
+    it has written a checkpoint; Snakemake reports it failed, no model is left, and the next invocation
+    resumes from that checkpoint's step, on a new SLURM job, and completes."""
+    rc, out = background["train_inputs"].result()
+    assert rc == 0, f"making the training's inputs failed:\n{out[-8000:]}"
+    workdir = background["train_inputs"].workdir
+    log = workdir / "logs" / "train" / "nope.log"
+
+    # 1. train as a SLURM job; cancel it once it has written a checkpoint
+    started = time.perf_counter()
+    run = Background(workdir, TRAIN_TARGET)
+    job, deadline = None, time.monotonic() + 600
+    try:
+        while True:
+            if run.proc.poll() is not None:
+                pytest.fail(f"snakemake ended (rc {run.proc.returncode}) before train was cancelled:\n"
+                            f"{run.out.read_text()[-5000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no running train job with a checkpoint after 600 s:\n{run.out.read_text()[-5000:]}")
+            train = [j for j, comment in running_jobs(workdir).items() if comment == "rule_train_wildcards_nope"]
+            if train and list(workdir.glob(f"{paths.checkpoints_dir()}/nope/*/last.ckpt")):
+                job = train[0]
+                break
+            time.sleep(0.2)
+        subprocess.run(["scancel", job], check=True)
+        cancelled = time.perf_counter()
+        rc, out = run.result(timeout=300 + cancelled - run.started)
+    finally:
+        run.stop()
+    print(f"\ntrain job {job} cancelled {cancelled - started:.0f} s after the start; "
+          f"snakemake exited {time.perf_counter() - cancelled:.0f} s later")
+
+    assert rc != 0, out[-5000:]
+    assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in out, out[-5000:]
+    assert f"SLURM job id {job} " in log.read_text()  # the job we cancelled is the train job of this run
+    assert wait_for_accounting([job])[job] == "CANCELLED"
+    # nothing that looks like a trained model
+    assert not [name for name in TRAIN_OUTPUTS if (workdir / paths.model_file("nope", name)).exists()]
+    last_logged = max(int(m.group(1)) for m in STEP_LINE.finditer(log.read_text()))
+    assert last_logged < KILL_TRAINING["steps"], "training finished before it was cancelled: raise steps"
+    # the checkpoint is no output of the rule: Snakemake leaves it where the training wrote it
+    from causalpos.models.train import load_checkpoint
+
+    (checkpoint,) = workdir.glob(f"{paths.checkpoints_dir()}/nope/*/last.ckpt")
+    step = load_checkpoint(checkpoint)["step"]
+    # scancel sends SIGTERM first: the training writes a checkpoint at the step it reached and says so; if the
+    # SIGKILL that follows came first, the last periodic checkpoint stands
+    stopped = re.search(r"stopped by SIGTERM at step (\d+)", log.read_text())
+    assert 0 < step < KILL_TRAINING["steps"]
+    assert step == int(stopped.group(1)) if stopped else step % KILL_TRAINING["checkpoint_every"] == 0
+
+    # 2. the same command again: train resumes from that step, on a new SLURM job, and completes
+    rc, out, seconds = run_with_profile(workdir, TEST_PROFILE, TRAIN_TARGET, timeout=900)
+    assert rc == 0, out[-8000:]
+    print(f"rerun: {seconds:.0f} s, resumed at step {step} of {KILL_TRAINING['steps']}")
+    text = log.read_text()
+    second = JOB_ID.search(text).group(1)
+    assert second != job
+    resumed = RESUMED.search(text)
+    assert resumed, f"train did not resume:\n{text[:3000]}"
+    assert Path(resumed.group(1)) == checkpoint.relative_to(workdir) and int(resumed.group(2)) == step
+    assert "training from scratch" not in text
+    assert "rule sample:" not in out and "rule tokenizer:" not in out  # only train was rerun
+    assert wait_for_accounting([second])[second] == "COMPLETED"
+    metrics = pd.read_parquet(workdir / paths.model_file("nope", "metrics.parquet"))
+    # the rows written before the kill come from the checkpoint, none twice, up to the last step
+    assert metrics["step"].iloc[0] == 0 and metrics["step"].iloc[-1] == KILL_TRAINING["steps"]
+    assert metrics["step"].is_monotonic_increasing and metrics["step"].is_unique
+    assert (metrics["step"] < step).any()
 
 
 def test_every_job_ran_as_a_slurm_job_and_completed(slurm_run):
@@ -102,9 +267,9 @@ def test_every_job_ran_as_a_slurm_job_and_completed(slurm_run):
         assert any(log.parts[1] == rule for log in job_ids), rule
 
 
-def test_slurm_outputs_equal_local_outputs(slurm_run, finished_run):
-    """The SLURM run computes what the local run computes (the session's finished run, tests/conftest.py: the
-    same tiny config and default profile, `snakemake --cores 2 all`, of which all_figures is a part).
+def test_slurm_outputs_equal_local_outputs(slurm_run, local_run):
+    """The SLURM run computes what the local run (`snakemake --cores 2`, same config and default profile)
+    computes.
 
     Training, extraction and the closed forms match bit for bit (CPU, same
     thread count, same seeds), and so do the model weights behind them. The
@@ -118,15 +283,40 @@ def test_slurm_outputs_equal_local_outputs(slurm_run, finished_run):
     results = Path("results")
     float32_ulp_at_one = float(np.finfo(np.float32).eps)
     pd.testing.assert_frame_equal(pd.read_parquet(slurm_run / results / "simulation"),
-                                  pd.read_parquet(finished_run / results / "simulation"),
+                                  pd.read_parquet(local_run / results / "simulation"),
                                   check_exact=False, rtol=1e-6, atol=4 * float32_ulp_at_one, obj="results/simulation")
     tables = [results / "theory" / "layer2_scores.parquet"]
-    tables += sorted(p.relative_to(finished_run) for p in (finished_run / results / "activations").glob("*/scores.parquet"))
+    tables += sorted(p.relative_to(local_run) for p in (local_run / results / "activations").glob("*/scores.parquet"))
     assert len(tables) == 1 + 3  # nope, rope, smollm2_135m
     for table in tables:
-        pd.testing.assert_frame_equal(pd.read_parquet(slurm_run / table), pd.read_parquet(finished_run / table),
+        pd.testing.assert_frame_equal(pd.read_parquet(slurm_run / table), pd.read_parquet(local_run / table),
                                       check_exact=True, obj=str(table))
     for model in ("nope", "rope"):  # the training curves too, but for the measured speed
         metrics = [pd.read_parquet(run / results / "models" / model / "metrics.parquet").drop(columns="tokens_per_s")
-                   for run in (slurm_run, finished_run)]
+                   for run in (slurm_run, local_run)]
         pd.testing.assert_frame_equal(*metrics, check_exact=True, obj=f"{model} metrics")
+
+
+def test_failing_job_is_reported_failed_and_does_not_hang(background):
+    run = background["failing"]
+    rc, out = run.result(timeout=300)
+    assert rc != 0, out
+    assert not (run.workdir / "never.txt").exists()
+    job = JOB_ID.search((run.workdir / "logs" / "fail.log").read_text()).group(1)
+    assert f"SLURM-job '{job}' failed" in out, out[-5000:]
+    assert wait_for_accounting([job])[job] == "FAILED"
+    # the SLURM log of a failed job is kept, and names the failing command
+    slurm_logs = list((run.workdir / ".snakemake" / "slurm_logs").rglob(f"{job}.log"))
+    assert len(slurm_logs) == 1 and "exit 3" in slurm_logs[0].read_text()
+    print(f"\nfailing job reported {run.seconds():.0f} s after the start")
+
+
+def test_job_past_its_time_limit_is_reported_and_leaves_no_output(background):
+    run = background["slow"]
+    rc, out = run.result(timeout=400)
+    assert rc != 0, out
+    job = JOB_ID.search((run.workdir / "logs" / "slow.log").read_text()).group(1)
+    assert f"SLURM-job '{job}' failed, SLURM status is: 'TIMEOUT'" in out, out[-5000:]
+    assert wait_for_accounting([job])[job] == "TIMEOUT"
+    assert not (run.workdir / "slow.txt").exists()  # the half-written output is removed
+    print(f"\ntime limit reported {run.seconds():.0f} s after the start")
