@@ -179,11 +179,12 @@ make_dirs() {
 
 write_configs() {
     local cpus mem_mib db_pass
-    # Four CPUs per core: the test jobs are short and mostly wait (for the plugin's next status check, ~40 s
+    # Six CPUs per core: the test jobs are short and mostly wait (for the plugin's next status check, ~40 s
     # apart once nothing has finished for a while, or, one of them, for its time limit), so with one CPU per
-    # core the cores stood half idle while the DAG's 18 figure jobs went two at a time.
+    # core the cores stood half idle while the DAG's 18 figure jobs went two at a time; on two cores, room
+    # for the tests' DAG (8 jobs at a time) and the three jobs that run beside it.
     # SlurmdParameters=config_overrides lets slurmd take the node as configured.
-    cpus=$((4 * $(nproc --all)))
+    cpus=$((6 * $(nproc --all)))
     # RealMemory: all but ~1 GiB for the system (slurmd refuses more than there is)
     mem_mib=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024 - 1024))
     ((mem_mib > 512)) || mem_mib=512
@@ -213,7 +214,10 @@ SlurmdLogFile=${LOGFILE[slurmd]}
 SlurmctldDebug=info
 SlurmdDebug=info
 SlurmdParameters=config_overrides
-ProctrackType=proctrack/linuxproc
+# A job's processes are its batch script's process group: tracked by parentage (proctrack/linuxproc), a
+# cancelled job's Snakemake that outlived its shell (hung in its shutdown, reparented to init) escaped the
+# SIGKILL at the job's end and stayed forever.
+ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 MpiDefault=none
 SwitchType=switch/none

@@ -11,7 +11,7 @@ it, a file lock keeps the others from starting another). It is never changed: a 
 anything works on `finished_copy`, a copy of it of its own.
 
 `cluster`: the one-node SLURM cluster of scripts/local-slurm.sh, shared by the
-SLURM test modules (tests/test_slurm.py, test_slurm_faults.py, test_slurm_stopped.py), which
+SLURM test modules (tests/test_slurm.py, test_slurm_stopped.py), which
 are skipped unless CAUSALPOS_SLURM=1. Session-scoped so that `pytest -m slurm -n 0`
 starts it once; stopped at the end if the tests started it.
 """

@@ -218,6 +218,31 @@ def test_a_job_ends_when_its_parent_dies(tmp_path):
     assert not still, "the job outlived its parent"
 
 
+@pytest.mark.parametrize("fails", [False, True], ids=["succeeds", "fails"])
+def test_a_job_skips_the_final_collection_and_keeps_its_log_and_exit_status(tmp_path, fails):
+    """log_to_file ends a job with gc.freeze() (causalpos.process_exit): the log still gets every record and
+    a failing stage's traceback, and the process's exit status is the stage's; garbage made after the
+    freeze is still collected (the freeze does not switch collection off)."""
+    log = tmp_path / "logs" / "job.log"
+    job = ("import gc, weakref; from causalpos.workflow.stages import log, log_to_file\n"
+           "class Cycle: pass\n"
+           f"with log_to_file({str(log)!r}):\n"
+           "    log.info('the last record')\n"
+           f"    if {fails}: raise RuntimeError('the stage broke')\n"
+           "assert gc.get_freeze_count() > 0\n"
+           "a = Cycle(); a.me = a; gone = weakref.ref(a); del a\n"
+           "gc.collect(); assert gone() is None\n"
+           "print('after the stage', flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, timeout=60)
+    text = log.read_text()
+    assert "INFO the last record" in text
+    if fails:
+        assert done.returncode == 1 and "RuntimeError: the stage broke" in done.stderr
+        assert "ERROR stage failed" in text and "RuntimeError: the stage broke" in text
+    else:
+        assert done.returncode == 0 and done.stdout == "after the stage\n", done.stderr
+
+
 # ---------------------------------------------------------------- a damaged table, end to end
 
 

@@ -1,5 +1,7 @@
 """The workflow on a real SLURM cluster: `snakemake --profile profiles/slurm-test all_figures`, and the faults
-that a cluster adds: a failing job, a job past its time limit, a training job cancelled mid-way.
+that a cluster adds: a failing job, a job past its time limit, a training job cancelled mid-way, requests
+the cluster cannot satisfy (an unknown partition, more memory than the node has: refused at submission,
+within seconds, with sbatch's own message in Snakemake's output).
 
 Needs root and a machine where scripts/local-slurm.sh can bring up a one-node
 cluster (Debian 12 packages: munge, slurmctld, slurmd, slurm-client, slurmdbd,
@@ -9,17 +11,18 @@ unless CAUSALPOS_SLURM=1:
     CAUSALPOS_SLURM=1 pytest -m slurm -n 0 tests/test_slurm.py
 
 About 6 minutes on a 2-core machine. What mostly waits on SLURM starts at once and runs beside the rest
-(`background`): the tiny DAG as SLURM jobs (~5-6 min, four at a time on the test node's two cores, each
-job a Snakemake process of its own), the failing job, the job past its time limit (SLURM stops it a
+(`background`): the tiny DAG as SLURM jobs (~5.5 min, eight at a time on the test node's two cores, each
+job a Snakemake process of its own, twice), the failing job, the job past its time limit (SLURM stops it a
 minute or more after it starts, and the plugin looks less and less often), the local run that the
-SLURM run is compared with, and the inputs of a training that is meanwhile cancelled and resumed; then
-the tests read what the background runs did.
+SLURM run is compared with, and the inputs of a training that is meanwhile cancelled and resumed; the
+refused requests come next, still beside the DAG; then the tests read what the background runs did.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -42,6 +45,7 @@ from conftest import (ROOT, JOB_ID, SNAKEMAKE, copy_with_profiles, edit_config, 
 
 TEST_PROFILE = ROOT / "profiles" / "slurm-test"
 RUN_TIMEOUT = 900  # seconds for one all_figures run
+SUBMIT_LIMIT = 120  # seconds: a request SLURM refuses must fail this fast, not hang
 # the fixture `cluster` (tests/conftest.py) starts scripts/local-slurm.sh once per session
 
 # What the SLURM run is compared with, made by the local run: the closed forms, every simulation, the
@@ -168,12 +172,31 @@ def test_test_profile_is_the_slurm_profile_with_small_jobs():
     assert set(test["set-threads"].values()) == {1}
 
 
+def test_profiles_take_job_status_from_squeue():
+    """sacct says 'CANCELLED by <uid>' for a scancel'd job; plugin 2.8.0 waits forever on that state."""
+    for profile in ("slurm", "slurm-test"):
+        config = yaml.safe_load((ROOT / "profiles" / profile / "config.yaml").read_text())
+        assert config["slurm-status-command"] == "squeue", profile
+
+
 def running_jobs(workdir: Path) -> dict[str, str]:
     """SLURM job id -> the plugin's comment (rule_<rule>_wildcards_<values>) of this copy's running jobs."""
     proc = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k|%Z"], capture_output=True, text=True,
                           check=True)
     rows = [line.split("|") for line in proc.stdout.splitlines() if line.strip()]
     return {job: comment for job, comment, cwd in rows if Path(cwd) == workdir}
+
+
+def processes_in(workdir: Path) -> list[str]:
+    """Command lines of the processes working in `workdir` (a job's Snakemake processes and the training)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if os.readlink(entry / "cwd") == str(workdir):
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:300])
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkpoint(background):
@@ -211,6 +234,11 @@ def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkp
 
     assert rc != 0, out[-5000:]
     assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in out, out[-5000:]
+    # nothing of the job outlives it (SIGKILL KillWait = 30 s after the SIGTERM, to its process group)
+    deadline = time.monotonic() + 45
+    while (left := processes_in(workdir)) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not left, f"processes of the cancelled job {job} outlived it: {left}"
     assert f"SLURM job id {job} " in log.read_text()  # the job we cancelled is the train job of this run
     assert wait_for_accounting([job])[job] == "CANCELLED"
     # nothing that looks like a trained model
@@ -246,6 +274,54 @@ def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkp
     assert metrics["step"].iloc[0] == 0 and metrics["step"].iloc[-1] == KILL_TRAINING["steps"]
     assert metrics["step"].is_monotonic_increasing and metrics["step"].is_unique
     assert (metrics["step"] < step).any()
+
+
+def node_memory_mb() -> int:
+    """The largest RealMemory (MiB) of the cluster's nodes."""
+    out = subprocess.run(["scontrol", "-o", "show", "node"], capture_output=True, text=True, check=True).stdout
+    return max(int(m) for m in re.findall(r"RealMemory=(\d+)", out))
+
+
+def nosuch_partition_profile(workdir: Path) -> list[str]:
+    """A copy of the test profile whose default partition does not exist: a profile mistake."""
+    profile = workdir / "profiles" / "slurm-nosuch"
+    shutil.copytree(TEST_PROFILE, profile)
+    config = yaml.safe_load((profile / "config.yaml").read_text())
+    config["default-resources"]["slurm_partition"] = "nosuch"
+    (profile / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return ["all_figures", "--profile", str(profile)]
+
+
+def too_much_memory(workdir: Path) -> list[str]:
+    """One simulation asking for ten times the node's memory (--set-resources on the command line)."""
+    # the target first: --set-resources takes every word after it
+    return ["results/simulation/l2_alpha0.0.parquet", "--profile", str(TEST_PROFILE),
+            "--set-resources", f"simulate:mem_mb={10 * node_memory_mb()}"]
+
+
+@pytest.mark.parametrize("request_args, slurm_messages", [
+    (nosuch_partition_profile, ["sbatch: error: invalid partition specified: nosuch",
+                                "Batch job submission failed: Invalid partition name specified"]),
+    (too_much_memory, ["sbatch: error: Memory specification can not be satisfied",
+                       "Batch job submission failed: Requested node configuration is not available"]),
+], ids=["unknown-partition", "memory-beyond-any-node"])
+def test_unsatisfiable_request_fails_at_submission_with_slurms_message(cluster, tmp_path, request_args,
+                                                                        slurm_messages):
+    workdir = copy_with_profiles(tmp_path)
+    args = request_args(workdir)
+    start = time.perf_counter()
+    proc = subprocess.run([SNAKEMAKE, *args], cwd=workdir, env=job_env(workdir), capture_output=True, text=True,
+                          timeout=SUBMIT_LIMIT)  # a hang fails here
+    seconds = time.perf_counter() - start
+    shown = proc.stdout + proc.stderr  # what the user sees
+    assert proc.returncode != 0, shown[-5000:]
+    assert seconds < SUBMIT_LIMIT
+    for message in slurm_messages:
+        assert message in shown, shown[-5000:]
+    assert "SLURM sbatch failed" in shown
+    assert "has been submitted with SLURM jobid" not in shown  # refused at submission: no job ever queued
+    assert not (workdir / "results").exists() or not any((workdir / "results").rglob("*.parquet"))
+    print(f"\n{args[0]} {' '.join(args[3:])}: refused in {seconds:.1f} s")
 
 
 def test_every_job_ran_as_a_slurm_job_and_completed(slurm_run):

@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 from causalpos.devices import job_cpus, resolve_device
 from causalpos.errors import UserError
+from causalpos.process_exit import skip_final_collection
 from causalpos.io import atomic_path, read_array, read_json, usual_mode, write_parquet
 from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RESUMABLE_CHANGES,  # noqa: F401
                                           CheckpointError, check_fingerprint, fingerprint, load_checkpoint,
@@ -622,6 +623,7 @@ def main(argv=None) -> int:
         print(f"causalpos.models.train: {err}", file=sys.stderr)
         # stopped by a signal: the status of a process it killed, as shells and torchrun read it
         return 128 + err.signum if isinstance(err, TrainingInterrupted) else 2
+    skip_final_collection()
     return 0
 
 

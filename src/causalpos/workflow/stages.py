@@ -21,6 +21,7 @@ from pathlib import Path
 from causalpos import __version__
 from causalpos.devices import available_cpus, resolve_device
 from causalpos.io import DamagedFileError, move_aside, read_array, read_table, read_tables, write_parquet
+from causalpos.process_exit import skip_final_collection
 from causalpos.workflow.digest import code_digest
 
 log = logging.getLogger("causalpos")
@@ -430,7 +431,8 @@ def run_all_layers(scores, options: dict, folder) -> None:
 
 class log_to_file:
     """Around a Snakemake job's stage: send its log records (and any traceback) to `path`, as Snakemake's
-    log: wants; and stop the job when Snakemake dies (stop_with_parent)."""
+    log: wants; stop the job when Snakemake dies (stop_with_parent); at the end, with the job's work done,
+    spare its process the final garbage collection (causalpos.process_exit)."""
 
     def __init__(self, path):
         self.path = path
@@ -452,6 +454,7 @@ class log_to_file:
             log.error("stage failed", exc_info=(exc_type, exc, tb))
         log.removeHandler(self.handler)
         self.handler.close()
+        skip_final_collection()
         return False
 
 
