@@ -61,6 +61,15 @@ SNAPSHOTS = snapshot_steps(config)
 SEEDS = extra_seeds(config)
 
 
+def snapshots_output():
+    """Rule train's snapshots folder (paths.snapshot_dir), where training.snapshot_steps asks for any."""
+    return (
+        {"snapshots": directory(paths.snapshot_dir("{model}", RESULTS))}
+        if SNAPSHOTS
+        else {}
+    )
+
+
 wildcard_constraints:
     variant="|".join(map(re.escape, VARIANTS)),
     figure="|".join(map(re.escape, FIGURES)) or "(?!)",

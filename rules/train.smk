@@ -5,10 +5,10 @@ rule train:
         heldout=paths.tokens_file("heldout.npy", RESULTS),
         tokenizer=f"{paths.tokenizer_dir(RESULTS)}/tokenizer.json",
     output:
+        **snapshots_output(),
         model=paths.model_file("{model}", "model.safetensors", RESULTS),
         config=paths.model_file("{model}", "config.json", RESULTS),
         info=paths.model_file("{model}", "training.json", RESULTS),
-        snapshots=[paths.snapshot_file("{model}", s, RESULTS) for s in SNAPSHOTS],
         metrics=paths.model_file("{model}", "metrics.parquet", RESULTS),
     log:
         log_path("train/{model}.log"),
@@ -55,7 +55,7 @@ rule emergence:
     input:
         model=paths.model_file("{model}", "model.safetensors", RESULTS),
         info=paths.model_file("{model}", "training.json", RESULTS),
-        snapshots=[paths.snapshot_file("{model}", s, RESULTS) for s in SNAPSHOTS],
+        snapshots=paths.snapshot_dir("{model}", RESULTS),
         metrics=paths.model_file("{model}", "metrics.parquet", RESULTS),
         tokens=paths.tokens_file("snippets.npy", RESULTS),
         blocks=paths.tokens_file("blocks.json", RESULTS),
@@ -73,6 +73,7 @@ rule emergence:
         mem_mb=4096,
     params:
         settings=emergence_settings(config),
+        steps=SNAPSHOTS,
         device=config["extraction"]["device"],
         seed=config["data"]["seed"],
         code=code_digest("emergence"),

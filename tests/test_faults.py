@@ -135,6 +135,7 @@ def test_rule_writing_names_the_rule_of_every_output_of_the_workflow(tmp_path):
     assert paths.rule_writing(paths.train_benchmark("nope")) == "train"
     assert paths.rule_writing(paths.train_benchmark("nope", "results/nope-large")) == "train"
     assert paths.rule_writing(paths.snapshot_file("rope", 8, "results/nope-large")) == "train"
+    assert paths.rule_writing(paths.snapshot_dir("rope", "results/nope-large")) == "train"
     assert paths.rule_writing("config.yaml") is None
 
 

@@ -57,6 +57,15 @@ def test_changing_a_training_setting_reruns_training_and_its_analysis_only(finis
     edit_config(finished_copy, lambda c: c["training"].update(steps=25))
     assert planned_jobs(finished_copy, "all") == with_ledger(TRAINING_JOBS | TRAINED_ANALYSIS | EMERGENCE) | CONFIG_PAGE
 
+@pytest.mark.parametrize("target", ["results/models/nope/model.safetensors", "results/models/nope/length_eval.parquet"],
+                         ids=["model", "length_eval"])
+def test_changing_the_steps_retrains_for_a_target_that_needs_only_the_model(finished_copy, target):
+    """The steps decide which snapshots training writes; with snapshots named by step as outputs of their own,
+    Snakemake found outputs without metadata, skipped the params check and called the old model current."""
+    edit_config(finished_copy, lambda c: c["training"].update(steps=25))
+    planned = planned_jobs(finished_copy, target)
+    assert ("train", "nope") in planned and ("train", "rope") not in planned
+
 def test_changing_one_variant_reruns_it_and_its_figures(finished_copy):
     edit_config(finished_copy, lambda c: c["simulation"]["variants"]["l2_alpha0.2"].update(alpha=0.3))
     config = yaml.safe_load((finished_copy / "config.yaml").read_text())

@@ -73,9 +73,17 @@ def checkpoints_dir(results: str = RESULTS) -> str:
     return f"{results}/checkpoints"
 
 
+def snapshot_dir(model: str, results: str = RESULTS) -> str:
+    """The snapshots of a trained model: one directory() output of rule train, whatever steps it holds.
+
+    Files named by step would change with training.steps, and Snakemake checks params and code only for
+    a job whose every output has its metadata: a target needing only the model was then called current."""
+    return f"{model_dir(model, results)}/{SNAPSHOT_FOLDER}"
+
+
 def snapshot_file(model: str, step: int, results: str = RESULTS) -> str:
     """The weights of a trained model after `step` optimizer steps (training.snapshot_steps)."""
-    return f"{model_dir(model, results)}/{SNAPSHOT_FOLDER}/{snapshot_name(step)}"
+    return f"{snapshot_dir(model, results)}/{snapshot_name(step)}"
 
 
 def train_benchmark(model: str, results: str = RESULTS) -> str:
@@ -200,6 +208,7 @@ def writers(results: str = "{results}") -> list[tuple[str, str]]:
         ("theory", theory_table(results)),
         ("simulate", simulation_table("{variant}", results)),
         ("length_eval", model_file("{model}", "length_eval.parquet", results)),
+        ("train", snapshot_dir("{model}", results)),  # a directory() output, and the files in it
         ("train", snapshot_file("{model}", 0, results).replace(snapshot_name(0), "{name}")),
         ("train", model_file("{model}", "{name}", results)),
         ("train", train_benchmark("{model}")),  # benchmarks: matched below any folder (see _regex)
