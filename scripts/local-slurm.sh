@@ -77,13 +77,16 @@ need_root() { [[ $(id -u) -eq 0 ]] || die "run as root (it installs packages and
 # PID of a running daemon started by this script, or nothing. The PID file must
 # name a live process whose executable is that daemon (no kill of a reused PID).
 running_pid() {
-    local name=$1 file=${PIDFILE[$1]} pid comm
+    local name=$1 file=${PIDFILE[$1]} pid
     [[ -s $file ]] || return 0
     pid=$(tr -dc '0-9' <"$file")
-    [[ -n $pid && -d /proc/$pid ]] || return 0
-    comm=$(cat "/proc/$pid/comm" 2>/dev/null || true)
-    [[ $comm == "$name" ]] && echo "$pid"
+    [[ -n $pid ]] && is_daemon "$pid" "$name" && echo "$pid"
     return 0
+}
+
+# is_daemon PID NAME: PID is alive and is NAME (not a later process that got the same PID)
+is_daemon() {
+    [[ -d /proc/$1 && $(cat "/proc/$1/comm" 2>/dev/null) == "$2" ]]
 }
 
 show_logs() {
@@ -392,15 +395,14 @@ stop_daemons() {
     for ((i = 0; i < 300; i++)); do
         alive=0
         for name in "${!pids[@]}"; do
-            pid=${pids[$name]}
-            [[ -d /proc/$pid && $(cat "/proc/$pid/comm" 2>/dev/null) == "$name" ]] && alive=1
+            is_daemon "${pids[$name]}" "$name" && alive=1
         done
         ((alive)) || break
         sleep 0.1
     done
     for name in "${!pids[@]}"; do
         pid=${pids[$name]}
-        if [[ -d /proc/$pid && $(cat "/proc/$pid/comm" 2>/dev/null) == "$name" ]]; then
+        if is_daemon "$pid" "$name"; then
             say "$name (PID $pid) did not stop in 30 s; SIGKILL"
             kill -KILL "$pid" 2>/dev/null || true
             sleep 0.5

@@ -1,7 +1,7 @@
 """Fixtures and helpers shared by test modules (imported as `from conftest import ...`).
 
-Workflow copies: `copy_workflow`, `snakemake`, `edit_config`, `planned_jobs`, `touch_source`; SLURM: `job_env`,
-`run_with_profile`, `wait_for_accounting`, `copy_with_profiles`, `JOB_ID`.
+Workflow copies: `copy_workflow`, `snakemake`, `edit_config`, `planned_jobs`, `touch_source`, `processes_in`;
+SLURM: `job_env`, `wait_for_accounting`, `copy_with_profiles`, `JOB_ID`.
 
 `finished_run`: one finished `snakemake all` of the tiny config (.test/config.yaml, with the default profile) per
 test session, shared by every test that needs a finished run (tests/test_workflow.py, test_rerun.py,
@@ -112,23 +112,16 @@ def job_env(workdir: Path) -> dict:
             "PYTHONPATH": str(workdir / "src")}
 
 
-def run_with_profile(workdir: Path, profile: Path, *targets: str, timeout: int) -> tuple[int, str, float]:
-    """Run snakemake under a profile; on timeout interrupt it (SIGINT, which also cancels its SLURM jobs) and fail."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([SNAKEMAKE, "--profile", str(profile), *targets], cwd=workdir, env=job_env(workdir),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
+def processes_in(workdir: Path) -> dict[int, list[bytes]]:
+    """PID -> argv of every process whose working directory is `workdir` (from /proc)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
         try:
-            out, _ = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        pytest.fail(f"snakemake --profile {profile.name} {' '.join(targets)} still running after {timeout} s "
-                    f"(a lost SLURM job?):\n{out[-5000:]}")
-    return proc.returncode, out, time.perf_counter() - start
+            if os.readlink(entry / "cwd") == str(workdir):
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def sacct_states(job_ids) -> dict[str, str]:

@@ -41,7 +41,7 @@ if os.environ.get("CAUSALPOS_SLURM") != "1":
 
 from causalpos.workflow import paths  # noqa: E402
 from conftest import (ROOT, JOB_ID, SNAKEMAKE, copy_with_profiles, edit_config, job_env,  # noqa: E402
-                      run_with_profile, wait_for_accounting)
+                      processes_in, wait_for_accounting)
 
 TEST_PROFILE = ROOT / "profiles" / "slurm-test"
 RUN_TIMEOUT = 900  # seconds for one all_figures run
@@ -76,15 +76,15 @@ class Background:
         with open(self.out, "w") as out:
             self.proc = subprocess.Popen(command, cwd=workdir, env=job_env(workdir), stdout=out,
                                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        self.started, self.started_at = time.perf_counter(), time.time()
+        self.started = time.time()
 
     def seconds(self) -> float:
         """How long it ran, to its last line of output (it may have ended long before a test asks)."""
-        return self.out.stat().st_mtime - self.started_at
+        return self.out.stat().st_mtime - self.started
 
     def result(self, timeout: float = RUN_TIMEOUT) -> tuple[int, str]:
         try:
-            self.proc.wait(timeout=max(1.0, timeout - (time.perf_counter() - self.started)))
+            self.proc.wait(timeout=max(1.0, timeout - (time.time() - self.started)))
         except subprocess.TimeoutExpired:
             self.stop()
             pytest.fail(f"{' '.join(self.proc.args)} still running after {timeout} s (a lost SLURM job?):\n"
@@ -187,18 +187,6 @@ def running_jobs(workdir: Path) -> dict[str, str]:
     return {job: comment for job, comment, cwd in rows if Path(cwd) == workdir}
 
 
-def processes_in(workdir: Path) -> list[str]:
-    """Command lines of the processes working in `workdir` (a job's Snakemake processes and the training)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if os.readlink(entry / "cwd") == str(workdir):
-                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:300])
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkpoint(background):
     """In a copy with a longer training to do and its inputs made: the train job is cancelled (scancel) once
     it has written a checkpoint; Snakemake reports it failed, no model is left, and the next invocation
@@ -209,7 +197,6 @@ def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkp
     log = workdir / "logs" / "train" / "nope.log"
 
     # 1. train as a SLURM job; cancel it once it has written a checkpoint
-    started = time.perf_counter()
     run = Background(workdir, TRAIN_TARGET)
     job, deadline = None, time.monotonic() + 600
     try:
@@ -225,12 +212,12 @@ def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkp
                 break
             time.sleep(0.2)
         subprocess.run(["scancel", job], check=True)
-        cancelled = time.perf_counter()
+        cancelled = time.time()
         rc, out = run.result(timeout=300 + cancelled - run.started)
     finally:
         run.stop()
-    print(f"\ntrain job {job} cancelled {cancelled - started:.0f} s after the start; "
-          f"snakemake exited {time.perf_counter() - cancelled:.0f} s later")
+    print(f"\ntrain job {job} cancelled {cancelled - run.started:.0f} s after the start; "
+          f"snakemake exited {time.time() - cancelled:.0f} s later")
 
     assert rc != 0, out[-5000:]
     assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in out, out[-5000:]
@@ -238,7 +225,7 @@ def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkp
     deadline = time.monotonic() + 45
     while (left := processes_in(workdir)) and time.monotonic() < deadline:
         time.sleep(1)
-    assert not left, f"processes of the cancelled job {job} outlived it: {left}"
+    assert not left, f"processes of the cancelled job {job} outlived it: {list(left.values())}"
     assert f"SLURM job id {job} " in log.read_text()  # the job we cancelled is the train job of this run
     assert wait_for_accounting([job])[job] == "CANCELLED"
     # nothing that looks like a trained model
@@ -257,9 +244,10 @@ def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkp
     assert step == int(stopped.group(1)) if stopped else step % KILL_TRAINING["checkpoint_every"] == 0
 
     # 2. the same command again: train resumes from that step, on a new SLURM job, and completes
-    rc, out, seconds = run_with_profile(workdir, TEST_PROFILE, TRAIN_TARGET, timeout=900)
+    rerun = Background(workdir, TRAIN_TARGET)
+    rc, out = rerun.result(timeout=900)
     assert rc == 0, out[-8000:]
-    print(f"rerun: {seconds:.0f} s, resumed at step {step} of {KILL_TRAINING['steps']}")
+    print(f"rerun: {rerun.seconds():.0f} s, resumed at step {step} of {KILL_TRAINING['steps']}")
     text = log.read_text()
     second = JOB_ID.search(text).group(1)
     assert second != job

@@ -25,24 +25,15 @@ import pandas as pd
 import pytest
 
 from causalpos.workflow import paths
-from conftest import SNAKEMAKE, edit_config, planned_jobs, snakemake
+from conftest import SNAKEMAKE, edit_config, planned_jobs, processes_in, snakemake
 
 pytestmark = pytest.mark.workflow
 
 
 def job_processes(workdir: Path, script: str) -> list[int]:
-    """PIDs of the Snakemake job processes of this copy running workflow_scripts/<script> (from /proc)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            cwd = os.readlink(entry / "cwd")
-        except (OSError, ValueError):
-            continue
-        if cwd == str(workdir) and any(a.endswith(f".{script}".encode()) and b"/.snakemake/scripts/" in a
-                                       for a in argv):
-            pids.append(int(entry.name))
-    return pids
+    """PIDs of the Snakemake job processes of this copy running workflow_scripts/<script>."""
+    return [pid for pid, argv in processes_in(workdir).items()
+            if any(a.endswith(f".{script}".encode()) and b"/.snakemake/scripts/" in a for a in argv)]
 
 
 def run_and_kill(workdir: Path, counts: dict[str, int], timeout: float = 300) -> subprocess.CompletedProcess:

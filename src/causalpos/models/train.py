@@ -45,7 +45,6 @@ import torch.nn.functional as F
 
 from causalpos.devices import job_cpus, resolve_device
 from causalpos.errors import UserError
-from causalpos.process_exit import skip_final_collection
 from causalpos.io import atomic_path, read_array, read_json, usual_mode, write_parquet
 from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RESUMABLE_CHANGES,  # noqa: F401
                                           CheckpointError, check_fingerprint, fingerprint, load_checkpoint,
@@ -54,6 +53,7 @@ from causalpos.models.model import build_model, count_parameters
 from causalpos.models.settings import snapshot_schedule, training_settings
 from causalpos.models.snapshots import FOLDER as SNAPSHOT_FOLDER
 from causalpos.models.snapshots import Snapshots
+from causalpos.process_exit import skip_final_collection
 
 DEBUG_ENV = "CAUSALPOS_TRAIN_DEBUG"  # a folder: each rank writes the blocks it read and its final weights
 METRIC_COLUMNS = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr", "tokens_per_s"]

@@ -71,10 +71,6 @@ def _with_parents(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def _parsed(path: Path) -> tuple[str, ast.Module]:
-    return _parse(path, path.stat().st_mtime_ns)
-
-
 @lru_cache(maxsize=None)
 def _module_imports(path: Path, mtime_ns: int, module: str) -> frozenset[str]:
     """A module's causalpos imports, walked once per version of its file: Snakemake asks for the closures of
@@ -118,18 +114,12 @@ def runner_source(stage: str, root: Path = ROOT) -> tuple[str, list[str]]:
 def _runners(path: Path, mtime_ns: int) -> dict[str, tuple[str, list[str]]]:
     """Every top-level function of workflow.stages -> its source and imports, from one parse of the file."""
     text, tree = _parse(path, mtime_ns)
-    lines = text.splitlines(keepends=True)
     top_level = set()
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             top_level |= _imported(node, STAGES_MODULE, False)
-    runners = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            source = "".join(lines[node.lineno - 1:node.end_lineno])
-            source = source[node.col_offset:len(source) - len(lines[node.end_lineno - 1]) + node.end_col_offset]
-            runners[node.name] = source, sorted(top_level | _imported(node, STAGES_MODULE, False))
-    return runners
+    return {node.name: (ast.get_source_segment(text, node), sorted(top_level | _imported(node, STAGES_MODULE, False)))
+            for node in tree.body if isinstance(node, ast.FunctionDef)}
 
 
 def stage_modules(stage: str, root: Path = ROOT) -> list[str]:
