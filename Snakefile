@@ -2,6 +2,16 @@
 # Run:  snakemake --cores 8 all_figures      (config: config.yaml, checked before any job)
 #       snakemake --cores 8 length_seeds     (the length comparison over training seeds: more trainings)
 #       snakemake --cores 8 paper_llms       (Section 5.2 at the paper's size: 1,000 x 1,024 tokens per LLM; hours on a CPU)
+# The rules' inputs, params and code come from the stages of src/causalpos/workflow/dag.py.
+
+import os
+
+from snakemake.utils import min_version
+
+min_version("9.19")  # as pyproject.toml's snakemake requirement
+
+# the checkout envs/causalpos.yaml installs (its pip: entry) where jobs run in conda environments
+os.environ["CAUSALPOS_ROOT"] = workflow.basedir
 
 
 # config.yaml unless --configfile names another: `--configfile .test/config.yaml` runs that config alone

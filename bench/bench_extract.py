@@ -6,7 +6,7 @@ Gemma-3-270M: 18 layers, 4 heads, 1 KV head, sliding windows of 512):
 
 - plain: attn_implementation="sdpa", nothing recorded: what the model costs anyway;
 - eager: attn_implementation="eager", output_attentions=True, the returned per-layer
-  [batch, heads, S, S] probabilities averaged afterwards (what a notebook does;
+  [batch, heads, S, S] probabilities averaged afterwards (tests/helpers.py: what a notebook does;
   TransformerLens' run_with_cache keeps the same tensors);
 - recorder: the reduction alone, `causalpos.models.recorder.ScoreRecorder` passed to the
   attention function registered in transformers' AttentionInterface (running float64
@@ -43,6 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(1, str(ROOT / "tests"))  # helpers.py: the eager side, the tests' reference computation
 FOLDERS = {"smollm2-135m": "smollm2_135m", "gemma3-270m": "gemma3_270m"}  # results/pretrained/<name>
 SIDES = ("plain", "eager", "recorder", "extract")
 
@@ -63,9 +64,11 @@ def run_side(side: str, model, tokens, batch: int) -> dict:
     the number of sequences)."""
     import torch
 
-    from causalpos.models.extract import extract_to_files, mean_probabilities_eager
+    from causalpos.models.extract import extract_to_files
+    from causalpos.models.probe import MIN_SEQUENCES
     from causalpos.models.recorder import ScoreRecorder
     from causalpos.tables import ACTIVATION_TABLES
+    from helpers import mean_probabilities_eager
 
     batches = [torch.from_numpy(tokens[i:i + batch]) for i in range(0, len(tokens), batch)]
     if side == "plain":
@@ -80,7 +83,7 @@ def run_side(side: str, model, tokens, batch: int) -> dict:
         return {"checksum": float(recorder.mean_and_sem()[0].sum())}
     with tempfile.TemporaryDirectory(prefix="bench_extract_") as folder:
         paths = {table: Path(folder) / f"{table}.parquet" for table in ACTIVATION_TABLES}
-        probe = 200 if len(tokens) >= 5 else 0  # the probe needs 5 sequences
+        probe = 200 if len(tokens) >= MIN_SEQUENCES else 0
         loop = extract_to_files(model, tokens, "bench", "pretrained", paths, batch_size=batch, intermediates_layer=0,
                                 probe_sequences=probe, probe_positions=32, n_groups=16, progress=False)
         return {"checksum": float(sum(p.stat().st_size for p in paths.values())), "loop_seconds": loop}
@@ -119,16 +122,17 @@ def interleaved(folder: str, seq_len: int, n: int, batch: int, passes: int, thre
     from transformers import AutoModelForCausalLM
 
     from causalpos.models import extract as extraction
+    from causalpos.models.probe import MIN_SEQUENCES
     from causalpos.models.recorder import ATTENTION_NAME, ScoreRecorder
 
     torch.set_num_threads(threads)
     model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=ATTENTION_NAME,
                                                  dtype=torch.float32).eval()
     tokens = np.random.default_rng(0).integers(0, model.config.vocab_size, size=(n, seq_len))
-    settings = extraction.Settings(batch_size=batch, probe_sequences=n if n >= 5 else 0)
+    settings = extraction.ExtractionSettings(batch_size=batch, probe_sequences=n if n >= MIN_SEQUENCES else 0)
     times = {"plain": [], "recorder": [], "extract": []}
     for _ in range(passes):
-        run = extraction._Run(model, tokens, "bench", "pretrained", settings)  # fresh sums: the probe needs order
+        run = extraction.ExtractionRun(model, tokens, "bench", "pretrained", settings)  # fresh sums: probe in order
         recorder = ScoreRecorder(model.config.num_hidden_layers, seq_len, torch.device("cpu"))
         for index in range(run.n_batches):
             ids = torch.from_numpy(tokens[index * batch:(index + 1) * batch])

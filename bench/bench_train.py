@@ -39,8 +39,11 @@ import torch
 
 from causalpos.devices import available_cpus, resolve_device
 from causalpos.models.model import build_model
-from causalpos.models.settings import DEFAULT_MODEL, DEFAULT_TRAIN
 from causalpos.models.train import lm_loss, make_optimizer, train
+from causalpos.workflow.config import training_defaults
+
+DEFAULT_TRAIN = training_defaults()  # the config schema's training defaults
+DEFAULT_MODEL = DEFAULT_TRAIN["model"]
 
 
 def parse_args(argv=None):

@@ -3,7 +3,7 @@
 
 rule claims:
     input:
-        **CLAIMS_INPUTS,
+        unpack(stage_inputs("claims")),
     output:
         table=paths.summary_file("claims.parquet", RESULTS),
         markdown=paths.summary_file("claims.md", RESULTS),
@@ -14,10 +14,7 @@ rule claims:
     conda:
         "../envs/causalpos.yaml"
     params:
-        settings=config["claims"],
-        options=config["plot"],
-        code=code_digest("claims"),
-        upstream=upstream_of("claims"),
+        **stage_params("claims"),
     script:
         "../workflow_scripts/claims.py"
 
@@ -26,7 +23,7 @@ rule claims:
 # verdicts hold as N grows? Rule claims notes a verdict that changes.
 rule convergence:
     input:
-        **CONVERGENCE_INPUTS,
+        unpack(stage_inputs("convergence")),
     output:
         table=paths.summary_file("convergence.parquet", RESULTS),
         figures=report_figures(
@@ -37,9 +34,6 @@ rule convergence:
     conda:
         "../envs/causalpos.yaml"
     params:
-        settings=config["claims"],
-        options=config["plot"],
-        code=code_digest("convergence"),
-        upstream=upstream_of("convergence"),
+        **stage_params("convergence"),
     script:
         "../workflow_scripts/convergence.py"

@@ -1,13 +1,9 @@
 import re
-import sys
-from pathlib import Path
-
-# The workflow runs the library of its own checkout, whatever else is installed.
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from causalpos.analysis.claims.catalogue import ledger_pages
 from causalpos.figures.registry import (
     ALL_LAYERS_FIGURE,
+    ALL_LAYERS_PAGE,
     CLAIMS_FIGURE,
     CONVERGENCE_FIGURE,
     FIGURES as FIGURE_SPECS,
@@ -15,28 +11,18 @@ from causalpos.figures.registry import (
     claims_pages,
 )
 from causalpos.simulation.variant import Variant
-from causalpos.workflow import paths, provenance
+from causalpos.workflow import dag, paths, provenance
 from causalpos.workflow.config import (
     MODELS,
     check_duplicate_keys,
-    claims_inputs as config_claims_inputs,
-    emergence_settings,
-    emergence_variants,
     extra_seeds,
     extracted_models,
-    extraction_settings as config_extraction_settings,
-    figure_inputs as config_figure_inputs,
-    figure_options,
-    llm_claims_inputs,
-    model_location,
     paper_llms_figures,
     paper_llms_results,
-    paper_llms_settings,
     pretrained_models,
     results_dir,
     snapshot_steps,
     validate_config,
-    variant_params,
 )
 from causalpos.workflow.digest import code_digest
 from snakemake import io as snakemake_io  # a line opening with `report` is a directive
@@ -82,11 +68,33 @@ def log_path(name):
     return paths.log_file(name, RESULTS)
 
 
-def upstream_of(rule):
-    """The param that reruns a job when anything its inputs were made from changed (see workflow/provenance.py)."""
-    return lambda wildcards: provenance.upstream(
-        config, rule, **dict(wildcards.items())
-    )
+def stage_inputs(stage):
+    """A rule's input: the files its job reads, from its stage in workflow/dag.py (use with unpack)."""
+    return lambda wildcards: dag.inputs(config, RESULTS, stage, **wildcards)
+
+
+def stage_params(stage):
+    """A rule's params from its stage in workflow/dag.py: `kwargs`, what else decides its outputs (the
+    runner's keyword arguments); `code`, the digest of the code it runs; `upstream`, the digest of what its
+    inputs were made from (workflow/provenance.py). A change of any of them reruns the job."""
+    return {
+        "kwargs": lambda wildcards: dag.params(config, RESULTS, stage, **wildcards),
+        "code": code_digest(dag.stage(stage).runner),
+        "upstream": lambda wildcards: provenance.upstream(
+            config, RESULTS, stage, **wildcards
+        ),
+    }
+
+
+def stage_models(stage):
+    """The models the {model} of a stage's rule takes (its `models` in workflow/dag.py)."""
+    kind = dag.stage(stage).models
+    models = {
+        "trained": MODELS,
+        "pretrained": PRETRAINED,
+        "extracted": EXTRACTED,
+    }[kind]
+    return "|".join(map(re.escape, models)) or "(?!)"
 
 
 def all_simulations():
@@ -127,7 +135,7 @@ def report_all_layers(model):
     """A model's folder of fig_all_layers pages, each page in the report with its kind and layers."""
     return snakemake_io.report(
         directory(paths.all_layers_dir(model, RESULTS)),
-        patterns=[paths.ALL_LAYERS_PAGE],
+        patterns=[ALL_LAYERS_PAGE],
         caption="../report/all_layers.rst",
         category="Figures",
         subcategory=figure_section(ALL_LAYERS_FIGURE),
@@ -136,7 +144,7 @@ def report_all_layers(model):
 
 
 def all_layers_labels(wildcards):
-    """The report's labels of one page of fig_all_layers (the wildcards of paths.ALL_LAYERS_PAGE)."""
+    """The report's labels of one page of fig_all_layers (the wildcards of ALL_LAYERS_PAGE)."""
     kinds = {"raw": "scores", "diagnorm": "diagonal-normalised"}
     first, last = (int(layer) for layer in wildcards.layers.split("-"))
     return {
@@ -145,10 +153,6 @@ def all_layers_labels(wildcards):
         "layers": f"{first}-{last}",
         "format": wildcards.ext,
     }
-
-
-# the claims ledger reads every Parquet result: named inputs, none depending on a wildcard
-CLAIMS_INPUTS = config_claims_inputs(config)
 
 
 def claims_page_files(results, claim=None):
@@ -180,19 +184,6 @@ def report_claims_pages():
     ]
 
 
-# the convergence table reads the pretrained models' scores and groups: named inputs, as for the ledger
-def convergence_inputs(results):
-    """The pretrained models' scores and groups under `results`: what a convergence table reads."""
-    return {
-        name: files
-        for name, files in llm_claims_inputs(config, results).items()
-        if name in ("scores", "groups")
-    }
-
-
-CONVERGENCE_INPUTS = convergence_inputs(RESULTS)
-
-
 def all_figure_files():
     return [
         path
@@ -201,82 +192,8 @@ def all_figure_files():
     ]
 
 
-def figure_inputs(wildcards):
-    return config_figure_inputs(config, wildcards.figure)
-
-
-def training_settings_param(wildcards):
-    """The training section as configured (defaults live in causalpos.models.settings, covered by the code digest)."""
-    return dict(config.get("training") or {})
-
-
-def variant_settings(wildcards):
-    """All parameters of the variant (defaults filled in): a change reruns only it."""
-    return Variant(**variant_params(config, wildcards.variant)).params()
-
-
-def plot_settings(wildcards):
-    return figure_options(config, wildcards.figure)
-
-
-def pretrained_spec(wildcards):
-    return config["extraction"]["pretrained"]["models"][wildcards.model]
-
-
-def is_pretrained(model):
-    return model not in MODELS
-
-
-def extraction_inputs(wildcards):
-    """Trained twins: their folder and the snippets; pretrained: the held-out documents (and the GGUF copy)."""
-    model = wildcards.model
-    if not is_pretrained(model):
-        return {
-            "model": paths.model_file(model, "model.safetensors", RESULTS),
-            "tokens": paths.tokens_file("snippets.npy", RESULTS),
-        }
-    inputs = {"documents": paths.documents(RESULTS)}
-    if "gguf" in pretrained_spec(wildcards):
-        inputs["model"] = paths.pretrained_dir(model, RESULTS)
-    return inputs
-
-
-def extraction_settings_param(wildcards):
-    return config_extraction_settings(config, wildcards.model)
-
-
-def model_location_param(wildcards):
-    return model_location(config, wildcards.model)
-
-
-def model_figure_options(wildcards):
-    return {**config["plot"], "model": wildcards.model}
-
-
 def all_model_figures():
     return [paths.all_layers_dir(model, RESULTS) for model in EXTRACTED]
-
-
-def seed_runs():
-    """(model, seed, length_eval.parquet) of every training in the length comparison over seeds."""
-    seed = int((config.get("training") or {}).get("seed", 0))
-    runs = [
-        (m, seed, paths.model_file(m, "length_eval.parquet", RESULTS)) for m in MODELS
-    ]
-    return runs + [
-        (m, s, paths.seed_model_file(m, s, "length_eval.parquet", RESULTS))
-        for m in MODELS
-        for s in SEEDS
-    ]
-
-
-def seed_training_settings(wildcards):
-    """The training section with another seed and no snapshots (only the length is measured)."""
-    return {
-        **dict(config.get("training") or {}),
-        "seed": int(wildcards.seed),
-        "snapshot_steps": 0,
-    }
 
 
 # ---- target paper_llms (rules/paper_llms.smk): its folder, models and figures
@@ -284,31 +201,10 @@ PAPER = paper_llms_results(config)
 PRETRAINED = pretrained_models(config)
 PAPER_FIGURES = paper_llms_figures(config)
 
-# rule-level constraints: these rules make only paper_llms's figures and models
+# rule paper_llms_figure draws only paper_llms's figures
 PAPER_FIGURE = "|".join(map(re.escape, PAPER_FIGURES)) or "(?!)"
-PAPER_MODEL = "|".join(map(re.escape, PRETRAINED)) or "(?!)"
-
-
-def paper_settings_param(wildcards):
-    return paper_llms_settings(config, wildcards.model)
-
-
-def paper_figure_inputs(wildcards):
-    return config_figure_inputs(config, wildcards.figure, paper_llms=True)
-
-
-def paper_figure_options(wildcards):
-    return figure_options(config, wildcards.figure)
-
-
 # paper_llms's ledger has the rows of claim 8 (the pretrained LLMs) alone
-PAPER_CLAIM = 8
-# named inputs of paper_llms's ledger and convergence table (none depends on a wildcard)
-PAPER_CLAIMS_INPUTS = {
-    **llm_claims_inputs(config, PAPER),
-    "convergence": [paths.summary_file("convergence.parquet", PAPER)],
-}
-PAPER_CONVERGENCE_INPUTS = convergence_inputs(PAPER)
+PAPER_CLAIM = dag.PAPER_CLAIM
 
 
 def paper_llms_outputs():
@@ -329,6 +225,6 @@ def paper_llms_outputs():
 
 onstart:
     # Ctrl-C or SIGTERM to Snakemake also stop its running jobs (alone, it waits for them to end)
-    from causalpos.workflow.stages import forward_stop_signals
+    from causalpos.workflow.process_control import forward_stop_signals
 
     forward_stop_signals(workflow.local_exec)

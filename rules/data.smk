@@ -6,18 +6,14 @@ rule sample:
     conda:
         "../envs/causalpos.yaml"
     params:
-        sources=config["data"]["sources"],
-        heldout_fraction=config["data"]["heldout_fraction"],
-        seed=config["data"]["seed"],
-        max_documents=config["data"]["max_documents"],
-        code=code_digest("sample"),
+        **stage_params("sample"),
     script:
         "../workflow_scripts/sample.py"
 
 
 rule tokenizer:
     input:
-        paths.documents(RESULTS),
+        unpack(stage_inputs("tokenizer")),
     output:
         tokenizer=f"{paths.tokenizer_dir(RESULTS)}/tokenizer.json",
         tokenizer_config=f"{paths.tokenizer_dir(RESULTS)}/tokenizer_config.json",
@@ -32,13 +28,6 @@ rule tokenizer:
     conda:
         "../envs/causalpos.yaml"
     params:
-        name=config["tokenizer"]["name"],
-        vocab_size=config["tokenizer"]["vocab_size"],
-        block_len=config["tokenizer"]["block_len"],
-        snippet_len=config["evaluation"]["snippet_len"],
-        n_snippets=config["evaluation"]["n_snippets"],
-        seed=config["data"]["seed"],
-        code=code_digest("tokenizer"),
-        upstream=upstream_of("tokenizer"),
+        **stage_params("tokenizer"),
     script:
         "../workflow_scripts/tokenizer.py"

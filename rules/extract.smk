@@ -6,47 +6,56 @@ rule pretrained:
         directory(paths.pretrained_dir("{model}", RESULTS)),
     log:
         log_path("pretrained/{model}.log"),
+    wildcard_constraints:
+        model=stage_models("pretrained"),
     cache: True
     conda:
         "../envs/causalpos.yaml"
     resources:
         mem_mb=4096,
     params:
-        spec=pretrained_spec,
-        code=code_digest("pretrained"),
+        **stage_params("pretrained"),
     script:
         "../workflow_scripts/pretrained.py"
 
 
-rule extract:
+# The trained twins, on the evaluation snippets.
+rule extract_trained:
     input:
-        unpack(extraction_inputs),
+        unpack(stage_inputs("extract_trained")),
     output:
         **paths.activation_tables("{model}", RESULTS),
     log:
         log_path("extract/{model}.log"),
+    wildcard_constraints:
+        model=stage_models("extract_trained"),
     cache: True
     conda:
         "../envs/causalpos.yaml"
-    threads: config["simulation"]["threads"]
+    threads: config["extraction"]["threads"]
     resources:
         mem_mb=8192,
     params:
-        settings=extraction_settings_param,
-        location=model_location_param,
-        device=config["extraction"]["device"],
-        seed=config["data"]["seed"],
+        **stage_params("extract_trained"),
         state=paths.extraction_state_dir("{model}", RESULTS),
-        code=code_digest("extract"),
-        upstream=upstream_of("extract"),
     script:
         "../workflow_scripts/extract.py"
 
 
+# The pretrained LLMs, on held-out documents (and the safetensors copy of a GGUF file).
+use rule extract_trained as extract_pretrained with:
+    input:
+        unpack(stage_inputs("extract_pretrained")),
+    wildcard_constraints:
+        model=stage_models("extract_pretrained"),
+    params:
+        **stage_params("extract_pretrained"),
+        state=paths.extraction_state_dir("{model}", RESULTS),
+
+
 rule summary:
     input:
-        scores=[paths.activation_table(m, "scores", RESULTS) for m in EXTRACTED],
-        probe=[paths.activation_table(m, "probe", RESULTS) for m in EXTRACTED],
+        unpack(stage_inputs("summary")),
     output:
         paths.summary_tables(RESULTS),
     log:
@@ -54,15 +63,14 @@ rule summary:
     conda:
         "../envs/causalpos.yaml"
     params:
-        code=code_digest("summary"),
-        upstream=upstream_of("summary"),
+        **stage_params("summary"),
     script:
         "../workflow_scripts/summary.py"
 
 
 rule model_figure:
     input:
-        scores=paths.activation_table("{model}", "scores", RESULTS),
+        unpack(stage_inputs("model_figure")),
     output:
         report_all_layers("{model}"),
     log:
@@ -70,8 +78,6 @@ rule model_figure:
     conda:
         "../envs/causalpos.yaml"
     params:
-        options=model_figure_options,
-        code=code_digest("plot"),
-        upstream=upstream_of("model_figure"),
+        **stage_params("model_figure"),
     script:
         "../workflow_scripts/model_figure.py"

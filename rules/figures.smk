@@ -1,6 +1,6 @@
 rule figure:
     input:
-        unpack(figure_inputs),
+        unpack(stage_inputs("figure")),
     output:
         report_figures("{figure}"),
     log:
@@ -8,8 +8,6 @@ rule figure:
     conda:
         "../envs/causalpos.yaml"
     params:
-        options=plot_settings,
-        code=code_digest("plot"),
-        upstream=upstream_of("figure"),
+        **stage_params("figure"),
     script:
         "../workflow_scripts/plot.py"

@@ -1,9 +1,9 @@
 # Issue 13: Section 5.2 at the paper's size, `snakemake --cores 8 paper_llms`: every model of
 # extraction.pretrained.models on extraction.paper_llms's sequences (1,000 x 1,024 tokens by default),
 # the same LLM figures and claim 8's ledger rows, and the convergence table, all under PAPER
-# (results/paper_llms): the default run's files are never written. The rules reuse the default
-# run's scripts; paths come from workflow/paths.py with PAPER as the results folder; the
-# helpers (PAPER, PRETRAINED, PAPER_FIGURES, the input functions) are in rules/common.smk.
+# (results/paper_llms): the default run's files are never written. The rules are the default run's
+# with their own outputs, inputs and params (stages paper_llms_* of workflow/dag.py); the helpers
+# (PAPER, PRETRAINED, PAPER_FIGURES) are in rules/common.smk.
 
 
 rule paper_llms:
@@ -11,95 +11,66 @@ rule paper_llms:
         paper_llms_outputs(),
 
 
-rule paper_llms_extract:
+use rule extract_pretrained as paper_llms_extract with:
     input:
-        unpack(extraction_inputs),
+        unpack(stage_inputs("paper_llms_extract")),
     output:
         **paths.activation_tables("{model}", PAPER),
     log:
         log_path("paper_llms/extract/{model}.log"),
     wildcard_constraints:
-        model=PAPER_MODEL,
-    conda:
-        "../envs/causalpos.yaml"
-    threads: config["simulation"]["threads"]
+        model=stage_models("paper_llms_extract"),
     resources:
         mem_mb=16384,
     params:
-        settings=paper_settings_param,
-        location=model_location_param,
-        device=config["extraction"]["device"],
-        seed=config["data"]["seed"],
+        **stage_params("paper_llms_extract"),
         state=paths.extraction_state_dir("{model}", PAPER),
-        code=code_digest("extract"),
-        upstream=upstream_of("paper_llms_extract"),
-    script:
-        "../workflow_scripts/extract.py"
 
 
-rule paper_llms_figure:
+use rule figure as paper_llms_figure with:
     input:
-        unpack(paper_figure_inputs),
+        unpack(stage_inputs("paper_llms_figure")),
     output:
         paths.figure_files("{figure}", FORMATS, PAPER),
     log:
         log_path("paper_llms/figures/{figure}.log"),
     wildcard_constraints:
         figure=PAPER_FIGURE,
-    conda:
-        "../envs/causalpos.yaml"
     params:
-        options=paper_figure_options,
-        code=code_digest("plot"),
-        upstream=upstream_of("paper_llms_figure"),
-    script:
-        "../workflow_scripts/plot.py"
+        **stage_params("paper_llms_figure"),
 
 
-rule paper_llms_model_figure:
+use rule model_figure as paper_llms_model_figure with:
     input:
-        scores=paths.activation_table("{model}", "scores", PAPER),
+        unpack(stage_inputs("paper_llms_model_figure")),
     output:
         directory(paths.all_layers_dir("{model}", PAPER)),
     log:
         log_path("paper_llms/figures/fig_all_layers_{model}.log"),
     wildcard_constraints:
-        model=PAPER_MODEL,
-    conda:
-        "../envs/causalpos.yaml"
+        model=stage_models("paper_llms_model_figure"),
     params:
-        options=model_figure_options,
-        code=code_digest("plot"),
-        upstream=upstream_of("paper_llms_model_figure"),
-    script:
-        "../workflow_scripts/model_figure.py"
+        **stage_params("paper_llms_model_figure"),
 
 
-rule paper_llms_convergence:
+use rule convergence as paper_llms_convergence with:
     input:
-        **PAPER_CONVERGENCE_INPUTS,
+        unpack(stage_inputs("paper_llms_convergence")),
     output:
         table=paths.summary_file("convergence.parquet", PAPER),
         figures=paths.figure_files(CONVERGENCE_FIGURE, FORMATS, PAPER),
     log:
         log_path("paper_llms/convergence.log"),
-    conda:
-        "../envs/causalpos.yaml"
     resources:
         # 9 GB seen for 2 models x 1,000 x 1,024 tokens on a 2-core CPU
         mem_mb=20480,
     params:
-        settings=config["claims"],
-        options=config["plot"],
-        code=code_digest("convergence"),
-        upstream=upstream_of("paper_llms_convergence"),
-    script:
-        "../workflow_scripts/convergence.py"
+        **stage_params("paper_llms_convergence"),
 
 
-rule paper_llms_claims:
+use rule claims as paper_llms_claims with:
     input:
-        **PAPER_CLAIMS_INPUTS,
+        unpack(stage_inputs("paper_llms_claims")),
     output:
         table=paths.summary_file("claims.parquet", PAPER),
         markdown=paths.summary_file("claims.md", PAPER),
@@ -107,16 +78,8 @@ rule paper_llms_claims:
         figures=claims_figure_files(PAPER, PAPER_CLAIM),
     log:
         log_path("paper_llms/claims.log"),
-    conda:
-        "../envs/causalpos.yaml"
     resources:
         # 14 GB seen for 2 models x 1,000 x 1,024 tokens on a 2-core CPU
         mem_mb=20480,
     params:
-        settings=config["claims"],
-        options=config["plot"],
-        claim=PAPER_CLAIM,
-        code=code_digest("claims"),
-        upstream=upstream_of("paper_llms_claims"),
-    script:
-        "../workflow_scripts/claims.py"
+        **stage_params("paper_llms_claims"),

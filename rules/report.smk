@@ -4,14 +4,7 @@
 
 rule runtimes:
     input:
-        train=[paths.train_benchmark(m, RESULTS) for m in MODELS],
-        train_metrics=[paths.model_file(m, "metrics.parquet", RESULTS) for m in MODELS],
-        emergence=[paths.emergence_benchmark(m, RESULTS) for m in MODELS if SNAPSHOTS],
-        emergence_scores=[
-            paths.emergence_table(m, "scores", RESULTS) for m in MODELS if SNAPSHOTS
-        ],
-        simulate=all_simulations(),
-        extract=[paths.activation_table(m, "scores", RESULTS) for m in EXTRACTED],
+        unpack(stage_inputs("runtimes")),
     output:
         table=paths.summary_file("runtimes.parquet", RESULTS),
         html=report(
@@ -24,8 +17,7 @@ rule runtimes:
     conda:
         "../envs/causalpos.yaml"
     params:
-        code=code_digest("runtimes"),
-        upstream=upstream_of("runtimes"),
+        **stage_params("runtimes"),
     script:
         "../workflow_scripts/runtimes.py"
 
@@ -44,7 +36,6 @@ rule config_record:
     conda:
         "../envs/causalpos.yaml"
     params:
-        config=config,
-        code=code_digest("config_record"),
+        **stage_params("config_record"),
     script:
         "../workflow_scripts/config_record.py"

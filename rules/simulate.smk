@@ -10,9 +10,6 @@ rule simulate:
     resources:
         mem_mb=2048,
     params:
-        variant=variant_settings,
-        device=config["device"],
-        chunk_size=config["simulation"]["chunk_size"],
-        code=code_digest("simulate"),
+        **stage_params("simulate"),
     script:
         "../workflow_scripts/simulate.py"

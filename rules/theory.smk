@@ -6,8 +6,6 @@ rule theory:
     conda:
         "../envs/causalpos.yaml"
     params:
-        seq_len=config["theory"]["seq_len"],
-        alphas=config["theory"]["alphas"],
-        code=code_digest("theory"),
+        **stage_params("theory"),
     script:
         "../workflow_scripts/theory.py"

@@ -1,9 +1,6 @@
 rule train:
     input:
-        blocks=paths.tokens_file("blocks.json", RESULTS),
-        train=paths.tokens_file("train.npy", RESULTS),
-        heldout=paths.tokens_file("heldout.npy", RESULTS),
-        tokenizer=f"{paths.tokenizer_dir(RESULTS)}/tokenizer.json",
+        unpack(stage_inputs("train")),
     output:
         **snapshots_output(),
         model=paths.model_file("{model}", "model.safetensors", RESULTS),
@@ -14,38 +11,33 @@ rule train:
         log_path("train/{model}.log"),
     benchmark:
         paths.train_benchmark("{model}", RESULTS)
+    wildcard_constraints:
+        model=stage_models("train"),
     conda:
         "../envs/causalpos.yaml"
-    threads: config["simulation"]["threads"]
+    threads: config["training"]["threads"]
     resources:
         mem_mb=8192,
     params:
-        settings=training_settings_param,
-        processes=config["train_processes"],
+        **stage_params("train"),
         checkpoint_root=paths.checkpoints_dir(RESULTS),
-        code=code_digest("train"),
-        upstream=upstream_of("train"),
     script:
         "../workflow_scripts/train.py"
 
 
 rule length_eval:
     input:
-        model=paths.model_file("{model}", "model.safetensors", RESULTS),
-        blocks=paths.tokens_file("blocks.json", RESULTS),
-        heldout=paths.tokens_file("heldout.npy", RESULTS),
+        unpack(stage_inputs("length_eval")),
     output:
         paths.model_file("{model}", "length_eval.parquet", RESULTS),
     log:
         log_path("length_eval/{model}.log"),
+    wildcard_constraints:
+        model=stage_models("length_eval"),
     conda:
         "../envs/causalpos.yaml"
     params:
-        factors=config["evaluation"]["length_factors"],
-        max_sequences=config["evaluation"]["length_sequences"],
-        device=config["training"].get("device", "auto"),
-        code=code_digest("length_eval"),
-        upstream=upstream_of("length_eval"),
+        **stage_params("length_eval"),
     script:
         "../workflow_scripts/length_eval.py"
 
@@ -53,44 +45,29 @@ rule length_eval:
 # Section 4.2's extraction at every snapshot of a trained model, and the held-out loss there.
 rule emergence:
     input:
-        model=paths.model_file("{model}", "model.safetensors", RESULTS),
-        info=paths.model_file("{model}", "training.json", RESULTS),
-        snapshots=paths.snapshot_dir("{model}", RESULTS),
-        metrics=paths.model_file("{model}", "metrics.parquet", RESULTS),
-        tokens=paths.tokens_file("snippets.npy", RESULTS),
-        blocks=paths.tokens_file("blocks.json", RESULTS),
-        heldout=paths.tokens_file("heldout.npy", RESULTS),
+        unpack(stage_inputs("emergence")),
     output:
         **paths.emergence_tables("{model}", RESULTS),
     log:
         log_path("emergence/{model}.log"),
     benchmark:
         paths.emergence_benchmark("{model}", RESULTS)
+    wildcard_constraints:
+        model=stage_models("emergence"),
     conda:
         "../envs/causalpos.yaml"
-    threads: config["simulation"]["threads"]
+    threads: config["extraction"]["threads"]
     resources:
         mem_mb=4096,
     params:
-        settings=emergence_settings(config),
-        steps=SNAPSHOTS,
-        device=config["extraction"]["device"],
-        seed=config["data"]["seed"],
-        code=code_digest("emergence"),
-        upstream=upstream_of("emergence"),
+        **stage_params("emergence"),
     script:
         "../workflow_scripts/emergence.py"
 
 
 rule emergence_summary:
     input:
-        **{
-            table: [paths.emergence_table(m, table, RESULTS) for m in MODELS]
-            for table in paths.EMERGENCE_TABLES
-        },
-        simulations=[
-            paths.simulation_table(v, RESULTS) for v in emergence_variants(config)
-        ],
+        unpack(stage_inputs("emergence_summary")),
     output:
         paths.summary_file("emergence.parquet", RESULTS),
     log:
@@ -98,21 +75,16 @@ rule emergence_summary:
     conda:
         "../envs/causalpos.yaml"
     params:
-        settings=config["claims"],
-        code=code_digest("emergence_summary"),
-        upstream=upstream_of("emergence_summary"),
+        **stage_params("emergence_summary"),
     script:
         "../workflow_scripts/emergence_summary.py"
 
 
 # Length generalisation over training seeds: its own target (`snakemake --cores 2 length_seeds`), not
-# part of `all`: each seed trains both models again (docs/models.md).
-rule train_seed:
+# part of `all`: each seed trains both models again (docs/models.md), as rule train does.
+use rule train as train_seed with:
     input:
-        blocks=paths.tokens_file("blocks.json", RESULTS),
-        train=paths.tokens_file("train.npy", RESULTS),
-        heldout=paths.tokens_file("heldout.npy", RESULTS),
-        tokenizer=f"{paths.tokenizer_dir(RESULTS)}/tokenizer.json",
+        unpack(stage_inputs("train_seed")),
     output:
         model=paths.seed_model_file("{model}", "{seed}", "model.safetensors", RESULTS),
         config=paths.seed_model_file("{model}", "{seed}", "config.json", RESULTS),
@@ -121,45 +93,25 @@ rule train_seed:
         log_path("train_seed/{model}_seed{seed}.log"),
     benchmark:
         paths.seed_train_benchmark("{model}", "{seed}", RESULTS)
-    conda:
-        "../envs/causalpos.yaml"
-    threads: config["simulation"]["threads"]
-    resources:
-        mem_mb=8192,
     params:
-        settings=seed_training_settings,
-        processes=config["train_processes"],
+        **stage_params("train_seed"),
         checkpoint_root=paths.checkpoints_dir(RESULTS),
-        code=code_digest("train"),
-        upstream=upstream_of("train_seed"),
-    script:
-        "../workflow_scripts/train.py"
 
 
-rule length_eval_seed:
+use rule length_eval as length_eval_seed with:
     input:
-        model=paths.seed_model_file("{model}", "{seed}", "model.safetensors", RESULTS),
-        blocks=paths.tokens_file("blocks.json", RESULTS),
-        heldout=paths.tokens_file("heldout.npy", RESULTS),
+        unpack(stage_inputs("length_eval_seed")),
     output:
         paths.seed_model_file("{model}", "{seed}", "length_eval.parquet", RESULTS),
     log:
         log_path("length_eval_seed/{model}_seed{seed}.log"),
-    conda:
-        "../envs/causalpos.yaml"
     params:
-        factors=config["evaluation"]["length_factors"],
-        max_sequences=config["evaluation"]["length_sequences"],
-        device=config["training"].get("device", "auto"),
-        code=code_digest("length_eval"),
-        upstream=upstream_of("length_eval_seed"),
-    script:
-        "../workflow_scripts/length_eval.py"
+        **stage_params("length_eval_seed"),
 
 
 rule length_seeds:
     input:
-        [path for _, _, path in seed_runs()],
+        unpack(stage_inputs("length_seeds")),
     output:
         table=paths.summary_file("length_seeds.parquet", RESULTS),
         figures=report_figures(
@@ -170,9 +122,6 @@ rule length_seeds:
     conda:
         "../envs/causalpos.yaml"
     params:
-        runs=[[m, s] for m, s, _ in seed_runs()],
-        options=config["plot"],
-        code=code_digest("length_seeds"),
-        upstream=upstream_of("length_seeds"),
+        **stage_params("length_seeds"),
     script:
         "../workflow_scripts/length_seeds.py"

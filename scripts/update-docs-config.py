@@ -4,8 +4,8 @@
     python scripts/update-docs-config.py --check    # exit 1 if the page is out of date (tests/test_docs.py)
 
 Every key of src/causalpos/schemas/config.schema.yaml gets a row: the values the schema allows, the value used
-when the key is left out (the schema's default; for `training` the defaults of causalpos.models.settings, for the
-variant parameters those of causalpos.simulation.variant.Variant, for claims.thresholds those of
+when the key is left out (the schema's default; for the variant parameters those of
+causalpos.simulation.variant.Variant, for claims.thresholds those of
 causalpos.analysis.claims.catalogue.THRESHOLDS), the value in the default config.yaml, and what it means (the
 text below, else the schema's description).
 """
@@ -69,7 +69,9 @@ MEANINGS = {
     "training.checkpoint_every": "steps between checkpoints (a killed run resumes from the last); 0 = only at the end",
     "training.log_every": "steps per metrics row and log line",
     "training.device": "`auto`, `cpu` or `cuda`",
-    "training.threads": "CPU threads per process; 0 = the CPUs the job may use (its CPU affinity, capped by `OMP_NUM_THREADS`, which Snakemake sets to the rule's threads) / processes on this node",
+    "training.threads": "threads per training job (rules train and train_seed; capped by `--cores` and the job's "
+                        "CPUs), shared by its processes on a node: each of `train_processes` takes threads / "
+                        "processes, at least 1",
     "training.model.n_layers": "decoder layers (the shape is checked before any job: heads must divide hidden, ...)",
     "training.model.hidden_size": "hidden size",
     "training.model.n_heads": "attention heads (must divide hidden_size)",
@@ -81,6 +83,8 @@ MEANINGS = {
     "training.model.tie_word_embeddings": "the output layer shares the embedding matrix",
     "extraction.device": "`auto`, `cpu` or `cuda`",
     "extraction.batch_size": "sequences per forward pass",
+    "extraction.threads": "threads per extraction job (rules extract, paper_llms_extract and emergence; capped by "
+                          "`--cores` and the job's CPUs)",
     "extraction.pretrained.seq_len": "tokens per sequence of the pretrained LLMs (the paper: 1,024)",
     "extraction.pretrained.n_sequences": "held-out sequences per pretrained LLM (the paper: 1,000)",
     "extraction.pretrained.models.NAME": "a pretrained LLM (table below); NAME is the `{model}` wildcard",
@@ -202,10 +206,6 @@ def row(cells) -> str:
 
 
 def main_rows(schema: dict, config: dict) -> list[str]:
-    from causalpos.models.settings import DEFAULT_MODEL, DEFAULT_TRAIN
-
-    omitted = {**{f"training.{k}": v for k, v in DEFAULT_TRAIN.items()},
-               **{f"training.model.{k}": v for k, v in DEFAULT_MODEL.items()}}
     lines = []
 
     def walk(properties: dict, required: list, prefix: str):
@@ -232,8 +232,6 @@ def main_rows(schema: dict, config: dict) -> list[str]:
                 shown = "" if in_config is ABSENT else fmt(in_config)
                 if "default" in node:
                     default = fmt(node["default"])
-                elif path in omitted:
-                    default = fmt(omitted[path])
                 else:
                     default = "required" if name in required else ""
             kinds = "mapping" if path.endswith((".NAME", ".FIGURE", ".KEY")) or path == "simulation.defaults" \
@@ -280,7 +278,7 @@ def threshold_rows() -> list[str]:
         elif (match := re.match(r'"(\w+)":', line)):
             why[match.group(1)] = re.sub(r"^\d[a-z]?(, \d[a-z]?)*: ", "", " ".join(comments))  # ids: own column
             comments = []
-    users = {key: [cid for cid, spec in CLAIMS.items() if spec[-1] == key] for key in THRESHOLDS}
+    users = {key: [claim.id for claim in CLAIMS.values() if claim.threshold == key] for key in THRESHOLDS}
     return [row([f"`{key}`", f"`{fmt(value)}`", ", ".join(users[key]) or "every verdict", why.get(key, "")])
             for key, value in THRESHOLDS.items()]
 

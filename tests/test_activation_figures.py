@@ -9,7 +9,7 @@ from causalpos.figures.activations import all_layers_pages
 from causalpos.figures.registry import FIGURES
 from causalpos.figures.render import DRAW, render_figure
 from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE
-from causalpos.workflow.stages import run_all_layers
+from causalpos.workflow.runners import run_all_layers
 
 # the figures drawn from the extraction tables
 ACTIVATION_FIGURES = {figure: DRAW[figure] for figure, spec in FIGURES.items() if spec.models}

@@ -495,6 +495,12 @@ def test_every_claim_has_rows_and_the_columns_are_as_promised():
     assert (ledger["z"] == THRESHOLDS["z"]).all()
 
 
+def test_every_claim_record_names_a_threshold_and_a_direction():
+    for claim_id, claim in CLAIMS.items():
+        assert claim.id == claim_id and claim.threshold in THRESHOLDS and claim.direction in (">", "<", ">=")
+        assert claim.title and claim.statement and claim.metric and claim.unit and claim.section
+
+
 def test_missing_inputs_give_inconclusive_rows_with_notes():
     ledger = build_ledger(None, None, None, None, None)
     assert list(ledger["claim_id"]) == list(CLAIMS)

@@ -7,13 +7,14 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from causalpos.analysis.claims.catalogue import (CLAIMS, MAX_PAGE_CLAIMS, PAGES, SUBJECTS, claim_number, ledger_pages,
+from causalpos.analysis.claims.catalogue import (CLAIMS, MAX_PAGE_CLAIMS, PAGES, TOPICS, claim_number, ledger_pages,
                                                  page_of)
 from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.figures.ledger import COLUMNS, PANEL, plot_ledger
 from causalpos.figures.registry import claims_page, claims_pages
-from causalpos.workflow.paths import claims_dir, rule_writing
-from causalpos.workflow.stages import run_claims
+from causalpos.workflow.dag import stage_writing
+from causalpos.workflow.paths import claims_dir
+from causalpos.workflow.runners import run_claims
 from test_claims import R, small_inputs
 
 PLOT = {"cmap": "viridis", "dpi": 40, "font_scale": 1.0, "formats": ["png"]}
@@ -38,7 +39,7 @@ def aspect(fig: Figure) -> float:
 def test_every_claim_is_on_exactly_one_page():
     numbers = {claim_number(claim_id) for claim_id in CLAIMS}
     assert sorted(n for claims in PAGES.values() for n in claims) == sorted(numbers)  # each claim once
-    assert set(SUBJECTS) == numbers
+    assert set(TOPICS) == numbers and all(claim.id == claim_id for claim_id, claim in CLAIMS.items())
     for claim_id in CLAIMS:
         assert [page for page, claims in PAGES.items() if claim_number(claim_id) in claims] == [page_of(claim_id)]
     assert ledger_pages() == list(PAGES) and ledger_pages(8) == ["7-9"]
@@ -111,6 +112,6 @@ def test_run_claims_writes_the_pages_of_its_claims_and_drops_stale_ones(tmp_path
 
 def test_the_pages_are_rule_claims_outputs():
     assert claims_page(claims_dir(), "1-3", "png") == "results/figures/figL1_claims/claims1-3.png"
-    assert rule_writing("results/figures/figL1_claims/claims4-6.pdf") == "claims"
-    assert rule_writing("results/paper_llms/figures/figL1_claims/claims7-9.png") == "paper_llms_claims"
-    assert rule_writing("results/nope-large/figures/figL1_claims/claims1-3.png") == "claims"
+    assert stage_writing("results/figures/figL1_claims/claims4-6.pdf") == "claims"
+    assert stage_writing("results/paper_llms/figures/figL1_claims/claims7-9.png") == "paper_llms_claims"
+    assert stage_writing("results/nope-large/figures/figL1_claims/claims1-3.png") == "claims"

@@ -55,7 +55,7 @@ def test_damaged_checkpoint_is_one_line_naming_the_file(capsys, tmp_path):
     # the checkpoint folder of `train nope` with these settings is created by a first, failing start: make it
     # by hand instead, from the same function the stage uses
     from causalpos.workflow.config import load_config
-    from causalpos.workflow.stages import checkpoint_folder
+    from causalpos.workflow.runners import checkpoint_folder
 
     config = load_config(TINY)
     results = tmp_path / "results"

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from causalpos.workflow.digest import STAGE_RUNNERS, code_digest, module_file, runner_source, stage_modules
+from causalpos.workflow.dag import STAGE_LIST
+from causalpos.workflow.digest import code_digest, module_file, runner_modules, runner_source
 from conftest import ROOT
 
 
@@ -43,12 +44,13 @@ for name in json.loads(sys.argv[1]):
         pass  # `from pkg import name` where name is not a module
 print(json.dumps(sorted(edges)))
 """
-STAGES = ["simulate", "extract", "train", "plot", "claims"]
+RUNNERS = ["run_simulation", "run_extract", "run_train", "run_figure", "run_claims"]
+EVERY_RUNNER = sorted({stage.runner for stage in STAGE_LIST})
 
 
 @pytest.fixture(scope="module")
 def import_edges() -> dict[str, set[str]]:
-    roots = sorted({name for stage in STAGES for name in runner_source(stage)[1]})
+    roots = sorted({name for stage in RUNNERS for name in runner_source(stage)[1]})
     proc = subprocess.run([sys.executable, "-c", IMPORT_GRAPH, json.dumps(roots)], capture_output=True, text=True,
                           timeout=300, check=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
     edges = {}
@@ -57,7 +59,7 @@ def import_edges() -> dict[str, set[str]]:
     return edges
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", RUNNERS)
 def test_modules_loaded_by_the_runner_are_in_its_closure(stage, import_edges):
     """What importing the runner's imports loads (their packages, and what runs while they import) is in the set."""
     _, imports = runner_source(stage)
@@ -67,15 +69,15 @@ def test_modules_loaded_by_the_runner_are_in_its_closure(stage, import_edges):
         if module not in loaded and module_file(module) is not None:
             loaded.add(module)
             todo.extend(import_edges.get(module, ()))
-    assert loaded - set(stage_modules(stage)) == set()
+    assert loaded - set(runner_modules(stage)) == set()
 
 
 def test_closure_follows_lazy_imports_and_packages():
-    modules = stage_modules("extract")
+    modules = runner_modules("run_extract")
     assert {"causalpos.models.extract", "causalpos.models.pretrained", "causalpos.models.tokenizer",
             "causalpos.models", "causalpos"} <= set(modules)  # run_extract imports these inside its body
     assert "causalpos.simulation.engine" not in modules
-    assert "causalpos.figures.ledger" in stage_modules("claims")  # the ledger draws its figure
+    assert "causalpos.figures.ledger" in runner_modules("run_claims")  # the ledger draws its figure
 
 
 @pytest.fixture
@@ -91,33 +93,33 @@ def edit(root, relative: str) -> None:
 
 
 @pytest.mark.parametrize("relative, changed", [
-    ("models/train.py", {"train", "length_eval", "emergence"}),
-    ("models/extract.py", {"extract", "emergence"}),
-    ("models/snapshots.py", {"train", "length_eval", "emergence"}),
-    ("models/emergence.py", {"emergence"}),
-    ("simulation/engine.py", {"simulate"}),
-    ("simulation/theory.py", {"theory", "plot"}),
-    ("analysis/triangles.py", {"summary", "plot", "claims", "emergence_summary", "convergence"}),
-    ("analysis/emergence.py", {"emergence_summary"}),
-    ("analysis/lengths.py", {"length_seeds"}),
-    ("analysis/claims/convergence.py", {"claims", "convergence"}),
-    ("figures/style.py", {"plot", "claims", "length_seeds", "convergence"}),
+    ("models/train.py", {"run_train", "run_length_eval", "run_emergence"}),
+    ("models/extract.py", {"run_extract", "run_emergence"}),
+    ("models/snapshots.py", {"run_train", "run_length_eval", "run_emergence"}),
+    ("models/emergence.py", {"run_emergence"}),
+    ("simulation/engine.py", {"run_simulation"}),
+    ("simulation/theory.py", {"run_theory", "run_figure", "run_all_layers"}),
+    ("analysis/triangles.py", {"run_summary", "run_figure", "run_all_layers", "run_claims", "run_emergence_summary", "run_convergence"}),
+    ("analysis/emergence.py", {"run_emergence_summary"}),
+    ("analysis/lengths.py", {"run_length_seeds"}),
+    ("analysis/claims/convergence.py", {"run_claims", "run_convergence"}),
+    ("figures/style.py", {"run_figure", "run_all_layers", "run_claims", "run_length_seeds", "run_convergence"}),
 ])
 def test_an_edit_changes_the_digest_of_the_stages_that_run_it_only(source_copy, relative, changed):
-    before = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}
-    assert before == {stage: code_digest(stage) for stage in STAGE_RUNNERS}  # the copy digests like the original
+    before = {stage: code_digest(stage, source_copy) for stage in EVERY_RUNNER}
+    assert before == {stage: code_digest(stage) for stage in EVERY_RUNNER}  # the copy digests like the original
     edit(source_copy, relative)
-    after = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}
-    assert {stage for stage in STAGE_RUNNERS if before[stage] != after[stage]} == changed
+    after = {stage: code_digest(stage, source_copy) for stage in EVERY_RUNNER}
+    assert {stage for stage in EVERY_RUNNER if before[stage] != after[stage]} == changed
 
 
 def test_editing_one_runner_changes_only_its_stage(source_copy):
-    before = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}
-    path = source_copy / "workflow" / "stages.py"
+    before = {stage: code_digest(stage, source_copy) for stage in EVERY_RUNNER}
+    path = source_copy / "workflow" / "runners.py"
     text = path.read_text()
     path.write_text(text.replace('log.info("theory:', 'log.info("closed forms:'))
-    after = {stage: code_digest(stage, source_copy) for stage in STAGE_RUNNERS}
-    assert {stage for stage in STAGE_RUNNERS if before[stage] != after[stage]} == {"theory"}
+    after = {stage: code_digest(stage, source_copy) for stage in EVERY_RUNNER}
+    assert {stage for stage in EVERY_RUNNER if before[stage] != after[stage]} == {"run_theory"}
 
 
 def test_closure_of_every_module_is_what_a_full_walk_of_its_syntax_tree_finds():

@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 
 from causalpos.models.model import build_model
 from causalpos.models.settings import snapshot_schedule, training_settings
+from causalpos.workflow.config import training_defaults
 from test_train import CFG, TINY, VOCAB, command, data, env, start_and_wait_for_steps  # noqa: F401  (data: fixture)
 
 STEPS = 40
@@ -34,7 +35,7 @@ RUN = {**CFG, "steps": STEPS, "grad_accum": 1, "eval_every": 10, "checkpoint_eve
 
 @pytest.mark.parametrize("steps, count", [(1600, 8), (20, 4), (4000, 8), (7, 8), (1, 2), (100, 2)])
 def test_a_count_gives_step_0_the_last_and_log_spaced_steps_between(steps, count):
-    chosen = snapshot_schedule(training_settings({"steps": steps, "snapshot_steps": count}))
+    chosen = snapshot_schedule(training_defaults({"steps": steps, "snapshot_steps": count}))
     assert chosen[0] == 0 and chosen[-1] == steps and chosen == sorted(set(chosen))
     assert len(chosen) <= count and (len(chosen) == count or steps < 2 * count)  # rounding may merge tiny ones
     inner = [s for s in chosen if s > 0]
@@ -44,12 +45,12 @@ def test_a_count_gives_step_0_the_last_and_log_spaced_steps_between(steps, count
 
 
 def test_a_list_gets_0_and_the_last_and_bad_values_are_named():
-    assert snapshot_schedule(training_settings({"steps": 50, "snapshot_steps": [7, 7, 30]})) == [0, 7, 30, 50]
-    assert snapshot_schedule(training_settings({"snapshot_steps": 0})) == []
+    assert snapshot_schedule(training_defaults({"steps": 50, "snapshot_steps": [7, 7, 30]})) == [0, 7, 30, 50]
+    assert snapshot_schedule(training_defaults({"snapshot_steps": 0})) == []
     for bad, message in ((1, "at least 2"), (-3, "at least 2"), ([5, 60], "outside 0 .. training.steps = 50"),
                          ("many", "a non-negative integer or a list")):
         with pytest.raises(ValueError, match="training.snapshot_steps") as err:
-            training_settings({"steps": 50, "snapshot_steps": bad})
+            training_settings({**CFG, "steps": 50, "snapshot_steps": bad})  # past the schema: the check below it
         assert message in str(err.value)
 
 

@@ -10,18 +10,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from causalpos.models.extract import (
-    ATTENTION_NAME,
-    ExtractionError,
-    ScoreRecorder,
-    extract,
-    fit_position_probe,
-    mean_probabilities_eager,
-)
+from causalpos.models.extract import ATTENTION_NAME, ExtractionError, ScoreRecorder, extract
 from causalpos.models.model import build_model
+from causalpos.models.probe import PENALTIES, StreamingProbe
+from helpers import ProbabilityRecorder, mean_probabilities_eager
 
 TINY = {"n_layers": 3, "hidden_size": 64, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16,
-        "intermediate_size": 96, "context": 64}
+        "intermediate_size": 96, "context": 64, "rope_theta": 10000.0, "tie_word_embeddings": True}
 VOCAB = 97
 
 
@@ -75,7 +70,7 @@ def test_recorded_probabilities_equal_eager_output_attentions(saved):
     """Every layer: softmax of the recorded scores (masked) = transformers' eager probabilities."""
     _, folder = saved
     ids = tokens(10, 18)
-    recorder = ScoreRecorder(3, 18, torch.device("cpu"), probabilities=True)
+    recorder = ProbabilityRecorder(3, 18, torch.device("cpu"))
     with torch.no_grad():
         for start in range(0, 10, 4):
             load_once = saved_model_cache(folder)
@@ -185,6 +180,17 @@ def test_bad_requests_name_the_setting(saved):
         extract(load(folder, "sdpa"), tokens(2, 10), name, "trained", probe_sequences=0)
 
 
+def fit_position_probe(features: np.ndarray, positions: np.ndarray, sequence: np.ndarray,
+                       penalties=PENALTIES) -> dict:
+    """The streaming probe on rows in memory: `features` [rows, features], their `positions` and `sequence` ids."""
+    ids = np.unique(sequence)
+    probe = StreamingProbe(1, features.shape[1], len(ids), penalties)
+    for index, sequence_id in enumerate(ids):
+        rows = sequence == sequence_id
+        probe.add_sequence(index, [features[rows]], positions[rows])
+    return probe.results()[0]
+
+
 def test_position_probe_finds_position_when_it_is_there():
     rng = np.random.default_rng(0)
     seq, pos = np.repeat(np.arange(40), 20), np.tile(np.arange(20), 40)
@@ -207,16 +213,16 @@ def test_probe_runs_on_every_hidden_state(saved):
 def test_a_model_without_llama_layers_is_refused():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from causalpos.models.extract import decoder_layers
+    from causalpos.models.decoder import layer_modules
 
     gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
     with pytest.raises(ExtractionError, match="model 'gpt2' \\(GPT2LMHeadModel\\) has no decoder layers"):
-        decoder_layers(gpt2, "gpt2")
+        layer_modules(gpt2, "gpt2")
 
 
 def test_failed_extraction_leaves_no_table(saved, tmp_path):
     """Snippets longer than the model's context: the stage stops before writing anything."""
-    from causalpos.workflow.stages import run_extract
+    from causalpos.workflow.runners import run_extract
 
     name, folder = saved
     np.save(tmp_path / "snippets.npy", tokens(4, 80))

@@ -18,7 +18,7 @@ from causalpos.models.model import build_model
 from causalpos.tables import ACTIVATION_TABLES, GROUP_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS, SCORE_COLUMNS
 
 TINY = {"n_layers": 3, "hidden_size": 64, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16,
-        "intermediate_size": 96, "context": 64}
+        "intermediate_size": 96, "context": 64, "rope_theta": 10000.0, "tie_word_embeddings": True}
 VOCAB = 97
 SETTINGS = dict(batch_size=3, intermediates_layer=0, probe_sequences=20, probe_positions=8, n_groups=4)
 
@@ -73,7 +73,7 @@ def test_a_killed_extraction_resumes_from_its_last_completed_group(model, tmp_pa
     """7 batches of 3 in 4 groups (batches 0-1, 2-3, 4-5, 6); killed while running batch 5, it restarts
     at batch 4, the first of group 2, and ends with the tables of an uninterrupted run, probe included
     (its training and validation sequences straddle the kill)."""
-    ids, run_batch = tokens(), extraction._Run.run_batch
+    ids, run_batch = tokens(), extraction.ExtractionRun.run_batch
     extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "whole"), **SETTINGS)
 
     def dying(self):
@@ -82,39 +82,45 @@ def test_a_killed_extraction_resumes_from_its_last_completed_group(model, tmp_pa
         return run_batch(self)
 
     state = tmp_path / "state"
-    monkeypatch.setattr(extraction._Run, "run_batch", dying)
+    monkeypatch.setattr(extraction.ExtractionRun, "run_batch", dying)
     with pytest.raises(Killed):
-        extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "resumed"), state_dir=state, **SETTINGS)
+        extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "resumed"), state_dir=state, code="v1",
+                         **SETTINGS)
     assert sorted(p.name for p in state.iterdir()) == ["group-00000.parquet", "group-00001.parquet", "state.pt"]
     assert not (tmp_path / "resumed").exists()
     ran = []
-    monkeypatch.setattr(extraction._Run, "run_batch", lambda self: ran.append(self.next_batch) or run_batch(self))
-    extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "resumed"), state_dir=state, **SETTINGS)
+    monkeypatch.setattr(extraction.ExtractionRun, "run_batch",
+                        lambda self: ran.append(self.next_batch) or run_batch(self))
+    extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "resumed"), state_dir=state, code="v1",
+                     **SETTINGS)
     assert ran == [4, 5, 6] and not state.exists()
     assert_same_tables(frames(tmp_path / "resumed"), frames(tmp_path / "whole"))
 
 
-@pytest.mark.parametrize("change", ["seed", "tokens", "weights"])
+@pytest.mark.parametrize("change", ["seed", "tokens", "weights", "code"])
 def test_a_state_of_another_run_is_not_resumed(model, tmp_path, monkeypatch, caplog, change):
-    ids, run_batch = tokens(), extraction._Run.run_batch
-    monkeypatch.setattr(extraction._Run, "run_batch",
+    ids, run_batch = tokens(), extraction.ExtractionRun.run_batch
+    monkeypatch.setattr(extraction.ExtractionRun, "run_batch",
                         lambda self: (_ for _ in ()).throw(Killed) if self.next_batch == 3 else run_batch(self))
     state = tmp_path / "state"
     with pytest.raises(Killed):
-        extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "a"), state_dir=state, **SETTINGS)
-    settings, other = dict(SETTINGS), model
-    if change == "seed":
+        extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "a"), state_dir=state, code="v1", **SETTINGS)
+    settings, other, code = dict(SETTINGS), model, "v1"
+    if change == "code":
+        code = "v2"
+    elif change == "seed":
         settings["seed"] = 1
     elif change == "tokens":
         ids = tokens(seed=1)
     else:
         other = AutoModelForCausalLM.from_config(model.config).eval()  # fresh random weights, same config
     ran = []
-    monkeypatch.setattr(extraction._Run, "run_batch", lambda self: ran.append(self.next_batch) or run_batch(self))
+    monkeypatch.setattr(extraction.ExtractionRun, "run_batch",
+                        lambda self: ran.append(self.next_batch) or run_batch(self))
     with caplog.at_level(logging.INFO, logger="causalpos"):
-        extract_to_files(other, ids, "tiny", "trained", paths(tmp_path / "a"), state_dir=state, **settings)
+        extract_to_files(other, ids, "tiny", "trained", paths(tmp_path / "a"), state_dir=state, code=code, **settings)
     assert ran == list(range(7)) and "belongs to another run" in caplog.text
-    monkeypatch.setattr(extraction._Run, "run_batch", run_batch)
+    monkeypatch.setattr(extraction.ExtractionRun, "run_batch", run_batch)
     extract_to_files(other, ids, "tiny", "trained", paths(tmp_path / "b"), **settings)
     assert_same_tables(frames(tmp_path / "a"), frames(tmp_path / "b"))
 
@@ -124,7 +130,7 @@ def test_a_damaged_state_starts_afresh(model, tmp_path, caplog):
     state.mkdir()
     (state / "state.pt").write_bytes(b"not a state")
     with caplog.at_level(logging.WARNING, logger="causalpos"):
-        extract_to_files(model, tokens(6), "tiny", "trained", paths(tmp_path / "out"), state_dir=state,
+        extract_to_files(model, tokens(6), "tiny", "trained", paths(tmp_path / "out"), state_dir=state, code="v1",
                          **{**SETTINGS, "probe_sequences": 0})
     assert "cannot read" in caplog.text and not state.exists()
     assert len(pd.read_parquet(paths(tmp_path / "out")["scores"])) == 3 * 78

@@ -15,7 +15,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig
 
-from causalpos.models.extract import ATTENTION_NAME, ScoreRecorder, extract, mean_probabilities_eager
+from causalpos.models.extract import ATTENTION_NAME, ScoreRecorder, extract
+from helpers import ProbabilityRecorder, mean_probabilities_eager
 
 WINDOW, SEQ, VOCAB = 4, 12, 97
 LAYER_TYPES = ["sliding_attention", "full_attention", "sliding_attention"]
@@ -133,7 +134,7 @@ def test_diagonal_normalisation_skips_the_pairs_the_window_hides(folder):
 
 def test_recorded_probabilities_equal_eager_output_attentions(folder):
     ids = tokens(7)
-    recorder = ScoreRecorder(3, SEQ, torch.device("cpu"), probabilities=True)
+    recorder = ProbabilityRecorder(3, SEQ, torch.device("cpu"))
     model = load(folder)
     with torch.no_grad():
         for start in range(0, 7, 3):

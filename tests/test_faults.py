@@ -2,7 +2,6 @@
 
 - A damaged file between stages names itself and the rule that rebuilds it, is moved aside to
   <name>.damaged, and the next run rebuilds it (units, then end to end on a copy of the tiny workflow).
-- paths.rule_writing agrees with the rules: every output of `snakemake -n --forceall all`.
 - A Snakemake job ends with its Snakemake (stop_with_parent); forward_stop_signals passes Ctrl-C and
   SIGTERM on to the jobs; a training stopped that way leaves a checkpoint at the step it reached, no
   model, no process, and the rerun resumes from it.
@@ -30,7 +29,7 @@ import pytest
 from causalpos.io import DamagedFileError, move_aside, read_array, read_json, read_metadata, read_table, \
     usual_mode, write_parquet
 from causalpos.workflow import paths
-from causalpos.workflow.stages import run_summary
+from causalpos.workflow.runners import run_summary
 from conftest import ROOT, SNAKEMAKE, copy_run, copy_with_profiles, edit_config, snakemake
 
 # ---------------------------------------------------------------- damaged files, unit
@@ -118,27 +117,6 @@ def test_a_damaged_link_into_the_cache_says_so(table, tmp_path):
     assert cached.exists() and Path(f"{table}.damaged").is_symlink()
 
 
-@pytest.mark.workflow
-def test_rule_writing_names_the_rule_of_every_output_of_the_workflow(tmp_path):
-    """From the rules themselves: every output of every job of `all` in a dry run."""
-    workdir = copy_with_profiles(tmp_path)
-    out = snakemake(workdir, "-n", "--forceall", "all", "length_seeds", "paper_llms").stdout
-    jobs = re.findall(r"^(?:local)?rule (\w+):\n(?:    .*\n)*?    output: (.*)$", out, flags=re.M)
-    assert {rule for rule, _ in jobs} >= {"sample", "tokenizer", "simulate", "train", "extract", "figure", "claims",
-                                          "emergence", "emergence_summary", "train_seed", "length_eval_seed",
-                                          "length_seeds", "paper_llms_extract", "paper_llms_model_figure",
-                                          "paper_llms_claims"}
-    wrong = {path: (rule, paths.rule_writing(path)) for rule, outputs in jobs for path in outputs.split(", ")
-             if paths.rule_writing(path) != rule}
-    assert not wrong
-    assert paths.rule_writing("/elsewhere/results/simulation/x.parquet") == "simulate"
-    assert paths.rule_writing(paths.train_benchmark("nope")) == "train"
-    assert paths.rule_writing(paths.train_benchmark("nope", "results/nope-large")) == "train"
-    assert paths.rule_writing(paths.snapshot_file("rope", 8, "results/nope-large")) == "train"
-    assert paths.rule_writing(paths.snapshot_dir("rope", "results/nope-large")) == "train"
-    assert paths.rule_writing("config.yaml") is None
-
-
 def test_usual_mode_gives_files_and_folders_what_open_and_mkdir_give(tmp_path):
     mask = os.umask(0o027)
     try:
@@ -177,7 +155,7 @@ def python(code: str, **kwargs) -> subprocess.Popen:
 def test_forward_stop_signals_sends_sigterm_to_the_jobs_then_calls_the_previous_handler():
     proc = python(
         "import os, signal, subprocess, sys, time\n"
-        "from causalpos.workflow.stages import forward_stop_signals\n"
+        "from causalpos.workflow.process_control import forward_stop_signals\n"
         "job = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
         "signal.signal(signal.SIGTERM, lambda s, f: print('previous handler', flush=True))\n"
         "forward_stop_signals()\n"  # its jobs: this process's children
@@ -201,8 +179,8 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_job_ends_when_its_parent_dies(tmp_path):
-    """What a job's log_to_file does: the job gets SIGTERM when its Snakemake is killed (SIGKILL, a crash)."""
-    job = ("import time; from causalpos.workflow.stages import stop_with_parent; stop_with_parent(); "
+    """What a job's JobLog does: the job gets SIGTERM when its Snakemake is killed (SIGKILL, a crash)."""
+    job = ("import time; from causalpos.workflow.process_control import stop_with_parent; stop_with_parent(); "
            "print('ready', flush=True); time.sleep(60)")
     parent = python(f"import subprocess, sys; job = subprocess.Popen([sys.executable, '-c', {job!r}]); "
                     "print(job.pid, flush=True); job.wait()", start_new_session=True)
@@ -221,13 +199,13 @@ def test_a_job_ends_when_its_parent_dies(tmp_path):
 
 @pytest.mark.parametrize("fails", [False, True], ids=["succeeds", "fails"])
 def test_a_job_skips_the_final_collection_and_keeps_its_log_and_exit_status(tmp_path, fails):
-    """log_to_file ends a job with gc.freeze() (causalpos.process_exit): the log still gets every record and
+    """JobLog ends a job with gc.freeze() (causalpos.process_exit): the log still gets every record and
     a failing stage's traceback, and the process's exit status is the stage's; garbage made after the
     freeze is still collected (the freeze does not switch collection off)."""
     log = tmp_path / "logs" / "job.log"
-    job = ("import gc, weakref; from causalpos.workflow.stages import log, log_to_file\n"
+    job = ("import gc, weakref; from causalpos.workflow.process_control import JobLog, log\n"
            "class Cycle: pass\n"
-           f"with log_to_file({str(log)!r}):\n"
+           f"with JobLog({str(log)!r}):\n"
            "    log.info('the last record')\n"
            f"    if {fails}: raise RuntimeError('the stage broke')\n"
            "assert gc.get_freeze_count() > 0\n"

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from causalpos.workflow.cli import main
-from causalpos.workflow.config import ConfigError, load_config, validate_config, variant_params
+from causalpos.models.settings import ModelSettings, TrainingSettings
+from causalpos.workflow.config import ConfigError, load_config, training_defaults, validate_config, variant_params
 from causalpos.io import atomic_path, read_metadata, write_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +58,24 @@ def test_validation_fills_defaults(config):
     del config["plot"]["dpi"]
     validate_config(config)
     assert config["simulation"]["threads"] == 8 and config["plot"]["dpi"] == 150
+
+
+def test_the_schema_holds_every_training_default(config):
+    """A config without a training section trains with the schema's defaults, every key of the settings; outside
+    a config (tests, bench/) training_defaults gives the same, under any keys given."""
+    del config["training"]
+    del config["extraction"]["threads"]
+    validate_config(config)
+    assert list(config["training"]) == list(TrainingSettings.__annotations__)
+    assert list(config["training"]["model"]) == list(ModelSettings.__annotations__)
+    assert config["training"] == training_defaults() and config["training"]["threads"] == 8
+    assert config["extraction"]["threads"] == 8
+    assert training_defaults({"steps": 7, "model": {"n_layers": 2}}) == {
+        **training_defaults(), "steps": 7, "model": {**training_defaults()["model"], "n_layers": 2}}
+    with pytest.raises(ConfigError, match=r"training.model.n_heads = 0 is invalid"):
+        training_defaults({"model": {"n_heads": 0}})
+    with pytest.raises(ConfigError, match=r"training: unknown key\(s\) \['dropout'\]"):
+        training_defaults({"dropout": 0.1})
 
 
 def test_variant_inherits_defaults_and_overrides(config):

@@ -16,9 +16,9 @@ import yaml
 from causalpos.analysis.claims.convergence import (FLIP_NOTE, convergence_frame, group_levels, note_flips,
                                                    verdict_changes)
 from causalpos.analysis.claims.ledger import build_ledger
-from causalpos.analysis.triangles import tri
 from causalpos.models.sequences import TooFewSequences, llm_sequences, sequence_counts
 from causalpos.models.tokenizer import train_bpe
+from causalpos.tril import packed_pairs
 from causalpos.workflow import paths
 from causalpos.workflow.config import load_config, paper_llms_settings, pretrained_models
 from conftest import ROOT, copy_workflow, snakemake
@@ -87,8 +87,7 @@ def llm_tables(n_groups=8, per_group=3, size=10, layers=3, seed=0):
     """Scores and groups tables of one pretrained model: per-sequence scores with a non-relative pattern of
     varying strength by layer, summed by group as the extraction does."""
     rng = np.random.default_rng(seed)
-    t = tri(size)
-    q, k = t.q, t.k
+    q, k = packed_pairs(size)
     scores, groups = [], []
     for layer in range(layers):
         pattern = -0.3 * (q - k) + (0.05 + 0.3 * layer) * np.log1p(k)
@@ -138,9 +137,9 @@ def test_convergence_on_the_first_groups_is_the_ledger_of_those_sequences_alone(
     by_hand = []
     for layer, rows in first.groupby("layer"):
         mean = np.sum(np.stack(rows["sums"].to_list()).astype(np.float64), axis=0) / rows["n_sequences"].sum()
-        t = tri(10)
-        by_hand.append(pd.DataFrame({"model": "llm", "kind": "pretrained", "layer": layer, "query_pos": t.q,
-                                     "key_pos": t.k, "score_mean": mean, "score_sem": np.nan, "seq_len": 10}))
+        q, k = packed_pairs(10)
+        by_hand.append(pd.DataFrame({"model": "llm", "kind": "pretrained", "layer": layer, "query_pos": q,
+                                     "key_pos": k, "score_mean": mean, "score_sem": np.nan, "seq_len": 10}))
     ledger = claim8_rows(build_ledger(None, None, pd.concat(by_hand), None, first, n_bootstrap=50, seed=3))
     mine = frame[frame["n_sequences"] == 12][["claim_id", "layer", "value", "uncertainty", "verdict"]].sort_values(
         ["claim_id", "layer"], na_position="first").reset_index(drop=True)

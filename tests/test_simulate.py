@@ -13,10 +13,10 @@ import torch
 
 from causalpos.simulation import cpu_kernel as kern
 from causalpos.matrices import diagonal_normalise, visible_pairs
-from causalpos.simulation.cpu_kernel import block_inputs
-from causalpos.simulation.engine import decoder_layers, result_frame, simulate
+from causalpos.simulation.engine import result_frame, run_layers, simulate
 from causalpos.simulation.sampling import (
     block_generator,
+    block_sizes,
     rope_tables,
     sample_inputs,
     sample_inputs_official,
@@ -25,6 +25,13 @@ from causalpos.simulation.sampling import (
 from causalpos.simulation.variant import Variant
 
 SMALL = dict(d=32, seq_len=12, n_layers=3, n_samples=3000)
+
+
+def block_inputs(v: Variant, block: int = 0) -> np.ndarray:
+    """The inputs X^(0) [size, n, D] that the CPU kernel decodes for one seeded block (v.sampler's law)."""
+    plan = kern.KernelPlan(v, v.resolved_sampler)
+    (_, size), = [bs for bs in block_sizes(v.n_samples) if bs[0] == block]
+    return plan.inputs(block, size)
 
 
 def lower(n: int, k: int = -1) -> np.ndarray:
@@ -255,7 +262,7 @@ def test_means_and_sems_equal_direct_numpy_on_the_same_samples(backend):
     assert x.shape[0] == v.n_samples
     mask = torch.full((n, n), float("-inf")).triu_(1)
     result = simulate(v, backend=backend)
-    for layer, (scores, probs) in enumerate(decoder_layers(torch.from_numpy(x), v, mask)):
+    for layer, (scores, probs) in enumerate(run_layers(torch.from_numpy(x), v, mask)):
         for name, values in (("score", scores), ("prob", probs)):
             values = values.double().numpy()
             mean, sem = values.mean(0), values.std(0, ddof=1) / np.sqrt(v.n_samples)
@@ -291,7 +298,7 @@ def test_cpu_kernel_equals_torch_decoder_on_identical_inputs(kwargs):
     mask = torch.full((n, n), float("-inf")).triu_(1) if v.mask == "causal" else None
     rope = rope_tables(n, v.d, v.rope_theta) if v.pe == "rope" else None
     visible = visible_pairs(n, v.mask)
-    for layer, (scores, probs) in enumerate(decoder_layers(torch.from_numpy(x), v, mask, rope)):
+    for layer, (scores, probs) in enumerate(run_layers(torch.from_numpy(x), v, mask, rope)):
         for slot, values in enumerate((scores, scores**2, probs, probs**2)):
             expected = values.double().sum(0).numpy()[visible]
             got = sums[layer, slot, :, :n][visible]

@@ -11,6 +11,21 @@ ALPHAS = [0.0, 0.05, 0.2, 0.5, 0.9, 0.99]
 POSITIONS = np.arange(1, 301)
 
 
+def layer2_scores_from_gram(n: int, alpha: float, residual: bool = True) -> np.ndarray:
+    """The same quantity as `theory.layer2_scores`, by matrix algebra instead of the closed form.
+
+    x^(1) = (A + r I) x^(0) with A the expected layer-1 attention, so the expected
+    Gram matrix is (A + rI) G0 (A + rI)^T with G0 = (1 - alpha) I + alpha 11^T.
+    """
+    mix = theory.layer1_attention(n, alpha) + (np.eye(n) if residual else 0.0)  # checks alpha
+    gram0 = (1 - alpha) * np.eye(n) + alpha * np.ones((n, n))
+    gram1 = mix @ gram0 @ mix.T
+    norms = np.sqrt(np.diag(gram1))
+    scores = gram1 / np.outer(norms, norms)
+    scores[np.triu_indices(n, k=1)] = np.nan
+    return scores
+
+
 @pytest.mark.parametrize("alpha", ALPHAS)
 @pytest.mark.parametrize("h", [theory.h, theory.h_no_residual], ids=["h", "h_prime"])
 def test_h_strictly_decreasing(h, alpha):
@@ -48,7 +63,7 @@ def test_closed_form_equals_gram_matrix_computation(alpha, residual):
     """Eq. 4 (and its App. A.2 analogue) against (A + rI) G0 (A + rI)^T computed by matrix algebra."""
     n = 40
     closed = theory.layer2_scores(n, alpha, residual)
-    gram = theory.layer2_scores_from_gram(n, alpha, residual)
+    gram = layer2_scores_from_gram(n, alpha, residual)
     np.testing.assert_allclose(closed, gram, rtol=1e-12, atol=1e-14, equal_nan=True)
 
 
@@ -70,7 +85,7 @@ def test_layer1_attention_is_eq2_softmax():
     lambda a: theory.layer1_attention(5, a),
     lambda a: theory.layer2_scores(5, a),
     lambda a: theory.layer2_scores(5, a, residual=False),
-    lambda a: theory.layer2_scores_from_gram(5, a),
+    lambda a: layer2_scores_from_gram(5, a),
 ], ids=["g", "h", "g_prime", "h_prime", "layer1", "layer2", "layer2_nores", "gram"])
 def test_alpha_outside_unit_interval_rejected(fn, alpha):
     with pytest.raises(ValueError, match="alpha"):

@@ -33,13 +33,17 @@ from causalpos.models.train import (
     micro_batch_blocks,
     train,
 )
+from causalpos.workflow.config import ConfigError, training_defaults
 
 VOCAB, BLOCK = 300, 32
-TINY = {"n_layers": 2, "hidden_size": 64, "n_heads": 2, "n_kv_heads": 1, "head_dim": 32,
-        "intermediate_size": 128, "context": 4 * BLOCK}
-CFG = {"model": TINY, "steps": 120, "micro_batch": 4, "grad_accum": 2, "lr": 1e-2, "min_lr": 1e-3,
-       "warmup_steps": 5, "eval_every": 40, "eval_batches": 2, "checkpoint_every": 20, "log_every": 10,
-       "threads": 1, "seed": 3, "device": "cpu"}  # cpu: the bitwise comparisons need its determinism
+# complete settings, as a config gives them: the schema's defaults under these (train() fills in none)
+CFG = training_defaults({
+    "model": {"n_layers": 2, "hidden_size": 64, "n_heads": 2, "n_kv_heads": 1, "head_dim": 32,
+              "intermediate_size": 128, "context": 4 * BLOCK},
+    "steps": 120, "micro_batch": 4, "grad_accum": 2, "lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 5, "eval_every": 40,
+    "eval_batches": 2, "checkpoint_every": 20, "log_every": 10, "threads": 1, "seed": 3,
+    "device": "cpu"})  # cpu: the bitwise comparisons need its determinism
+TINY = CFG["model"]
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
@@ -96,25 +100,35 @@ def trained(data, tmp_path_factory) -> Path:
 
 
 def test_model_settings_name_the_bad_setting():
+    default = training_defaults()["model"]
     with pytest.raises(ValueError, match=r"training.model.n_heads = 3 does not divide training.model.hidden_size = 256"):
-        model_settings({"n_heads": 3})
+        model_settings({**default, "n_heads": 3})
     with pytest.raises(ValueError, match=r"training.model.n_kv_heads = 3 does not divide training.model.n_heads = 4"):
-        model_settings({"n_kv_heads": 3})
+        model_settings({**default, "n_kv_heads": 3})
     with pytest.raises(ValueError, match=r"training.model.head_dim = 32 must equal"):
-        model_settings({"head_dim": 32})
+        model_settings({**default, "head_dim": 32})
     with pytest.raises(ValueError, match=r"unknown setting training.model.dropout"):
-        model_settings({"dropout": 0.1})
+        model_settings({**default, "dropout": 0.1})
     with pytest.raises(ValueError, match=r"training.model.n_layers = 0 must be a positive integer"):
-        model_settings({"n_layers": 0})
+        model_settings({**default, "n_layers": 0})
+    with pytest.raises(ValueError, match=r"training.model.rope_theta is missing"):  # no default below the schema
+        build_model({k: v for k, v in default.items() if k != "rope_theta"}, VOCAB, rope=True)
+    with pytest.raises(ConfigError, match=r"training.model.n_heads = 3 does not divide"):  # the same through the schema
+        training_defaults({"model": {"n_heads": 3}})
 
 
 def test_training_settings_name_the_bad_setting(data, tmp_path):
     with pytest.raises(ValueError, match=r"unknown setting training.batch_size"):
-        training_settings({"batch_size": 8})
+        training_settings({**CFG, "batch_size": 8})
     with pytest.raises(ValueError, match=r"training.min_lr = 0.1 must be between 0 and training.lr"):
-        training_settings({"lr": 0.01, "min_lr": 0.1})
+        training_defaults({"lr": 0.01, "min_lr": 0.1})
     with pytest.raises(ValueError, match=r"training.betas"):
-        training_settings({"betas": [0.9]})
+        training_defaults({"betas": [0.9]})
+    with pytest.raises(ValueError, match=r"training.threads = 0 must be a positive integer"):
+        training_settings({**CFG, "threads": 0})
+    with pytest.raises(ValueError, match=r"training.seed is missing"):
+        train("nope", False, data / "blocks", tmp_path / "o", tmp_path / "c", {k: v for k, v in CFG.items()
+                                                                               if k != "seed"})
     with pytest.raises(ValueError, match=r"block_len = 32 .* exceeds training.model.context = 16"):
         train("nope", False, data / "blocks", tmp_path / "o", tmp_path / "c", {**CFG, "model": {**TINY, "context": 16}})
     bad = tmp_path / "bad"
@@ -180,7 +194,7 @@ def test_nope_scores_ignore_positions_rope_scores_do_not():
 
 
 def test_lr_warms_up_linearly_then_decays_to_min_lr():
-    cfg = training_settings({"steps": 100, "lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 10})
+    cfg = training_defaults({"steps": 100, "lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 10})
     lrs = [lr_at(s, cfg) for s in range(100)]
     assert lrs[0] == pytest.approx(1e-3 / 11) and lrs[10] == pytest.approx(1e-3)
     assert all(a < b for a, b in zip(lrs[:10], lrs[1:11]))
@@ -240,12 +254,12 @@ def test_job_cpus_is_the_affinity_capped_by_omp_num_threads(monkeypatch, omp, ex
     assert job_cpus() == (available_cpus() if expected == "all" else expected)
 
 
-def test_threads_0_trains_on_the_cpus_of_the_job(data, tmp_path, monkeypatch, caplog):
+def test_threads_are_capped_by_the_cpus_of_the_job(data, tmp_path, monkeypatch, caplog):
     """Snakemake sets OMP_NUM_THREADS to the rule's threads: a training of one thread per job uses one thread,
-    not every core (two of them on two cores stalled each other for seconds at a time)."""
+    not training.threads = 8 nor every core (two of them on two cores stalled each other for seconds at a time)."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     caplog.set_level("INFO", logger="causalpos")
-    train("nope", False, data / "blocks", tmp_path / "o", tmp_path / "c", {**CFG, "steps": 1, "threads": 0})
+    train("nope", False, data / "blocks", tmp_path / "o", tmp_path / "c", {**CFG, "steps": 1, "threads": 8})
     assert "1 ranks on cpu, 1 threads" in caplog.text
 
 
@@ -320,7 +334,7 @@ def test_sigterm_stops_every_rank_at_one_step_and_the_resumed_ranks_split_the_da
     torchrun, torchrun to its ranks, and the ranks agree on the step to stop at. The rerun resumes there; per
     step the two ranks read disjoint halves of the global batch, and they end with the same weights."""
     settings = {**CFG, "checkpoint_every": 0}
-    job = [sys.executable, "-c", "import sys; from causalpos.workflow.stages import run_train; "
+    job = [sys.executable, "-c", "import sys; from causalpos.workflow.runners import run_train; "
            f"run_train('nope', {settings!r}, {str(data / 'blocks')!r}, {str(data / 'tokenizer')!r}, "
            f"{str(tmp_path / 'out')!r}, {str(tmp_path / 'ckpt')!r}, processes=2)"]
     proc = start_and_wait_for_steps(job)

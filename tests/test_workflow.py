@@ -88,11 +88,11 @@ def test_training_outputs(finished_run):
 def test_emergence_table_and_figure_from_the_snapshots(finished_run):
     """Snapshots at the configured steps, the extraction at each, and the table whose last step of nope is the
     ledger's claim 7 for the final model (the last snapshot is the final model; the same bootstrap)."""
-    from causalpos.models.settings import snapshot_schedule, training_settings
-
+    from causalpos.models.settings import snapshot_schedule
+    from causalpos.workflow.config import training_defaults
 
     config = yaml.safe_load((finished_run / "config.yaml").read_text())
-    steps = snapshot_schedule(training_settings(config["training"]))
+    steps = snapshot_schedule(training_defaults(config["training"]))
     for model in ("nope", "rope"):
         folder = finished_run / "results" / "models" / model / "snapshots"
         shown = sorted(p.name for p in folder.iterdir() if p.name != ".snakemake_timestamp")  # directory() output's

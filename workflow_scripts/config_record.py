@@ -1,9 +1,7 @@
 # Snakemake adapter for rule config_record: read the job, call the library.
-import sys
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
+from causalpos.workflow.process_control import JobLog
+from causalpos.workflow.runners import run_config_record
 
-from causalpos.workflow.stages import log_to_file, run_config_record
-
-with log_to_file(snakemake.log[0]):
-    run_config_record(dict(snakemake.params.config), snakemake.output[0])
+with JobLog(snakemake.log[0]):
+    run_config_record(output=snakemake.output[0], **snakemake.params.kwargs)

@@ -1,14 +1,13 @@
 # Snakemake adapter for rule length_seeds: read the job, call the library.
-import sys
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
+from causalpos.workflow.process_control import JobLog
+from causalpos.workflow.runners import run_length_seeds
 
-from causalpos.workflow.stages import log_to_file, run_length_seeds
-
-with log_to_file(snakemake.log[0]):
+kwargs = snakemake.params.kwargs
+with JobLog(snakemake.log[0]):
     run_length_seeds(
-        [(model, seed, path) for (model, seed), path in zip(snakemake.params.runs, snakemake.input)],
+        [(model, seed, path) for (model, seed), path in zip(kwargs["runs"], snakemake.input.runs)],
         snakemake.output.table,
         list(snakemake.output.figures),
-        dict(snakemake.params.options),
+        kwargs["options"],
     )

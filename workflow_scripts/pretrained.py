@@ -1,13 +1,7 @@
 # Snakemake adapter for rule pretrained: read the job, call the library.
-import sys
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
+from causalpos.workflow.process_control import JobLog
+from causalpos.workflow.runners import run_pretrained
 
-from causalpos.workflow.stages import log_to_file, run_pretrained
-
-with log_to_file(snakemake.log[0]):
-    run_pretrained(
-        snakemake.wildcards.model,
-        dict(snakemake.params.spec),
-        snakemake.output[0],
-    )
+with JobLog(snakemake.log[0]):
+    run_pretrained(snakemake.wildcards.model, out_dir=snakemake.output[0], **snakemake.params.kwargs)

@@ -1,16 +1,12 @@
 # Snakemake adapter for rule simulate: read the job, call the library.
-import sys
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # this checkout's library
+from causalpos.workflow.process_control import JobLog
+from causalpos.workflow.runners import run_simulation
 
-from causalpos.workflow.stages import log_to_file, run_simulation
-
-with log_to_file(snakemake.log[0]):
+with JobLog(snakemake.log[0]):
     run_simulation(
         snakemake.wildcards.variant,
-        snakemake.params.variant,
-        snakemake.output[0],
-        device=snakemake.params.device,
+        output=snakemake.output[0],
         threads=snakemake.threads,
-        chunk_size=snakemake.params.chunk_size,
+        **snakemake.params.kwargs,
     )

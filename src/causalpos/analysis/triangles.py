@@ -1,10 +1,9 @@
 """Statistics of [query, key] matrices stored as packed lower triangles, with replicates.
 
-A quantity is an array x [P, N]: P = S(S+1)/2 pairs of the packed lower triangle (diagonal included,
-row-major: pair (q, k <= q) at q(q+1)/2 + k, the order of np.nonzero(np.tril(np.ones((S, S))))), and N
-columns: column 0 the estimate, the others its replicates (or one column for a plain matrix). Pairs
-first, so that picking pairs copies contiguous rows (4-5x faster than picking columns of a [N, P] array
-at S = 256). Every metric returns [N].
+A quantity is an array x [P, N]: P = S(S+1)/2 pairs of the packed lower triangle (causalpos.tril: diagonal
+included, row-major, pair (q, k <= q) at q(q+1)/2 + k), and N columns: column 0 the estimate, the others its
+replicates (or one column for a plain matrix). Pairs first, so that picking pairs copies contiguous rows (4-5x
+faster than picking columns of a [N, P] array at S = 256). Every metric returns [N].
 
 The per-layer summary (analysis.summary) and the claims ledger (analysis.claims) both compute their
 numbers here, so a summary column and the ledger metric of the same name are the same number.
@@ -13,41 +12,24 @@ numbers here, so a summary column and the ledger metric of the same name are the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
+from causalpos.tril import packed_index, packed_pairs, packed_size
+
 LEFT_FRACTION = 0.25  # the "left region": keys in the first quarter of the positions
 FIRST_KEYS = 4  # Section 5.2's "first few keys": keys 1-4 (key 0, the attention sink, is reported apart)
-
-
-@dataclass(frozen=True)
-class Tri:
-    size: int
-    q: np.ndarray
-    k: np.ndarray
-
-
-@lru_cache(maxsize=16)
-def tri(size: int) -> Tri:
-    q, k = np.tril_indices(size)
-    return Tri(size, q, k)
-
-
-def packed_index(q, k) -> np.ndarray:
-    q = np.asarray(q, dtype=np.int64)
-    return q * (q + 1) // 2 + np.asarray(k, dtype=np.int64)
 
 
 @lru_cache(maxsize=64)
 def off_diagonal(size: int, kmin: int, window: int | None = None) -> np.ndarray:
     """Packed positions of the off-diagonal pairs k < q with k >= kmin (and q - k < window, if given)."""
-    t = tri(size)
-    keep = (t.k < t.q) & (t.k >= kmin)
+    query, key = packed_pairs(size)
+    keep = (key < query) & (key >= kmin)
     if window is not None:
-        keep &= t.q - t.k < window
+        keep &= query - key < window
     return np.flatnonzero(keep)
 
 
@@ -61,8 +43,8 @@ def visible_window(values: np.ndarray, size: int) -> int | None:
     missing = np.isnan(values[sel])
     if not missing.any():
         return None
-    t = tri(size)
-    distance = (t.q - t.k)[sel]
+    query, key = packed_pairs(size)
+    distance = (query - key)[sel]
     window = int(distance[missing].min())
     if not np.array_equal(missing, distance >= window):
         raise ValueError(f"scores of seq_len {size}: {int(missing.sum())} off-diagonal pairs have no score, "
@@ -74,12 +56,12 @@ def visible_window(values: np.ndarray, size: int) -> int | None:
 def sorted_pairs(size: int, kmin: int, by: str, window: int | None = None):
     """Off-diagonal pairs (k >= kmin, q - k < window if given) sorted by band (q - k) or by key, stably (so
     within a band by key): (positions, starts, counts, keys of the sorted pairs)."""
-    t = tri(size)
+    query, key = packed_pairs(size)
     sel = off_diagonal(size, kmin, window)
-    label = (t.q - t.k)[sel] if by == "band" else t.k[sel]
+    label = (query - key)[sel] if by == "band" else key[sel]
     order = np.argsort(label, kind="stable")
     _, starts, counts = np.unique(label[order], return_index=True, return_counts=True)
-    return sel[order], starts, counts, t.k[sel[order]]
+    return sel[order], starts, counts, key[sel[order]]
 
 
 def safe_ratio(num, den) -> np.ndarray:
@@ -96,7 +78,7 @@ def pack(frame: pd.DataFrame, columns, size: int) -> list[np.ndarray]:
     where = packed_index(q[keep], k[keep])
     out = []
     for column in columns:
-        vector = np.full(size * (size + 1) // 2, np.nan)
+        vector = np.full(packed_size(size), np.nan)
         vector[where] = frame[column].to_numpy(float)[keep]
         out.append(vector)
     return out
@@ -192,8 +174,8 @@ def antisymmetric_share(x: np.ndarray, size: int) -> np.ndarray:
     s = sym + anti with anti = (s - s_mirrored) / 2 orthogonal to sym, so the share is in [0, 1]. A
     relative (Toeplitz) matrix and the absolute encodings of Wang and Chen (2020) give 0."""
     sel = off_diagonal(size, 0)
-    t = tri(size)
-    mirror = packed_index(size - 1 - t.k[sel], size - 1 - t.q[sel])
+    query, key = packed_pairs(size)
+    mirror = packed_index(size - 1 - key[sel], size - 1 - query[sel])
     s = x[sel]
     anti = (s - x[mirror]) / 2
     return safe_ratio((anti ** 2).mean(axis=0), s.var(axis=0))
@@ -211,10 +193,10 @@ def query_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
 
 @lru_cache(maxsize=64)
 def advantage_weights(size: int, kmin: int) -> tuple[np.ndarray, np.ndarray, float]:
-    t = tri(size)
+    query, key = packed_pairs(size)
     sel = off_diagonal(size, kmin)
-    n = (t.q[sel] - kmin).astype(float)  # keys kmin .. q-1 in the row
-    rank = (t.k[sel] - kmin).astype(float)
+    n = (query[sel] - kmin).astype(float)  # keys kmin .. q-1 in the row
+    rank = (key[sel] - kmin).astype(float)
     keep = n >= 2
     rows = np.arange(kmin + 2, size) - kmin  # keys per row, over the rows with at least two
     pairs = float((rows * (rows - 1) / 2).sum())
@@ -239,7 +221,7 @@ def concordance(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     total = np.zeros(x.shape[1])
     pairs = 0
     for q in range(kmin + 2, size):
-        start = q * (q + 1) // 2
+        start = packed_size(q)
         row = x[start + kmin:start + q]  # [n, N]
         n = row.shape[0]
         j, jj = np.triu_indices(n, 1)
@@ -281,8 +263,7 @@ def key_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     """Share of the off-diagonal variance (keys >= kmin) that the query position does not explain (1 - eta² of
     the value on the query): 0 when every row is constant in the key (a function of the query alone)."""
     sel = off_diagonal(size, kmin)  # packed order is row by row: the pairs of one query are contiguous
-    t = tri(size)
-    queries = t.q[sel]
+    queries = packed_pairs(size)[0][sel]
     _, starts, counts = np.unique(queries, return_index=True, return_counts=True)
     s = x[sel]
     means = np.add.reduceat(s, starts, axis=0) / counts[:, None]
@@ -335,7 +316,7 @@ def strict_increase(x: np.ndarray, size: int, kmin: int = 0, level: float = 0.05
     z = family_z(n_pairs, level)
     rising, violations, peaks, unresolved = 0, [], [], 0
     for q in rows:
-        start = q * (q + 1) // 2
+        start = packed_size(q)
         keys = np.arange(kmin, q)
         j, jj = np.triu_indices(len(keys), 1)
         d = est[start + kmin + jj] - est[start + kmin + j]
@@ -365,10 +346,10 @@ def unsaturated_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     over the sum over rows of (number of keys) x (s(i, i-1) - s(i, kmin)) (rows with >= 2 keys). A linear rise
     gives 1/2; a row that jumps to its end value after its first key gives 1/(keys); a smaller share =
     the row saturates to a constant in j sooner. Pooled over rows, so faint rows weigh by their range."""
-    t = tri(size)
+    query = packed_pairs(size)[0]
     sel = off_diagonal(size, kmin)
-    sel = sel[t.q[sel] - kmin >= 2]
-    q = t.q[sel]
+    sel = sel[query[sel] - kmin >= 2]
+    q = query[sel]
     gap = (x[packed_index(q, q - 1)] - x[sel]).sum(axis=0)
     rows = np.arange(kmin + 2, size)
     ends = packed_index(rows, rows - 1)
@@ -379,9 +360,9 @@ def unsaturated_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
 
 def _region_masks(size: int, left_fraction: float = LEFT_FRACTION) -> dict:
     """Named left regions of the off-diagonal pairs (packed order over off_diagonal(size, 0))."""
-    t = tri(size)
+    query, key = packed_pairs(size)
     sel = off_diagonal(size, 0)
-    q, k = t.q[sel], t.k[sel]
+    q, k = query[sel], key[sel]
     quarter = max(2, math.ceil(left_fraction * size))
     return {"key 0": k == 0, "keys 0-1": k <= 1,
             "first quarter of keys, queries past the first quarter": (k < quarter) & (q >= quarter),
@@ -395,7 +376,7 @@ def region_deficits(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTI
     band_statistics' ``deficit0``."""
     positions, starts, counts, _ = sorted_pairs(size, 0, "band")
     sel = off_diagonal(size, 0)
-    order = np.empty(size * (size + 1) // 2, dtype=np.int64)
+    order = np.empty(packed_size(size), dtype=np.int64)
     order[positions] = np.arange(len(positions))
     p = band_centred(x, size, 0)[order[sel]]  # back in packed order
     sd = x[sel].std(axis=0)

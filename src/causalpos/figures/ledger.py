@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from causalpos.analysis.claims.catalogue import PAGES, SUBJECTS, claim_number, page_of
+from causalpos.analysis.claims.catalogue import PAGES, TOPICS, claim_number, page_of
 from causalpos.analysis.claims.ledger import ledger_z
 from causalpos.figures.style import new_figure
 
@@ -32,7 +32,7 @@ def page_title(claim_ids: list[str], page: str) -> str:
     subjects when it shows none)."""
     shown = f"{claim_ids[0]}-{claim_ids[-1]}" if len(claim_ids) > 1 else "".join(claim_ids) or page
     numbers = list(dict.fromkeys(map(claim_number, claim_ids))) or list(PAGES[page])
-    return f"Claims ledger, claims {shown}: " + ", ".join(f"{SUBJECTS[n]} ({n})" for n in numbers)
+    return f"Claims ledger, claims {shown}: " + ", ".join(f"{TOPICS[n].subject} ({n})" for n in numbers)
 
 
 def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):

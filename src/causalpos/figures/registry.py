@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted model by rule model_figure
 CLAIMS_FIGURE = "figL1_claims"  # drawn by rule claims, beside the ledger: a folder of pages (catalogue.PAGES)
+ALL_LAYERS_PAGE = "{kind}_layers{layers}.{ext}"  # a page of ALL_LAYERS_FIGURE in its model's folder
 CLAIMS_PAGE = "claims{claims}.{ext}"  # a page of CLAIMS_FIGURE in its folder, claims a key of catalogue.PAGES
 LENGTH_SEEDS_FIGURE = "figT3_length_seeds"  # drawn by rule length_seeds (its own target), beside its table
 CONVERGENCE_FIGURE = "figL2_convergence"  # drawn by rule convergence, beside results/summary/convergence.parquet
@@ -63,6 +64,12 @@ FIGURES = {
 # length_seeds)
 CONFIGURABLE = tuple(f for f in FIGURES
                      if f not in (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE))
+
+
+def all_layers_page(folder, kind: str, first: int, last: int, ext: str) -> str:
+    """One page of ALL_LAYERS_FIGURE, e.g. <folder>/raw_layers01-08.png (layers 1-based, as in its titles);
+    workflow.paths.all_layers_dir is the folder of a model's pages."""
+    return f"{folder}/" + ALL_LAYERS_PAGE.format(kind=kind, layers=f"{first:02d}-{last:02d}", ext=ext)
 
 
 def claims_page(folder, page: str, ext: str) -> str:

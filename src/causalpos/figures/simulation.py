@@ -16,6 +16,7 @@ from matplotlib.ticker import NullFormatter
 from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE, draw_heatmap, new_figure, square_matrix
 from causalpos.simulation import theory as closed_form
 from causalpos.tables import require_columns
+from causalpos.tril import packed_size
 
 PARAMS = ("norm", "scale", "alpha", "pe", "rope_theta", "mask", "residual", "seq_len")
 GRID_COLUMNS = ("variant", "layer", "query_pos", "key_pos", "score_mean") + PARAMS
@@ -129,7 +130,7 @@ def fig_mechanism(tables: dict, options) -> Figure:
     if theory is not None:  # use the table's top-left corner: g and h do not depend on seq_len
         corner = theory[np.isclose(theory["alpha"], alpha) & theory["residual"].astype(bool)
                         & (theory["query_pos"] < n) & (theory["key_pos"] <= theory["query_pos"])]
-        if len(corner) == n * (n + 1) // 2:
+        if len(corner) == packed_size(n):
             scores2[corner["query_pos"].to_numpy(int), corner["key_pos"].to_numpy(int)] = corner["score"]
     panels = [
         (scores1, "(a) Layer-1 scores"),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from causalpos.models.recorder import ExtractionError
+from causalpos.models.errors import ExtractionError
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def layout_of(layer) -> Layout:
         else PRE_NORM
 
 
-def decoder_layers(model, name: str):
+def layer_modules(model, name: str):
     """The model's decoder layers, checked to be a layout the extractor understands (pre-norm or sandwich)."""
     layers = getattr(getattr(model, "model", None), "layers", None)
     needed = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")

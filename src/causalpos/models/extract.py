@@ -30,23 +30,24 @@ import pyarrow.parquet as pq
 import torch
 
 from causalpos.models import outputs
-from causalpos.models.decoder import decoder_layers, intermediates_of_batch, layer_io
-from causalpos.models.probe import StreamingProbe, fit_position_probe
+from causalpos.models.decoder import intermediates_of_batch, layer_io, layer_modules
+from causalpos.models.errors import ExtractionError
+from causalpos.models.probe import StreamingProbe
 from causalpos.models.progress import Progress
-from causalpos.models.recorder import ATTENTION_NAME, ExtractionError, ScoreRecorder, tril_pairs
-from causalpos.models.resume import Checkpoint, run_key
+from causalpos.models.recorder import ATTENTION_NAME, ScoreRecorder
+from causalpos.models.resume import ExtractionState, run_key
 from causalpos.tables import ACTIVATION_TABLES
+from causalpos.tril import packed_pairs
 from causalpos.usage import usage_since
 
-__all__ = ["ATTENTION_NAME", "Extraction", "ExtractionError", "ScoreRecorder", "Settings", "batch_groups",
-           "check_request", "decoder_layers", "extract", "extract_to_files", "fit_position_probe",
-           "mean_probabilities_eager"]
+__all__ = ["ATTENTION_NAME", "Extraction", "ExtractionError", "ExtractionRun", "ExtractionSettings", "ScoreRecorder",
+           "batch_groups", "check_request", "extract", "extract_to_files"]
 
 log = logging.getLogger("causalpos")
 
 
 @dataclass(frozen=True)
-class Settings:
+class ExtractionSettings:
     """What decides the numbers besides the model and the tokens (the restart state's key includes it)."""
 
     batch_size: int = 8
@@ -67,7 +68,7 @@ class Extraction:
 
 
 def check_request(model, name: str, seq_len: int, intermediates_layer: int | None) -> None:
-    n_layers = len(decoder_layers(model, name))
+    n_layers = len(layer_modules(model, name))
     context = getattr(model.config, "max_position_embeddings", None)
     if context is not None and seq_len > context:
         raise ExtractionError(f"sequence length {seq_len} exceeds model {name!r}'s context "
@@ -93,12 +94,15 @@ def choose_probe_positions(n_probe: int, seq_len: int, wanted: int, seed: int) -
                     dtype=np.int64).reshape(n_probe, wanted)
 
 
-class _Run:
-    """The sums of one extraction, what one batch adds to them, and what a restart needs of them."""
+class ExtractionRun:
+    """The sums of one extraction, what one batch adds to them, and what a restart needs of them.
 
-    def __init__(self, model, tokens: np.ndarray, name: str, kind: str, settings: Settings):
+    extract_to_files drives it; `run_batch` alone is one batch's whole step (recorder, intermediates,
+    probe rows), what bench/bench_extract.py times against a plain forward."""
+
+    def __init__(self, model, tokens: np.ndarray, name: str, kind: str, settings: ExtractionSettings):
         self.model, self.tokens, self.name, self.kind, self.settings = model, tokens, name, kind, settings
-        self.layers = decoder_layers(model, name)
+        self.layers = layer_modules(model, name)
         self.device = next(model.parameters()).device
         n_sequences, seq_len = tokens.shape
         self.layer = settings.intermediates_layer
@@ -110,8 +114,8 @@ class _Run:
         self.positions = choose_probe_positions(self.n_probe, seq_len, settings.probe_positions, settings.seed)
         self.probe = (StreamingProbe(len(self.layers) + 1, model.config.hidden_size, self.n_probe)
                       if self.n_probe else None)
-        query, key = (torch.from_numpy(a).to(self.device) for a in tril_pairs(seq_len))
-        self.packed = query * seq_len + key  # flat [S, S] index of each packed pair
+        query, key = packed_pairs(seq_len)
+        self.packed = torch.from_numpy(query * seq_len + key).to(self.device)  # flat [S, S] index of each packed pair
         self.grams, self.gram_total = {}, {}  # stage -> packed float64 sums: open group, closed groups
         self.next_batch, self.groups_done, self.seconds = 0, 0, 0.0
 
@@ -203,7 +207,7 @@ class _Run:
         self.gram_total, self.probe = state["gram_total"], state["probe"]
 
 
-def _checked_tokens(model, tokens, name: str, settings: Settings) -> np.ndarray:
+def _checked_tokens(model, tokens, name: str, settings: ExtractionSettings) -> np.ndarray:
     if model.config._attn_implementation != ATTENTION_NAME:
         raise ExtractionError(f"model {name!r} was loaded with attention {model.config._attn_implementation!r}; "
                               f"load it with attn_implementation={ATTENTION_NAME!r}")
@@ -218,28 +222,31 @@ def _checked_tokens(model, tokens, name: str, settings: Settings) -> np.ndarray:
 
 @torch.no_grad()
 def extract_to_files(model, tokens: np.ndarray, name: str, kind: str, paths: dict, metadata: dict | None = None,
-                     state_dir=None, progress: bool | None = None, **settings) -> float:
+                     state_dir=None, code: str | None = None, progress: bool | None = None, **settings) -> float:
     """Scores of every layer over all `tokens` [n_sequences, S], the intermediates and the probe on them too,
     written to `paths` {table: file} for the tables of causalpos.tables.ACTIVATION_TABLES; returns the seconds.
 
-    `settings` are Settings' fields. `metadata` goes into every file, with "seconds" added. With `state_dir`
-    a killed run started again with the same model, tokens and settings resumes from its last completed
-    group; without it the group parts go to a temporary folder beside the groups table. `progress`:
+    `settings` are ExtractionSettings' fields. `metadata` goes into every file, with "seconds" added. With `state_dir`
+    a killed run started again with the same model, tokens, settings and `code` (a digest of the code that
+    computes the numbers: workflow.digest.code_digest of the runner) resumes from its last completed group; without it the group parts go to a temporary folder beside the groups table. `progress`:
     a tqdm bar (True), log lines with the time left (False), or whichever suits stderr (None).
     """
-    settings = Settings(**settings)
+    settings = ExtractionSettings(**settings)
     tokens = _checked_tokens(model, tokens, name, settings)
-    run = _Run(model, tokens, name, kind, settings)
+    run = ExtractionRun(model, tokens, name, kind, settings)
     if state_dir is None:
         Path(paths["groups"]).parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".extract-", dir=Path(paths["groups"]).parent) as folder:
-            return _extract(run, Checkpoint(folder, ""), False, paths, metadata, progress)
-    key = run_key(model, tokens, {"name": name, "kind": kind, **asdict(settings)})
-    return _extract(run, Checkpoint(state_dir, key), True, paths, metadata, progress)
+            return _extract(run, ExtractionState(folder, ""), False, paths, metadata, progress)
+    if code is None:
+        raise ValueError("extract_to_files: a resumable run (state_dir) needs `code`, the digest of its code")
+    key = run_key(model, tokens, {"name": name, "kind": kind, **asdict(settings)}, code)
+    return _extract(run, ExtractionState(state_dir, key), True, paths, metadata, progress)
 
 
-def _extract(run: _Run, checkpoint: Checkpoint, resumable: bool, paths: dict, metadata, progress) -> float:
-    state = checkpoint.load(run.device) if resumable else None
+def _extract(run: ExtractionRun, state_folder: ExtractionState, resumable: bool, paths: dict, metadata,
+             progress) -> float:
+    state = state_folder.load(run.device) if resumable else None
     if state is not None:
         run.restore(state)
         log.info("extract %s: resuming after %d of %d batches (%d groups done)", run.name, run.next_batch,
@@ -251,21 +258,21 @@ def _extract(run: _Run, checkpoint: Checkpoint, resumable: bool, paths: dict, me
     while run.next_batch < run.n_batches:
         bar.update(run.run_batch())
         if run.group_ends():
-            run.close_group(checkpoint.part(run.groups_done))
+            run.close_group(state_folder.part(run.groups_done))
             if resumable:
                 run.seconds += time.perf_counter() - started
                 started = time.perf_counter()
-                checkpoint.save(run.state())
+                state_folder.save(run.state())
     bar.close()
     run.seconds += time.perf_counter() - started
     # peak memory and CPU time of this process (a resumed run's earlier processes are not counted)
-    _write_tables(run, checkpoint, paths, {**(metadata or {}), "seconds": run.seconds, **usage_since(cpu_start)})
+    _write_tables(run, state_folder, paths, {**(metadata or {}), "seconds": run.seconds, **usage_since(cpu_start)})
     if resumable:
-        checkpoint.remove()
+        state_folder.remove()
     return run.seconds
 
 
-def _write_tables(run: _Run, checkpoint: Checkpoint, paths: dict, metadata: dict) -> None:
+def _write_tables(run: ExtractionRun, state_folder: ExtractionState, paths: dict, metadata: dict) -> None:
     mean, sem = run.recorder.mean_and_sem()
     n, seq_len = run.recorder.n_sequences, run.recorder.seq_len
     outputs.write_scores(paths["scores"], mean, sem, run.name, run.kind, n, metadata)
@@ -273,7 +280,7 @@ def _write_tables(run: _Run, checkpoint: Checkpoint, paths: dict, metadata: dict
                                 metadata)
     probe = run.probe.results() if run.probe is not None else []
     outputs.write_probe(paths["probe"], probe, run.name, run.kind, seq_len, metadata)
-    outputs.join_group_parts(paths["groups"], [checkpoint.part(g) for g in range(run.groups_done)], metadata)
+    outputs.join_group_parts(paths["groups"], [state_folder.part(g) for g in range(run.groups_done)], metadata)
 
 
 def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8, intermediates_layer: int | None = 0,
@@ -287,17 +294,3 @@ def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8
         seconds = extract_to_files(model, tokens, name, kind, paths, progress=progress, **settings)
         frames = {table: pq.read_table(path).to_pandas().drop(columns="table") for table, path in paths.items()}
     return Extraction(frames["scores"], frames["intermediates"], frames["probe"], seconds, frames["groups"])
-
-
-def mean_probabilities_eager(model, tokens: np.ndarray, batch_size: int = 8) -> np.ndarray:
-    """The straightforward way: eager attention with output_attentions=True, averaged over sequences
-    and heads, [layers, S, S]. An independent computation for the tests and bench/bench_extract.py."""
-    total = None
-    for start in range(0, len(tokens), batch_size):
-        batch = torch.from_numpy(np.asarray(tokens[start:start + batch_size], dtype=np.int64))
-        # the decoder without its LM head: no logits, only what the comparison needs
-        out = model.model(input_ids=batch.to(next(model.parameters()).device), output_attentions=True,
-                          use_cache=False)
-        stacked = torch.stack([a.double().mean(dim=1).sum(dim=0) for a in out.attentions])
-        total = stacked if total is None else total + stacked
-    return (total / len(tokens)).cpu().numpy()

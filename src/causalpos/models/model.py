@@ -46,9 +46,9 @@ def model_config(model_cfg: dict, vocab_size: int, rope: bool, eos_token_id: int
 def build_model(model_cfg: dict, vocab_size: int, rope: bool, eos_token_id: int | None = None) -> SmolLM3ForCausalLM:
     """A freshly initialised decoder from torch's global RNG (seed it first).
 
-    `model_cfg` keys (missing ones from DEFAULT_MODEL): n_layers, hidden_size,
-    n_heads, n_kv_heads, head_dim (= hidden_size / n_heads), intermediate_size,
-    context (max_position_embeddings), rope_theta, tie_word_embeddings.
+    `model_cfg`: a complete `training.model` (causalpos.models.settings.ModelSettings; the config schema
+    holds the defaults): n_layers, hidden_size, n_heads, n_kv_heads, head_dim (= hidden_size / n_heads),
+    intermediate_size, context (max_position_embeddings), rope_theta, tie_word_embeddings.
     `rope` False gives the NoPE model: no layer rotates queries and keys.
     """
     config = model_config(model_cfg, vocab_size, rope, eos_token_id)

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from causalpos.io import atomic_path
-from causalpos.models.recorder import tril_pairs
 from causalpos.tables import GROUP_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS, SCORE_COLUMNS
+from causalpos.tril import packed_pairs, seq_len_of_packed
 
 TEXT, I32, I64, F64 = pa.large_string(), pa.int32(), pa.int64(), pa.float64()
 TYPES = {  # the types pandas gave these columns when the tables were built as frames
@@ -88,8 +87,8 @@ def diagonal_normalised(values: np.ndarray, query: np.ndarray, key: np.ndarray, 
 def write_scores(path, mean: np.ndarray, sem: np.ndarray, name: str, kind: str, n_sequences: int,
                  metadata: dict | None) -> None:
     """scores.parquet from the packed means and standard errors [layers, pairs], layer by layer."""
-    seq_len = _seq_len(mean.shape[1])
-    query, key = tril_pairs(seq_len)
+    seq_len = seq_len_of_packed(mean.shape[1])
+    query, key = packed_pairs(seq_len)
     with table_writer(path, "scores", metadata) as writer:
         for layer in range(len(mean)):
             diagnorm = diagonal_normalised(mean[layer], query, key, seq_len)
@@ -110,8 +109,8 @@ def write_intermediates(path, matrices: dict, layer: int | None, name: str, n_se
     """intermediates.parquet from packed stage means {stage: [pairs]} (none: an empty table)."""
     with table_writer(path, "intermediates", metadata) as writer:
         for stage in sorted(matrices):
-            seq_len = _seq_len(len(matrices[stage]))
-            query, key = tril_pairs(seq_len)
+            seq_len = seq_len_of_packed(len(matrices[stage]))
+            query, key = packed_pairs(seq_len)
             for rows in _chunks(len(query)):
                 writer.write_batch(batch("intermediates", rows.stop - rows.start, model=name,
                                          layer=layer + (stage in "hi"), stage=stage, query_pos=query[rows],
@@ -144,16 +143,5 @@ def join_group_parts(path, parts: list, metadata: dict | None) -> None:
                 writer.write_table(source.read_row_group(index))
 
 
-def _seq_len(pairs: int) -> int:
-    seq_len = round((np.sqrt(8 * pairs + 1) - 1) / 2)
-    if seq_len * (seq_len + 1) // 2 != pairs:
-        raise ValueError(f"{pairs} is not the size of a lower triangle")
-    return seq_len
-
-
 def part_name(group: int) -> str:
     return f"group-{group:05d}.parquet"
-
-
-def part_paths(folder, n_groups: int) -> list[Path]:
-    return [Path(folder) / part_name(group) for group in range(n_groups)]

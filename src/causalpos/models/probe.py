@@ -9,15 +9,14 @@ deviation; the fit on train + validation with the chosen penalty gives the error
 `StreamingProbe` fits the same probe without keeping the rows: sequences arrive in
 order, so the training rows are all seen before the first validation row, and those
 before the first test row. Per hidden state it keeps sums and one features x
-features matrix (float64), whatever the number of sequences; `fit_position_probe`
-is the same probe on rows held in memory.
+features matrix (float64), whatever the number of sequences.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from causalpos.models.recorder import ExtractionError
+from causalpos.models.errors import ExtractionError
 
 PENALTIES = (1e-3, 1e-2, 1e-1, 1, 10, 100, 1000)
 MIN_SEQUENCES = 5
@@ -129,14 +128,3 @@ class StreamingProbe:
         if self.next_sequence != self.n_sequences:
             raise ExtractionError(f"position probe: {self.next_sequence} of {self.n_sequences} sequences given")
         return [state.result() for state in self.states]
-
-
-def fit_position_probe(features: np.ndarray, positions: np.ndarray, sequence: np.ndarray,
-                       penalties=PENALTIES) -> dict:
-    """The probe on rows in memory: `features` [rows, features], their `positions` and `sequence` ids."""
-    ids = np.unique(sequence)
-    probe = StreamingProbe(1, features.shape[1], len(ids), penalties)
-    for index, sequence_id in enumerate(ids):
-        rows = sequence == sequence_id
-        probe.add_sequence(index, [features[rows]], positions[rows])
-    return probe.results()[0]

@@ -10,10 +10,10 @@ sequence to running float64 sums (and sums of squares, for standard errors) of
 that layer, then computes the attention output with transformers' own SDPA
 function. Nothing of size batch x heads x S x S is ever kept.
 
-Only the lower triangle (key <= query) is kept, packed row-major: pair (q, k) at
-q (q + 1) / 2 + k, the order of np.nonzero(np.tril(ones)). Pairs a layer's mask
-hides inside that triangle (keys a sliding window leaves out) get no logit from
-the model, so their means, standard errors and group sums are NaN in that layer.
+Only the lower triangle (key <= query) is kept, packed row-major (causalpos.tril:
+pair (q, k) at q (q + 1) / 2 + k). Pairs a layer's mask hides inside that triangle
+(keys a sliding window leaves out) get no logit from the model, so their means,
+standard errors and group sums are NaN in that layer.
 
 Layers and positions are 0-based; `model.model.layers[l]` is layer l.
 """
@@ -28,23 +28,11 @@ from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from causalpos.errors import UserError
+from causalpos.models.errors import ExtractionError
+from causalpos.tril import packed_size
 
 ATTENTION_NAME = "causalpos_scores"
 ROW_BLOCK = 128  # query rows per score block: only blocks on or below the diagonal are multiplied
-
-
-class ExtractionError(UserError, RuntimeError):
-    """The model cannot be analysed as asked; the message names the model and the setting."""
-
-
-def tril_size(seq_len: int) -> int:
-    return seq_len * (seq_len + 1) // 2
-
-
-def tril_pairs(seq_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """(query, key) of the packed lower triangle, in packed order."""
-    return np.nonzero(np.tril(np.ones((seq_len, seq_len), dtype=bool)))
 
 
 @dataclass
@@ -55,11 +43,9 @@ class ScoreRecorder:
     seq_len: int
     device: torch.device
     capture_layers: tuple = ()
-    probabilities: bool = False  # also sum the head-averaged attention probabilities (for checks against eager)
     total: torch.Tensor = field(init=False)  # [layers, packed pairs] float64, all sequences so far
     total_sq: torch.Tensor = field(init=False)
     group_total: torch.Tensor = field(init=False)  # the open group's sums, float32 as groups.parquet stores them
-    prob_total: torch.Tensor | None = field(init=False, default=None)  # [layers, S, S], checks only
     hidden: dict = field(default_factory=dict)  # layer -> packed bool, pairs its mask hides (absent: none)
     outputs: dict = field(default_factory=dict)  # layer -> this batch's attention output [B, S, H * D]
     av_gram: dict = field(default_factory=dict)  # layer -> this batch's sum over sequences of the head-mean Gram of AV
@@ -67,14 +53,11 @@ class ScoreRecorder:
     group_n: int = 0
 
     def __post_init__(self):
-        shape = (self.n_layers, tril_size(self.seq_len))
+        shape = (self.n_layers, packed_size(self.seq_len))
         self.total = torch.zeros(shape, dtype=torch.float64, device=self.device)
         self.total_sq = torch.zeros(shape, dtype=torch.float64, device=self.device)
         # float32: a group's sums are stored as float32, and it adds up few batches (one in the default run)
         self.group_total = torch.zeros(shape, dtype=torch.float32, device=self.device)
-        if self.probabilities:
-            self.prob_total = torch.zeros(self.n_layers, self.seq_len, self.seq_len, dtype=torch.float64,
-                                          device=self.device)
         self._blocks = _row_blocks(self.seq_len, self.device)
 
     def record_scores(self, layer: int, query: torch.Tensor, key: torch.Tensor, scaling: float,
@@ -101,8 +84,6 @@ class ScoreRecorder:
         if layer == 0:
             self.n_sequences += batch
             self.group_n += batch
-        if self.probabilities:
-            self._record_probabilities(layer, query, key, scaling)
 
     def _hidden_pairs(self, attention_mask: torch.Tensor | None, seq: int) -> torch.Tensor | None:
         """Packed pairs of the lower triangle that the layer's mask hides, None if it hides none.
@@ -118,18 +99,6 @@ class ScoreRecorder:
         query, key = torch.tril_indices(seq, seq, device=mask.device)
         hidden = ~visible[query, key]
         return hidden.to(self.device) if bool(hidden.any()) else None
-
-    def _record_probabilities(self, layer, query, key, scaling) -> None:
-        """Per-head probabilities from the recorded logits: a [batch, heads, S, S] transient, for checks only."""
-        heads, groups, seq = query.shape[1], key.shape[1], query.shape[2]
-        k = key.float().repeat_interleave(heads // groups, dim=1)
-        scores = torch.einsum("bhqd,bhkd->bhqk", query.float(), k) * scaling
-        masked = torch.ones(seq, seq, dtype=torch.bool, device=scores.device).triu(1)
-        if self.hidden[layer] is not None:
-            query_pos, key_pos = torch.tril_indices(seq, seq, device=scores.device)
-            masked[query_pos[self.hidden[layer]], key_pos[self.hidden[layer]]] = True
-        probs = scores.masked_fill(masked, float("-inf")).softmax(dim=-1)
-        self.prob_total[layer] += probs.double().mean(dim=1).sum(dim=0)
 
     def record_output(self, layer: int, output: torch.Tensor) -> None:
         """Attention output AV, [batch, S, heads, head_dim] as transformers' SDPA returns it."""
@@ -181,7 +150,7 @@ def _row_blocks(seq_len: int, device) -> list:
         rows = torch.arange(first, last)
         keep = torch.arange(last)[None, :] <= rows[:, None]  # row-major, so the packed order
         blocks.append((slice(first, last), last, keep.view(-1).nonzero().squeeze(1).to(device),
-                       tril_size(first), tril_size(last)))
+                       packed_size(first), packed_size(last)))
     return blocks
 
 

@@ -26,11 +26,9 @@ from causalpos.models.outputs import part_name
 log = logging.getLogger("causalpos")
 
 STATE = "state.pt"
-CODE = ("recorder.py", "decoder.py", "probe.py", "outputs.py", "resume.py", "extract.py")  # what the numbers depend on
-
-
-def run_key(model, tokens: np.ndarray, settings: dict) -> str:
-    """SHA-256 of everything that decides the extraction's numbers (the weights' bytes included: ~1 s per GB)."""
+def run_key(model, tokens: np.ndarray, settings: dict, code: str) -> str:
+    """SHA-256 of everything that decides the extraction's numbers (the weights' bytes included: ~1 s per GB);
+    `code` is the digest of the code that computes them (its caller's: workflow.digest.code_digest)."""
     digest = hashlib.sha256()
     parameter = next(model.parameters())
     described = {"settings": settings, "class": type(model).__name__, "config": model.config.to_dict(),
@@ -41,13 +39,13 @@ def run_key(model, tokens: np.ndarray, settings: dict) -> str:
     for name, tensor in model.state_dict().items():
         digest.update(name.encode())
         digest.update(tensor.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy())
-    for module in CODE:
-        digest.update((Path(__file__).parent / module).read_bytes())
+    digest.update(code.encode())
     return digest.hexdigest()
 
 
-class Checkpoint:
-    """The state folder of one extraction: group parts and `state.pt`."""
+class ExtractionState:
+    """The restart state of one extraction, kept in a folder: its group parts and `state.pt` (training
+    checkpoints are another thing, causalpos.models.checkpoints)."""
 
     def __init__(self, folder, key: str):
         self.folder, self.key = Path(folder), key

@@ -1,31 +1,67 @@
-"""Settings of the training stage: defaults and checks, in plain Python.
+"""Settings of the training stage: their types and the checks that span several keys, in plain Python.
 
-The workflow checks the `training` section with these before any job runs
-(no torch import at DAG time); `causalpos.models.model` and `causalpos.models.train` use the
-same functions, so a bad value is named the same way everywhere.
+Every default lives in the config schema (src/causalpos/schemas/config.schema.yaml, `training`): validating a
+config fills them in (causalpos.workflow.config.validate_config, and training_defaults there for a section
+written outside a config file). This layer reads no schema, so it takes a complete section: a missing key is
+an error, never a default of its own. The workflow checks the section with these functions before any job runs
+(no torch import at DAG time), and causalpos.models.model and causalpos.models.train check again with the same
+ones, so a bad value is named the same way everywhere.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
-# The default model: ~5.0M parameters (2.9M outside the tied embedding), sized so
-# that each of nope and rope trains in ~9 minutes on a 2-core CPU (bench/README.md).
-# context = 4 x the default block length of 256, so that the length-generalisation
-# evaluation at 4x stays within max_position_embeddings.
-DEFAULT_MODEL = {
-    "n_layers": 4,
-    "hidden_size": 256,
-    "n_heads": 4,
-    "n_kv_heads": 2,
-    "head_dim": 64,
-    "intermediate_size": 688,
-    "context": 1024,
-    "rope_theta": 10000.0,
-    "tie_word_embeddings": True,
-}
+PREFIX = "training.model"  # where the model's settings live in config.yaml, for error messages
 
-PREFIX = "training.model"  # where these settings live in config.yaml, for error messages
+
+class ModelSettings(TypedDict):
+    """`training.model`: the decoder's shape (causalpos.models.model)."""
+
+    n_layers: int
+    hidden_size: int
+    n_heads: int
+    n_kv_heads: int  # grouped-query attention: divides n_heads
+    head_dim: int  # hidden_size / n_heads, even (RoPE rotates pairs of coordinates)
+    intermediate_size: int
+    context: int  # max_position_embeddings
+    rope_theta: float
+    tie_word_embeddings: bool
+
+
+class TrainingSettings(TypedDict):
+    """`training`: how causalpos.models.train trains (docs/configuration.md says what each key means)."""
+
+    steps: int
+    micro_batch: int
+    grad_accum: int
+    lr: float
+    min_lr: float
+    warmup_steps: int
+    weight_decay: float
+    betas: list[float]
+    grad_clip: float
+    seed: int
+    eval_every: int
+    eval_batches: int
+    checkpoint_every: int
+    log_every: int
+    device: str
+    threads: int
+    snapshot_steps: int | list[int]
+    model: ModelSettings
+
+
+def _complete(section: dict, keys, prefix: str) -> None:
+    """Every key of the TypedDict and no other; the defaults come from the schema, not from here."""
+    unknown = sorted(set(section) - set(keys))
+    if unknown:
+        raise ValueError(f"unknown setting {prefix}.{unknown[0]} (known: {', '.join(keys)})")
+    missing = [key for key in keys if key not in section]
+    if missing:
+        raise ValueError(f"{prefix}.{missing[0]} is missing: give every key (causalpos.workflow.config fills in "
+                         f"the schema's defaults: validate_config, training_defaults)")
 
 
 def _positive_int(cfg: dict, key: str) -> int:
@@ -35,12 +71,10 @@ def _positive_int(cfg: dict, key: str) -> int:
     return value
 
 
-def model_settings(model_cfg: dict) -> dict:
-    """`model_cfg` over DEFAULT_MODEL, checked; ValueError names the offending setting."""
-    unknown = sorted(set(model_cfg) - set(DEFAULT_MODEL))
-    if unknown:
-        raise ValueError(f"unknown setting {PREFIX}.{unknown[0]} (known: {', '.join(DEFAULT_MODEL)})")
-    cfg = {**DEFAULT_MODEL, **model_cfg}
+def model_settings(model_cfg: dict) -> ModelSettings:
+    """A complete `training.model`, checked; ValueError names the offending setting."""
+    _complete(model_cfg, ModelSettings.__annotations__, PREFIX)
+    cfg = {key: model_cfg[key] for key in ModelSettings.__annotations__}
     for key in ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "intermediate_size", "context"):
         _positive_int(cfg, key)
     if cfg["hidden_size"] % cfg["n_heads"]:
@@ -62,44 +96,14 @@ def model_settings(model_cfg: dict) -> dict:
     return cfg
 
 
-# Training settings (the `training` section of the config, minus `model`).
-# Sized for the default model on a 2-core CPU: 1,600 steps x 4 sequences x 256
-# tokens = 1.6M tokens, ~9 minutes per model at ~3,200 tokens/s. On 1.2M tokens
-# of English news (BPE 8192) small batches learned faster per token than large
-# ones at the same throughput (bench/README.md).
-DEFAULT_TRAIN = {
-    "steps": 1600,           # optimizer steps
-    "micro_batch": 4,        # sequences (blocks) per forward/backward, per rank
-    "grad_accum": 1,         # micro batches per optimizer step; global batch = micro_batch x grad_accum x world
-    "lr": 1e-3,              # peak learning rate, reached at the end of warmup
-    "min_lr": 1e-4,          # the cosine schedule ends here at `steps`
-    "warmup_steps": 100,     # linear warmup from lr / (warmup_steps + 1) to lr
-    "weight_decay": 0.1,     # AdamW, on matrices and embeddings only (not norms)
-    "betas": [0.9, 0.95],
-    "grad_clip": 1.0,        # max global gradient norm; 0 disables clipping
-    "seed": 0,               # torch, numpy and python RNGs, model init and data order
-    "eval_every": 200,       # held-out loss every this many steps (and at 0 and the end); 0 = never
-    "eval_batches": 16,      # micro batches of held-out blocks per evaluation (the same blocks each time)
-    "checkpoint_every": 200,  # steps between checkpoints (and one at the end); 0 = only at the end
-    "log_every": 20,         # steps per metrics row / log line
-    "device": "auto",        # auto | cpu | cuda
-    "threads": 0,            # CPU threads per rank; 0 = the CPUs the job may use / ranks on this node
-    "snapshot_steps": 8,     # weight-only snapshots: a count (0 and the last step, the rest log-spaced) or a list
-}
-
-
-def training_settings(cfg: dict) -> dict:
-    """`cfg` (the training section, with an optional `model` dict) over the defaults, checked."""
-    cfg = dict(cfg)
-    model = model_settings(cfg.pop("model", None) or {})
-    unknown = sorted(set(cfg) - set(DEFAULT_TRAIN))
-    if unknown:
-        raise ValueError(f"unknown setting training.{unknown[0]} (known: model, {', '.join(DEFAULT_TRAIN)})")
-    cfg = {**DEFAULT_TRAIN, **cfg}
-    for key in ("steps", "micro_batch", "grad_accum"):
+def training_settings(section: dict) -> TrainingSettings:
+    """A complete `training` section (with its `model`), checked; a new dict, keys in TrainingSettings' order."""
+    _complete(section, TrainingSettings.__annotations__, "training")
+    cfg = {key: section[key] for key in TrainingSettings.__annotations__}
+    for key in ("steps", "micro_batch", "grad_accum", "threads"):
         if not _is_int(cfg[key]) or cfg[key] < 1:
             raise ValueError(f"training.{key} = {cfg[key]!r} must be a positive integer")
-    for key in ("warmup_steps", "eval_every", "eval_batches", "checkpoint_every", "log_every", "seed", "threads"):
+    for key in ("warmup_steps", "eval_every", "eval_batches", "checkpoint_every", "log_every", "seed"):
         if not _is_int(cfg[key]) or cfg[key] < 0:
             raise ValueError(f"training.{key} = {cfg[key]!r} must be a non-negative integer")
     if cfg["log_every"] < 1:
@@ -118,7 +122,9 @@ def training_settings(cfg: dict) -> dict:
         raise ValueError(f"training.device = {cfg['device']!r} must be auto, cpu or cuda")
     cfg["betas"] = [float(b) for b in betas]
     snapshot_schedule(cfg)  # checks training.snapshot_steps
-    cfg["model"] = model
+    if not isinstance(cfg["model"], dict):
+        raise ValueError(f"training.model = {cfg['model']!r} must be a mapping of the model's settings")
+    cfg["model"] = model_settings(cfg["model"])
     return cfg
 
 
@@ -128,7 +134,7 @@ def snapshot_schedule(cfg: dict) -> list[int]:
     `snapshot_steps` n (an integer): none for 0, else n steps: 0, the last, and n - 2 between them log-spaced,
     round(steps^(k / (n - 1))) for k = 1 .. n - 2 (fewer where two round to the same step); a list: those
     steps, with 0 and the last added. Plain Python: the workflow reads it to declare rule train's outputs."""
-    value, steps = cfg.get("snapshot_steps", DEFAULT_TRAIN["snapshot_steps"]), cfg["steps"]
+    value, steps = cfg["snapshot_steps"], cfg["steps"]
     if _is_int(value):
         if value < 0 or value == 1:
             raise ValueError(f"training.snapshot_steps = {value} must be 0 (no snapshots), at least 2 (step 0, the "

@@ -8,6 +8,9 @@ trains two small decoders that differ only in RoPE (`causalpos.models.model`):
         --checkpoints checkpoints/nope --config training.json --model nope
     torchrun --standalone --nproc_per_node 2 -m causalpos.models.train ...   # same, data parallel
 
+--config names complete settings (this layer reads no schema, so it fills in no default): `causalpos train`
+is the way in from a config file, which it validates and completes with the schema's defaults.
+
 A plain PyTorch loop (nanoGPT style): gradient accumulation, clipping, bf16
 autocast on CUDA (fp32 on CPU), DistributedDataParallel when WORLD_SIZE > 1,
 and checkpoints from which a killed run resumes to bitwise the same weights
@@ -207,9 +210,10 @@ def setup(cfg: dict) -> Context:
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    # ranks on one node share its CPUs: more threads than cores only thrash
+    # training.threads per job, at most the CPUs it may use (Snakemake caps both by the rule's threads); the
+    # ranks on one node share them: more threads than cores only thrash
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    torch.set_num_threads(cfg["threads"] or max(1, job_cpus() // local_world))
+    torch.set_num_threads(max(1, min(cfg["threads"], job_cpus()) // local_world))
     owns = False
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")  # env:// from torchrun
@@ -317,10 +321,9 @@ def train(model_name: str, rope: bool, blocks_dir, out_dir, checkpoint_dir, cfg:
           tokenizer_dir=None, log: logging.Logger | None = None) -> pd.DataFrame:
     """Train one decoder and write it to `out_dir`; returns the metrics table.
 
-    `cfg` is the training section of the config: DEFAULT_TRAIN's keys (missing
-    ones take those defaults) and `model`, DEFAULT_MODEL's keys (see
-    causalpos.models.model.build_model). Under torchrun with WORLD_SIZE > 1 every rank
-    calls this; each computes a disjoint slice of every global batch
+    `cfg` is a complete training section (causalpos.models.settings.TrainingSettings, with its `model`; the
+    config schema holds the defaults, which causalpos.workflow.config fills in). Under torchrun with
+    WORLD_SIZE > 1 every rank calls this; each computes a disjoint slice of every global batch
     (micro_batch x grad_accum sequences per rank) and only rank 0 writes.
 
     Resumes from `checkpoint_dir`/last.ckpt when it exists (written every
@@ -607,7 +610,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, help="folder for the trained model and metrics.parquet")
     parser.add_argument("--checkpoints", required=True, help="folder for last.ckpt (resumed from if present)")
     parser.add_argument("--config", required=True,
-                        help="JSON file: the training settings, or a config with a `training` section")
+                        help="JSON file: complete training settings, or an object with them under `training` (a "
+                             "trained model's training.json; the workflow writes one for torchrun)")
     parser.add_argument("--model", required=True, choices=["nope", "rope"], help="which decoder to train")
     parser.add_argument("--tokenizer", help="tokenizer folder to save with the model")
     args = parser.parse_args(argv)

@@ -608,13 +608,6 @@ class KernelPlan:
         return acc
 
 
-def block_inputs(v: Variant, block: int = 0) -> np.ndarray:
-    """The inputs X^(0) [size, n, D] that the CPU kernel decodes for one seeded block (v.sampler's law)."""
-    plan = KernelPlan(v, v.resolved_sampler)
-    (_, size), = [bs for bs in block_sizes(v.n_samples) if bs[0] == block]
-    return plan.inputs(block, size)
-
-
 def _in_order(pool, fn, items, window: int):
     """pool.map that keeps at most `window` tasks in flight (bounded memory), results in order."""
     pending = []

@@ -14,7 +14,7 @@ Two implementations of the decoder run the samples:
 - "numba" (CPU): one sample at a time in a compiled kernel whose buffers stay
   in cache and which skips the work that structure makes zero (see the
   kernel section below). Blocks run on a pool of threads.
-- "torch" (CUDA, or CPU on request): batched tensor ops, `decoder_layers`.
+- "torch" (CUDA, or CPU on request): batched tensor ops, `run_layers`.
 Both see the same law; they use different random streams, so their results
 agree statistically, not bitwise.
 """
@@ -65,7 +65,7 @@ def normalise(x: torch.Tensor, norm: str) -> torch.Tensor:
     return torch.nn.functional.layer_norm(x, x.shape[-1:], eps=LAYERNORM_EPS)
 
 
-def decoder_layers(x: torch.Tensor, v: Variant, additive_mask: torch.Tensor | None, rope=None):
+def run_layers(x: torch.Tensor, v: Variant, additive_mask: torch.Tensor | None, rope=None):
     """Yield (scores, probs) of each layer for a batch x [batch, n, dim]."""
     divisor = v.score_divisor
     for layer in range(v.n_layers):
@@ -117,7 +117,7 @@ def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int
 
     def run(blocks):
         x = torch.cat([draw(size, n, v.d, v.alpha, block_generator(v.seed, b, dev), dev) for b, size in blocks])
-        return decoder_layers(x, v, mask, rope)
+        return run_layers(x, v, mask, rope)
 
     blocks = block_sizes(v.n_samples)
     with torch.inference_mode():

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from causalpos.tril import packed_pairs
+
 E = np.e
 
 
@@ -90,23 +92,6 @@ def layer2_scores(n: int, alpha: float, residual: bool = True) -> np.ndarray:
     return scores
 
 
-def layer2_scores_from_gram(n: int, alpha: float, residual: bool = True) -> np.ndarray:
-    """The same quantity as `layer2_scores`, by matrix algebra instead of the closed form.
-
-    x^(1) = (A + r I) x^(0) with A the expected layer-1 attention, so the expected
-    Gram matrix is (A + rI) G0 (A + rI)^T with G0 = (1 - alpha) I + alpha 11^T.
-    Used to check the closed forms independently.
-    """
-    _check_alpha(alpha)
-    mix = layer1_attention(n, alpha) + (np.eye(n) if residual else 0.0)
-    gram0 = (1 - alpha) * np.eye(n) + alpha * np.ones((n, n))
-    gram1 = mix @ gram0 @ mix.T
-    norms = np.sqrt(np.diag(gram1))
-    scores = gram1 / np.outer(norms, norms)
-    scores[np.triu_indices(n, k=1)] = np.nan
-    return scores
-
-
 def theory_frame(seq_len: int, alphas) -> pd.DataFrame:
     """Long table of the layer-2 closed form for every alpha, with and without residual.
 
@@ -114,7 +99,7 @@ def theory_frame(seq_len: int, alphas) -> pd.DataFrame:
     Rows only for visible pairs (key_pos <= query_pos).
     """
     frames = []
-    qi, kj = np.tril_indices(seq_len)
+    qi, kj = packed_pairs(seq_len)
     for alpha in alphas:
         for residual in (True, False):
             gf, hf = (g, h) if residual else (g_no_residual, h_no_residual)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import jsonschema
@@ -11,14 +12,14 @@ from causalpos.errors import UserError
 from causalpos.figures.registry import CONFIGURABLE, FIGURES
 from causalpos.models.data import check_sources
 from causalpos.models.pretrained import SOURCE_KEYS, check_gguf, gguf_file, source_kind
-from causalpos.models.settings import snapshot_schedule, training_settings
+from causalpos.models.probe import MIN_SEQUENCES as PROBE_MIN_SEQUENCES  # its 60/20/20 split by sequence
+from causalpos.models.settings import TrainingSettings, snapshot_schedule, training_settings
 from causalpos.simulation.variant import Variant
 from causalpos.workflow import paths
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 MODELS = ("nope", "rope")  # the NoPE decoder and its RoPE twin (Section 4.2)
 DEVICE_KEYS = ("device", "training.device", "extraction.device")  # every `device` of the schema
-PROBE_MIN_SEQUENCES = 5  # causalpos.models.extract.fit_position_probe splits sequences 60/20/20
 
 
 class ConfigError(UserError, ValueError):
@@ -29,8 +30,9 @@ def _key_path(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
-    where = _key_path(error.absolute_path)
+def _describe(error: jsonschema.ValidationError, within: tuple = ()) -> str:
+    """The error in words, naming its key (under `within`: the path of the section validated alone)."""
+    where = _key_path([*within, *error.absolute_path])
     schema = error.schema
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
@@ -67,9 +69,40 @@ def validate_config(config: dict, devices=True) -> dict:
     return config
 
 
+def training_defaults(section: dict | None = None) -> TrainingSettings:
+    """A training section as a config would write it (None: empty) with the schema's defaults filled in, checked:
+    the settings of a training outside a config file (tests, bench/). A config's own section is
+    config["training"] once validate_config has filled it in. Raises ConfigError naming the key."""
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    validator = _filling_validator(jsonschema.validators.validator_for(schema), schema["properties"]["training"])
+    section = copy.deepcopy(section or {})
+    errors = sorted(validator.iter_errors(section), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        raise ConfigError("invalid training settings:\n  " + "\n  ".join(_describe(e, ("training",)) for e in errors))
+    try:
+        return training_settings(section)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def _filling_validator(base, schema: dict):
+    """A validator of `schema` (a `base` validator class's) that fills in its defaults as it goes, as Snakemake's
+    validate does: a section left out gets its default {} and then the defaults of its keys; each a copy."""
+    check_properties = base.VALIDATORS["properties"]
+
+    def properties(validator, properties, instance, schema):
+        if validator.is_type(instance, "object"):
+            for key, sub in properties.items():
+                if "default" in sub:
+                    instance.setdefault(key, copy.deepcopy(sub["default"]))
+        yield from check_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(base, {"properties": properties})(schema)
+
+
 def check_config(config: dict, devices=True) -> None:
     try:
-        training = training_settings(config.get("training") or {})  # the model's shape too
+        training = training_settings(config["training"])  # complete: the schema's defaults are filled in
     except ValueError as err:
         raise ConfigError(str(err)) from None
     block_len, context = config["tokenizer"]["block_len"], training["model"]["context"]
@@ -161,8 +194,8 @@ def results_dir(config: dict) -> str:
 
 
 def snapshot_steps(config: dict) -> list[int]:
-    """The steps of the trained models' weight-only snapshots (training.snapshot_steps)."""
-    return snapshot_schedule(training_settings(config.get("training") or {}))
+    """The steps of the trained models' weight-only snapshots (training.snapshot_steps) of a validated config."""
+    return snapshot_schedule(config["training"])
 
 
 def extra_seeds(config: dict) -> list[int]:

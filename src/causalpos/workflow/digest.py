@@ -1,9 +1,9 @@
 """The code a stage runs, found from its imports, and a digest of it that reruns the stage when it changes.
 
-Each rule passes `code_digest(stage)` as a param: Snakemake reruns a job whose params changed, so an
-edit of any module the stage runs reruns it, and an edit elsewhere does not. The modules are not
-listed by hand: they are the import closure of the stage's runner function in workflow.stages (the
-`causalpos` imports in its body and at the top of that module), followed through every `causalpos`
+Each rule passes `code_digest(runner)` of its stage's runner (workflow.dag) as a param: Snakemake reruns a
+job whose params changed, so an edit of any module the stage runs reruns it, and an edit elsewhere does not.
+The modules are not listed by hand: they are the import closure of the runner function in workflow.runners
+(the `causalpos` imports in its body and at the top of that module), followed through every `causalpos`
 import of every module reached, lazy imports inside functions included, with the packages' __init__
 files. The files are read and parsed, never imported, so this is cheap while Snakemake builds the DAG.
 """
@@ -17,15 +17,7 @@ from pathlib import Path
 
 PACKAGE = "causalpos"
 ROOT = Path(__file__).resolve().parents[1]  # src/causalpos
-STAGES_MODULE = f"{PACKAGE}.workflow.stages"
-# rule (stage) -> its runner function in workflow.stages
-STAGE_RUNNERS = {"sample": "run_sample", "tokenizer": "run_tokenizer", "theory": "run_theory",
-                 "simulate": "run_simulation", "plot": "run_figure", "train": "run_train",
-                 "length_eval": "run_length_eval", "pretrained": "run_pretrained", "extract": "run_extract",
-                 "summary": "run_summary", "runtimes": "run_runtimes",
-                 "config_record": "run_config_record", "claims": "run_claims", "emergence": "run_emergence",
-                 "emergence_summary": "run_emergence_summary", "length_seeds": "run_length_seeds",
-                 "convergence": "run_convergence"}
+RUNNERS_MODULE = f"{PACKAGE}.workflow.runners"  # one function per stage (workflow.dag names it)
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:
@@ -102,35 +94,36 @@ def import_closure(roots, root: Path = ROOT) -> list[str]:
     return sorted(seen)
 
 
-def runner_source(stage: str, root: Path = ROOT) -> tuple[str, list[str]]:
-    """The runner function's source and the causalpos modules it imports (its body and stages' top level)."""
-    if stage not in STAGE_RUNNERS:
-        raise ValueError(f"unknown stage {stage!r}; known: {sorted(STAGE_RUNNERS)}")
-    path = module_file(STAGES_MODULE, root)
-    return _runners(path, path.stat().st_mtime_ns)[STAGE_RUNNERS[stage]]
+def runner_source(runner: str, root: Path = ROOT) -> tuple[str, list[str]]:
+    """The runner function's source and the causalpos modules it imports (its body and runners' top level)."""
+    path = module_file(RUNNERS_MODULE, root)
+    runners = _runners(path, path.stat().st_mtime_ns)
+    if runner not in runners:
+        raise ValueError(f"unknown runner {runner!r}; known: {sorted(runners)}")
+    return runners[runner]
 
 
 @lru_cache(maxsize=None)
 def _runners(path: Path, mtime_ns: int) -> dict[str, tuple[str, list[str]]]:
-    """Every top-level function of workflow.stages -> its source and imports, from one parse of the file."""
+    """Every top-level function of workflow.runners -> its source and imports, from one parse of the file."""
     text, tree = _parse(path, mtime_ns)
     top_level = set()
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            top_level |= _imported(node, STAGES_MODULE, False)
-    return {node.name: (ast.get_source_segment(text, node), sorted(top_level | _imported(node, STAGES_MODULE, False)))
+            top_level |= _imported(node, RUNNERS_MODULE, False)
+    return {node.name: (ast.get_source_segment(text, node), sorted(top_level | _imported(node, RUNNERS_MODULE, False)))
             for node in tree.body if isinstance(node, ast.FunctionDef)}
 
 
-def stage_modules(stage: str, root: Path = ROOT) -> list[str]:
-    """The modules whose source decides the stage's output (the runner's import closure)."""
-    return import_closure(runner_source(stage, root)[1], root)
+def runner_modules(runner: str, root: Path = ROOT) -> list[str]:
+    """The modules whose source decides the runner's output (its import closure)."""
+    return import_closure(runner_source(runner, root)[1], root)
 
 
-def code_digest(stage: str, root: Path = ROOT) -> str:
+def code_digest(runner: str, root: Path = ROOT) -> str:
     """SHA-256 over the runner's source and the source of every module it runs (content, not mtime)."""
-    source, _ = runner_source(stage, root)
+    source, _ = runner_source(runner, root)
     digest = hashlib.sha256(source.encode())
-    for module in stage_modules(stage, root):
+    for module in runner_modules(runner, root):
         digest.update(b"\0" + module.encode() + b"\0" + module_file(module, root).read_bytes())
     return digest.hexdigest()[:16]

@@ -9,11 +9,8 @@ Layers and positions inside the files are 0-based; see docs/results.md for the c
 
 from __future__ import annotations
 
-import re
-
 from causalpos.analysis.summary import SUMMARY_FILES
-from causalpos.figures.registry import (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE,
-                                        LENGTH_SEEDS_FIGURE, claims_page)
+from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE
 from causalpos.models.snapshots import FOLDER as SNAPSHOT_FOLDER
 from causalpos.models.snapshots import snapshot_name
 from causalpos.tables import ACTIVATION_TABLES
@@ -164,101 +161,12 @@ def figure_files(stem: str, formats, results: str = RESULTS) -> list[str]:
     return [f"{results}/figures/{stem}.{fmt}" for fmt in formats]
 
 
-ALL_LAYERS_PAGE = "{kind}_layers{layers}.{ext}"  # a page of fig_all_layers in its model's folder
-
-
 def all_layers_dir(model: str, results: str = RESULTS) -> str:
     """The folder of one model's fig_all_layers pages (rule model_figure's directory() output)."""
     return f"{results}/figures/{ALL_LAYERS_FIGURE}_{model}"
-
-
-def all_layers_page(folder, kind: str, first: int, last: int, ext: str) -> str:
-    """One page of fig_all_layers, e.g. <folder>/raw_layers01-08.png (layers 1-based, as in its titles)."""
-    return f"{folder}/" + ALL_LAYERS_PAGE.format(kind=kind, layers=f"{first:02d}-{last:02d}", ext=ext)
 
 
 def claims_dir(results: str = RESULTS) -> str:
     """The folder of figL1_claims's pages (rule claims's outputs, one file per page and format: see
     figures.registry.claims_pages)."""
     return f"{results}/figures/{CLAIMS_FIGURE}"
-
-
-# ---------------------------------------------------------------- which rule writes a path
-
-
-def writers(results: str = "{results}") -> list[tuple[str, str]]:
-    """(rule, path pattern) of every result, from the functions above with their wildcards left in.
-
-    The first pattern a path matches names its rule, so a file with a rule of its own comes before the
-    folder it lies in (length_eval.parquet before the rest of a model's folder), and paper_llms's folder
-    before the default run's patterns (whose {results} would match it too)."""
-    paper = paper_llms_dir(results)
-    return [
-        *(("paper_llms_extract", path) for path in activation_tables("{model}", paper).values()),
-        ("paper_llms_convergence", summary_file("convergence.parquet", paper)),
-        ("paper_llms_convergence", figure_files(CONVERGENCE_FIGURE, ["{ext}"], paper)[0]),
-        ("paper_llms_claims", summary_file("claims.{ext}", paper)),
-        ("paper_llms_claims", claims_page(claims_dir(paper), "{page}", "{ext}")),
-        ("paper_llms_model_figure", all_layers_dir("{model}", paper)),  # a directory() output, and its files
-        ("paper_llms_model_figure", f"{all_layers_dir('{model}', paper)}/{{name}}"),
-        ("paper_llms_figure", figure_files("{figure}", ["{ext}"], paper)[0]),
-        ("sample", documents(results)),
-        ("tokenizer", f"{tokenizer_dir(results)}/{{name}}"),
-        ("tokenizer", tokens_file("{name}", results)),
-        ("theory", theory_table(results)),
-        ("simulate", simulation_table("{variant}", results)),
-        ("length_eval", model_file("{model}", "length_eval.parquet", results)),
-        ("train", snapshot_dir("{model}", results)),  # a directory() output, and the files in it
-        ("train", snapshot_file("{model}", 0, results).replace(snapshot_name(0), "{name}")),
-        ("train", model_file("{model}", "{name}", results)),
-        ("train", train_benchmark("{model}")),  # benchmarks: matched below any folder (see _regex)
-        ("length_eval_seed", seed_model_file("{model}", "{seed}", "length_eval.parquet", results)),
-        ("train_seed", seed_model_file("{model}", "{seed}", "{name}", results)),
-        ("train_seed", seed_train_benchmark("{model}", "{seed}")),
-        *(("emergence", path) for path in emergence_tables("{model}", results).values()),
-        ("emergence", emergence_benchmark("{model}")),
-        ("emergence_summary", summary_file("emergence.parquet", results)),
-        ("length_seeds", summary_file("length_seeds.parquet", results)),
-        ("length_seeds", figure_files(LENGTH_SEEDS_FIGURE, ["{ext}"], results)[0]),
-        ("pretrained", pretrained_dir("{model}", results)),  # a directory() output, and the files in it
-        ("pretrained", f"{pretrained_dir('{model}', results)}/{{name}}"),
-        *(("extract", path) for path in activation_tables("{model}", results).values()),
-        *(("summary", path) for path in summary_tables(results)),
-        ("claims", summary_file("claims.{ext}", results)),
-        ("convergence", summary_file("convergence.parquet", results)),
-        ("convergence", figure_files(CONVERGENCE_FIGURE, ["{ext}"], results)[0]),
-        ("runtimes", summary_file("runtimes.{ext}", results)),
-        ("config_record", summary_file("config.html", results)),
-        ("claims", claims_page(claims_dir(results), "{page}", "{ext}")),
-        ("model_figure", all_layers_dir("{model}", results)),  # a directory() output, and the files in it
-        ("model_figure", f"{all_layers_dir('{model}', results)}/{{name}}"),
-        ("figure", figure_files("{figure}", ["{ext}"], results)[0]),
-    ]
-
-
-def _regex(pattern: str) -> re.Pattern:
-    # {results} may be any folder (absolute, nested); other wildcards one path component; a path
-    # outside the results folder (the benchmarks) may sit below the working directory
-    parts = re.split(r"\{(\w+)\}", pattern)
-    body = "".join(re.escape(text) if i % 2 == 0 else
-                   (f"(?P<{text}>.+)" if text == "results" else f"(?P<{text}>[^/]+)")
-                   for i, text in enumerate(parts))
-    return re.compile(body if pattern.startswith("{results}") else f"(?:.+/)?{body}")
-
-
-def writer_of(path) -> tuple[str, dict] | None:
-    """(rule, wildcards) of the job whose output `path` is, e.g. ("simulate", {"variant": "l2_alpha0.0",
-    "results": "results"}) for results/simulation/l2_alpha0.0.parquet; None if no rule writes it."""
-    text = str(path).replace("\\", "/")
-    for rule, pattern in writers():
-        match = _regex(pattern).fullmatch(text)
-        if match:
-            return rule, match.groupdict()
-    return None
-
-
-def rule_writing(path) -> str | None:
-    """The rule whose output `path` is (None if no rule writes it), e.g. "simulate" for
-    results/simulation/l2_alpha0.0.parquet."""
-    found = writer_of(path)
-    return found[0] if found else None

@@ -11,49 +11,12 @@ the emphasis of key 0 (``sink_emphasis``); for 9a the claim compared and both la
 `ledger_markdown(ledger)` renders it for results/summary/claims.md; `plot_ledger(ledger, page, options)` draws
 one page of the claims figure, one panel per claim (PAGES: which claims each page shows).
 
-Claims (issues 6 and 12). Each builder's docstring says why its metric measures the claim: simulation.py
-(1a-1b, 2-6), closed_forms.py (1c-1f), models.py (7a-7c, 8), stages.py (7d-7j), robustness.py (9a).
-Layers are 0-based in the data; statements and settings say "layer L (paper)" = 1-based.
-
-====  ===========================================================================================
-1a    R² of the Monte Carlo layer-2 scores on Eq. 4 (off-diagonal pairs)                   > 0.9
-1b    slope of log RMS(Monte Carlo - Eq. 4) against log d                                   < 0
-1c    largest relative step of the closed-form h(i) (A.1), per alpha                        < 0
-1d    the same for h'(i), without residual (A.2)                                            < 0
-1e    share of the variance of the closed-form g' that changes with the key (A.2)           < 0.1
-1f    key-order concordance at layer 2 of a no-residual Monte Carlo variant                  > 0.75
-2a    key-order concordance at layer 2 (share of key pairs where the nearer key scores higher) > 0.75
-2b    mean score advantage of the nearer key at layer 3, 4 over that at layer 2            > 1
-2c    share of rows resolved strictly increasing, no resolved decrease (family-wise test)  >= 1
-3a    share of the layer-2 score variance that is not explained by the key position        < 0.1
-3b    layer-2 nearer-key advantage at alpha > 0 over that at alpha = 0                      > 1
-3c    unsaturated share at the higher alpha over the lower (consecutive alphas), worst layer < 1
-4a    non-relative amplitude (RMS of score minus its band mean / RMS spread of the scores)  > 0.1
-4b    anti-diagonal antisymmetric amplitude (RMS of (s - mirrored s) / 2 / spread)          > 0.1
-5a    nearer-key advantage of LayerNorm + sqrt(d) over l2, in cosine units, worst layer     < 1
-5b    key-order concordance of LayerNorm + d, weakest layer                                 > 0.75
-5c    |log ratio| of the nearer-key advantages of LayerNorm + d and l2, worst layer         < log 2
-6a    non-relative amplitude of RoPE + causal mask, weakest layer from layer 2 on           > 0.1
-6b    left-region deficit in four named regions (in score SDs), per layer; all must agree   < 0
-6c    non-relative amplitude of RoPE without a mask, largest layer                          < 0.1
-6d    non-relative RMS of RoPE + mask at layer 1, in Monte Carlo noise RMS                  < 1
-6e    share of the score variance explained by i - j, layer 3 over layer 2                  > 1
-7a    key-order concordance of the trained NoPE model at (f) LN(O) and (i), keys >= 1       > 0.75
-7b    standardised nearer-key advantage of the NoPE model's (i) over the alpha = 0 simulation > 1
-7c    query share of the variance of (i), keys >= 1                                         < 0.1
-7d    RMS off-diagonal / RMS diagonal of (a) LN(X)                                          < 0.1
-7e    that ratio at (b) over (a)                                                            > 2
-7f    diagonal concordance of (c) AV (share of positions i < i' with a lower diagonal)      > 0.75
-7g    key share of the off-diagonal variance of (c)                                         < 0.1
-7h    off/diagonal RMS ratio at (d) over (c)                                                > 2
-7i    key-order concordance of (g), keys >= 1 (inverted)                                    < 0.25
-7j    key-order concordance of (h), keys >= 1 (restored)                                    > 0.75
-8a    non-relative amplitude of a pretrained RoPE LLM, per layer, keys >= 1                 > 0.1
-8b    the same, median over the layers from layer 2 (paper) on                              > 0.1
-8c    1%-99% range of the diagonal-normalised pattern / that of the raw scores, median      > 0.1
-8d    mean diagonal-normalised score of keys 1-4, in score SDs, per layer (key 0 apart)     > 0
-9a    agreement of a claim's verdicts under the paper's and the official input law          > 0.5
-====  ===========================================================================================
+Claims (issues 6 and 12). CLAIMS holds one Claim per claim, in the ledger's order: where the paper states
+it, its statement, the metric measured, the metric's unit, the direction and name of its threshold, a short
+title; TOPICS says what each claim number is about and which page of the claims figure shows it. Each
+builder's docstring says why its metric measures the claim: simulation.py (1a-1b, 2-6), closed_forms.py
+(1c-1f), models.py (7a-7c, 8), stages.py (7d-7j), robustness.py (9a). Layers are 0-based in the data;
+statements and settings say "layer L (paper)" = 1-based.
 
 Uncertainty. Every metric is computed on the point estimate and on `n_bootstrap` replicates of its
 input matrices (seeded numpy Generators, derived from `seed` and the setting's parameters, so adding a
@@ -90,6 +53,8 @@ setting of its own ("official law" in its setting).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -188,154 +153,227 @@ THRESHOLDS = {
 }
 
 
-CLAIMS = {  # claim_id -> (section, statement, metric, unit, direction, threshold key)
-    "1a": ("3.2 (Eq. 4), 4.1",
-           "Eq. 4: the layer-2 (paper) score of the parameter-free l2 decoder is g(i)/(h(i)h(j)); "
-           "Monte Carlo agrees with the closed form",
-           "R² of Monte Carlo on Eq. 4, off-diagonal pairs, layer 2 (paper)", "R²", ">", "eq4_r2"),
-    "1b": ("3.2 (Eq. 4)", "The gap between Monte Carlo and Eq. 4 shrinks as d grows",
-           "slope of log RMS gap against log d", "log-log slope", "<", "gap_slope"),
-    "1c": ("3.2, App. A.1", "\"h(j) is strictly decreasing on j\" (closed form, with residual)",
-           "largest relative step (h(i+1) - h(i)) / h(i) over i, closed form", "relative step", "<", "strict_step"),
-    "1d": ("4.2, App. A.2", "\"h'(i) decreases strictly with i\" (closed form, without residual)",
-           "largest relative step (h'(i+1) - h'(i)) / h'(i) over i, closed form", "relative step", "<",
-           "strict_step"),
-    "1e": ("4.2, App. A.2", "\"g'(i) is nearly independent of j\" (closed form, without residual)",
-           "share of the off-diagonal variance of g' that changes with the key at fixed query", "variance share",
-           "<", "key_share"),
-    "1f": ("App. A.2", "Without residual too the layer-2 (paper) score increases with the key position (h' "
-                       "strictly decreasing, Monte Carlo)",
-           "key-order concordance at layer 2 (paper), no residual", "share of key pairs", ">", "concordance"),
-    "2a": ("3.2, 4.1",
-           "h is strictly decreasing, so for a fixed query the layer-2 (paper) score increases with the key "
-           "position (nearer keys score higher)",
-           "key-order concordance at layer 2 (paper)", "share of key pairs", ">", "concordance"),
-    "2b": ("4.1", "\"By layers three and four, the pattern becomes more pronounced\" (alpha = 0)",
-           "nearer-key advantage relative to layer 2 (paper)", "ratio", ">", "layer_growth"),
-    "2c": ("4.1", "\"... and also strictly increasing for j <= i with fixed i\" (every layer from 2 (paper) on)",
-           "share of rows resolved increasing with no resolved decrease (family-wise test)", "share of rows", ">=",
-           "strict_rows"),
-    "3a": ("4.1, App. B",
-           "With alpha > 0 the pattern saturates: at layer 2 (paper) it is nearly independent of the "
-           "query position",
-           "share of layer-2 (paper) score variance that depends on the query at fixed key", "variance share",
-           "<", "query_share"),
-    "3b": ("4.1, App. B", "With alpha > 0 the pattern appears faster: clearer at layer 2 (paper) than at alpha = 0",
-           "layer-2 (paper) nearer-key advantage relative to alpha = 0", "ratio", ">", "alpha_gain"),
-    "3c": ("App. B", "\"With higher alpha value, the pattern faster saturate rapidly to a constant on j\" (Fig. 6)",
-           "unsaturated share at the higher alpha over that at the lower, largest over layers 2+ (paper)", "ratio",
-           "<", "saturation_ratio"),
-    "4a": ("4.1", "Within each diagonal band the scores are not uniform, unlike a relative encoding "
-                  "(every layer from 2 (paper) on)",
-           "non-relative amplitude, weakest layer from layer 2 (paper) on", "fraction of score RMS", ">",
-           "nonrelative"),
-    "4b": ("4.1", "The map is not symmetric about the anti-diagonal, unlike absolute encodings "
-                  "(Wang and Chen 2020) (every layer from 2 (paper) on)",
-           "anti-diagonal antisymmetric amplitude, weakest layer from layer 2 (paper) on", "fraction of score RMS",
-           ">", "asymmetry"),
-    "5a": ("App. B", "LayerNorm with sqrt(d) scaling weakens the pattern relative to l2",
-           "nearer-key advantage (cosine units) relative to l2, largest over layers 2+ (paper)", "ratio", "<",
-           "sqrt_d_ratio"),
-    "5b": ("App. B", "LayerNorm with d scaling \"recovers behavior similar to l2 normalization\": the increasing "
-                     "pattern",
-           "key-order concordance of LayerNorm + d, smallest over layers 2+ (paper)", "share of key pairs", ">",
-           "concordance"),
-    "5c": ("App. B", "... and similar in size to l2's (two-sided)",
-           "|log (nearer-key advantage of LayerNorm + d / l2's)|, largest over layers 2+ (paper)", "|log ratio|",
-           "<", "size_log_ratio"),
-    "6a": ("5.1, App. D", "RoPE with the causal mask gives a non-relative pattern from layer 2 (paper) on (Fig. 4, 9)",
-           "non-relative amplitude, weakest layer from layer 2 (paper) on", "fraction of score RMS", ">",
-           "nonrelative"),
-    "6b": ("5.1", "\"The left portion of the attention maps appears darker than other regions\" (RoPE + mask; "
-                  "no layer or region named: every named region must agree)",
-           "left-region deficit (mean band-centred score / score SD), the region nearest 0 in SEs", "score SDs",
-           "<", "left_deficit"),
-    "6c": ("5.1, App. D", "RoPE without the causal mask gives a relative pattern (Fig. 10)",
-           "non-relative amplitude, largest over layers 2+ (paper)", "fraction of score RMS", "<", "nonrelative"),
-    "6d": ("5.1", "\"The first layer ...: when the input is independent Gaussian noise, RoPE alone does not affect "
-                  "the inner products\" (RoPE + mask, layer 1 (paper))",
-           "non-relative RMS of layer 1 (paper) in Monte Carlo noise RMS", "noise RMS", "<", "noise_level"),
-    "6e": ("5.1", "\"By the third layer, this relative pattern becomes even clearer\" (RoPE + mask)",
-           "share of score variance explained by i - j, layer 3 (paper) over layer 2 (paper)", "ratio", ">",
-           "clarity_gain"),
-    "7a": ("4.2", "The trained NoPE model shows the increasing pattern by (f) LN(O) and in the layer-2 (paper) "
-                  "scores (i) (keys >= 1: the attention-sink column left out)",
-           "key-order concordance, keys >= 1", "share of key pairs", ">", "concordance"),
-    "7b": ("4.2", "Its learned parameters make the layer-2 (paper) pattern \"much stronger\" than the alpha = 0 "
-                  "simulation",
-           "standardised nearer-key advantage of (i) relative to the alpha = 0 simulation", "ratio", ">",
-           "trained_gain"),
-    "7c": ("4.2", "... and \"i-independent\", like the alpha > 0 case (stage (i), keys >= 1)",
-           "share of the (i) score variance that depends on the query at fixed key, keys >= 1", "variance share",
-           "<", "query_share"),
-    "7d": ("4.2", "(a) \"inner products after LayerNorm are close to zero except along the main diagonal\": the "
-                  "alpha = 0 case",
-           "RMS off-diagonal over RMS diagonal entry of (a), keys >= 1", "ratio", "<", "orthogonal"),
-    "7e": ("4.2", "(a) to (b): \"the ratio of off-diagonal to diagonal values increases substantially\"",
-           "RMS off-diagonal / RMS diagonal of (b) over that of (a), keys >= 1", "ratio", ">", "stage_gain"),
-    "7f": ("4.2", "(c) \"the main diagonal values decrease with increasing i, j\" (h'(i) decreasing)",
-           "diagonal concordance of (c): share of positions i < i' with a lower diagonal at i', positions >= 1",
-           "share of pairs", ">", "concordance"),
-    "7g": ("4.2", "(c) \"the off-diagonal values remain nearly uniform\" (g'(i) nearly independent of j)",
-           "share of the (c) off-diagonal variance that changes with the key at fixed query, keys >= 1",
-           "variance share", "<", "key_share"),
-    "7h": ("4.2", "(c) to (d): the off-diagonal to diagonal ratio \"is significantly increased\" (W_O, as (a) to (b))",
-           "RMS off-diagonal / RMS diagonal of (d) over that of (c), keys >= 1", "ratio", ">", "stage_gain"),
-    "7i": ("4.2", "(g) the FFN and residual \"appears to laterally invert the pattern\"",
-           "key-order concordance of (g), keys >= 1", "share of key pairs", "<", "inverted_concordance"),
-    "7j": ("4.2", "(h) \"a subsequent LayerNorm restores it\"",
-           "key-order concordance of (h), keys >= 1", "share of key pairs", ">", "concordance"),
-    "8a": ("5.2", "Pretrained RoPE LLMs show a non-relative pattern at a scale that is not negligible next to "
-                  "the raw scores (per layer; keys >= 1, the attention-sink column separately)",
-           "non-relative amplitude, keys >= 1", "fraction of score RMS", ">", "nonrelative"),
-    "8b": ("5.2", "The same over the layers from layer 2 (paper) on",
-           "median non-relative amplitude over layers 2+ (paper), keys >= 1", "fraction of score RMS", ">",
-           "nonrelative"),
-    "8c": ("5.2", "\"The non-relative patterns [are] in [-1, 1] scale\" next to scores \"in [-10^1, 10^1] scale\": "
-                  "not negligible (layers 2+ (paper))",
-           "median over layers 2+ (paper) of the 1%-99% range of the diagonal-normalised pattern over that of "
-           "the raw scores, keys >= 1", "range ratio", ">", "range_ratio"),
-    "8d": ("5.2", "\"This pattern non-uniformly emphasizes the first few keys\" (per layer; keys 1-4, key 0 apart)",
-           "mean diagonal-normalised score of keys 1-4 / score SD, keys >= 1", "score SDs", ">", "first_keys"),
-    "9a": ("4.1", "The verdicts do not depend on how the inputs are drawn: the paper's law (exact unit norm and "
-                  "E<x_i, x_j> = alpha) and the authors' notebooks' (\"a shared Gaussian component with an "
-                  "independent Gaussian noise component\") agree",
-           "agreement of a claim's verdicts under the two laws (1 same, 0.5 one inconclusive, 0 opposite)",
-           "agreement", ">", "law_agreement"),
-}
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper as the ledger measures it. Each field but per_layer fills the ledger's column of
+    that name in the claim's rows (id: claim_id; threshold: the column holds THRESHOLDS[threshold] after the
+    config's overrides)."""
+
+    id: str  # "7a": part a of claim 7 (TOPICS[7])
+    title: str  # a short name, the title of the claim's panel in the claims figure
+    section: str  # where the paper states it
+    statement: str  # the claim in the paper's words (quoted where literal) and where it is measured
+    metric: str  # what the ledger measures for it
+    unit: str  # the metric's unit
+    direction: str  # ">" or "<": which side of the threshold supports the claim; ">=": a test of its own (2c)
+    threshold: str  # its key in THRESHOLDS (claims.thresholds in the config overrides the value)
+    per_layer: bool = False  # one row per model and layer: ledger_markdown summarises them per model
+
+    @property
+    def number(self) -> int:
+        """The ledger's `claim` column: 7 for 7a."""
+        return claim_number(self.id)
 
 
-TITLES = {  # short names for the figure's panels
-    "1a": "Eq. 4 matches Monte Carlo", "1b": "Monte Carlo gap shrinks with d",
-    "1c": "h strictly decreasing (A.1)", "1d": "h' strictly decreasing (A.2)",
-    "1e": "g' independent of j (A.2)", "1f": "no residual: nearer keys higher",
-    "2a": "layer 2: nearer keys score higher", "2b": "stronger in layers 3, 4", "2c": "strictly increasing rows",
-    "3a": "α > 0: layer 2 independent of the query",
-    "3b": "α > 0: clearer at layer 2 than α = 0", "3c": "higher α saturates faster in j",
-    "4a": "bands not uniform (not relative)",
-    "4b": "not anti-diagonal symmetric (not absolute)", "5a": "LayerNorm + √d weakens the pattern",
-    "5b": "LayerNorm + d: increasing like l2", "5c": "LayerNorm + d: l2's size (×2)",
-    "6a": "RoPE + mask: non-relative", "6b": "RoPE + mask: left region darker",
-    "6c": "RoPE without mask: relative", "6d": "RoPE layer 1: no pattern beyond noise",
-    "6e": "RoPE: relative clearer at layer 3", "7a": "trained NoPE: increasing at (f), (i)",
-    "7b": "trained NoPE stronger than α = 0", "7c": "trained NoPE (i): query-independent",
-    "7d": "(a) nearly orthogonal", "7e": "(a) → (b) off/diagonal grows", "7f": "(c) diagonal decreasing",
-    "7g": "(c) off-diagonal uniform in j", "7h": "(c) → (d) off/diagonal grows", "7i": "(g) pattern inverted",
-    "7j": "(h) pattern restored", "8a": "LLM: non-relative pattern, per layer",
-    "8b": "LLM: non-relative, median of layers 2+", "8c": "LLM: pattern range / score range",
-    "8d": "LLM: first keys emphasised", "9a": "verdicts the same under both input laws",
-}
+CLAIMS = {claim.id: claim for claim in (
+    Claim("1a", title="Eq. 4 matches Monte Carlo", section="3.2 (Eq. 4), 4.1",
+          statement="Eq. 4: the layer-2 (paper) score of the parameter-free l2 decoder is g(i)/(h(i)h(j)); Monte "
+                    "Carlo agrees with the closed form",
+          metric="R² of Monte Carlo on Eq. 4, off-diagonal pairs, layer 2 (paper)",
+          unit="R²", direction=">", threshold="eq4_r2"),
+    Claim("1b", title="Monte Carlo gap shrinks with d", section="3.2 (Eq. 4)",
+          statement="The gap between Monte Carlo and Eq. 4 shrinks as d grows",
+          metric="slope of log RMS gap against log d",
+          unit="log-log slope", direction="<", threshold="gap_slope"),
+    Claim("1c", title="h strictly decreasing (A.1)", section="3.2, App. A.1",
+          statement="\"h(j) is strictly decreasing on j\" (closed form, with residual)",
+          metric="largest relative step (h(i+1) - h(i)) / h(i) over i, closed form",
+          unit="relative step", direction="<", threshold="strict_step"),
+    Claim("1d", title="h' strictly decreasing (A.2)", section="4.2, App. A.2",
+          statement="\"h'(i) decreases strictly with i\" (closed form, without residual)",
+          metric="largest relative step (h'(i+1) - h'(i)) / h'(i) over i, closed form",
+          unit="relative step", direction="<", threshold="strict_step"),
+    Claim("1e", title="g' independent of j (A.2)", section="4.2, App. A.2",
+          statement="\"g'(i) is nearly independent of j\" (closed form, without residual)",
+          metric="share of the off-diagonal variance of g' that changes with the key at fixed query",
+          unit="variance share", direction="<", threshold="key_share"),
+    Claim("1f", title="no residual: nearer keys higher", section="App. A.2",
+          statement="Without residual too the layer-2 (paper) score increases with the key position (h' strictly "
+                    "decreasing, Monte Carlo)",
+          metric="key-order concordance at layer 2 (paper), no residual",
+          unit="share of key pairs", direction=">", threshold="concordance"),
+    Claim("2a", title="layer 2: nearer keys score higher", section="3.2, 4.1",
+          statement="h is strictly decreasing, so for a fixed query the layer-2 (paper) score increases with the "
+                    "key position (nearer keys score higher)",
+          metric="key-order concordance at layer 2 (paper)",
+          unit="share of key pairs", direction=">", threshold="concordance"),
+    Claim("2b", title="stronger in layers 3, 4", section="4.1",
+          statement="\"By layers three and four, the pattern becomes more pronounced\" (alpha = 0)",
+          metric="nearer-key advantage relative to layer 2 (paper)",
+          unit="ratio", direction=">", threshold="layer_growth"),
+    Claim("2c", title="strictly increasing rows", section="4.1",
+          statement="\"... and also strictly increasing for j <= i with fixed i\" (every layer from 2 (paper) on)",
+          metric="share of rows resolved increasing with no resolved decrease (family-wise test)",
+          unit="share of rows", direction=">=", threshold="strict_rows"),
+    Claim("3a", title="α > 0: layer 2 independent of the query", section="4.1, App. B",
+          statement="With alpha > 0 the pattern saturates: at layer 2 (paper) it is nearly independent of the "
+                    "query position",
+          metric="share of layer-2 (paper) score variance that depends on the query at fixed key",
+          unit="variance share", direction="<", threshold="query_share"),
+    Claim("3b", title="α > 0: clearer at layer 2 than α = 0", section="4.1, App. B",
+          statement="With alpha > 0 the pattern appears faster: clearer at layer 2 (paper) than at alpha = 0",
+          metric="layer-2 (paper) nearer-key advantage relative to alpha = 0",
+          unit="ratio", direction=">", threshold="alpha_gain"),
+    Claim("3c", title="higher α saturates faster in j", section="App. B",
+          statement="\"With higher alpha value, the pattern faster saturate rapidly to a constant on j\" (Fig. 6)",
+          metric="unsaturated share at the higher alpha over that at the lower, largest over layers 2+ (paper)",
+          unit="ratio", direction="<", threshold="saturation_ratio"),
+    Claim("4a", title="bands not uniform (not relative)", section="4.1",
+          statement="Within each diagonal band the scores are not uniform, unlike a relative encoding (every layer "
+                    "from 2 (paper) on)",
+          metric="non-relative amplitude, weakest layer from layer 2 (paper) on",
+          unit="fraction of score RMS", direction=">", threshold="nonrelative"),
+    Claim("4b", title="not anti-diagonal symmetric (not absolute)", section="4.1",
+          statement="The map is not symmetric about the anti-diagonal, unlike absolute encodings (Wang and Chen "
+                    "2020) (every layer from 2 (paper) on)",
+          metric="anti-diagonal antisymmetric amplitude, weakest layer from layer 2 (paper) on",
+          unit="fraction of score RMS", direction=">", threshold="asymmetry"),
+    Claim("5a", title="LayerNorm + √d weakens the pattern", section="App. B",
+          statement="LayerNorm with sqrt(d) scaling weakens the pattern relative to l2",
+          metric="nearer-key advantage (cosine units) relative to l2, largest over layers 2+ (paper)",
+          unit="ratio", direction="<", threshold="sqrt_d_ratio"),
+    Claim("5b", title="LayerNorm + d: increasing like l2", section="App. B",
+          statement="LayerNorm with d scaling \"recovers behavior similar to l2 normalization\": the increasing "
+                    "pattern",
+          metric="key-order concordance of LayerNorm + d, smallest over layers 2+ (paper)",
+          unit="share of key pairs", direction=">", threshold="concordance"),
+    Claim("5c", title="LayerNorm + d: l2's size (×2)", section="App. B",
+          statement="... and similar in size to l2's (two-sided)",
+          metric="|log (nearer-key advantage of LayerNorm + d / l2's)|, largest over layers 2+ (paper)",
+          unit="|log ratio|", direction="<", threshold="size_log_ratio"),
+    Claim("6a", title="RoPE + mask: non-relative", section="5.1, App. D",
+          statement="RoPE with the causal mask gives a non-relative pattern from layer 2 (paper) on (Fig. 4, 9)",
+          metric="non-relative amplitude, weakest layer from layer 2 (paper) on",
+          unit="fraction of score RMS", direction=">", threshold="nonrelative"),
+    Claim("6b", title="RoPE + mask: left region darker", section="5.1",
+          statement="\"The left portion of the attention maps appears darker than other regions\" (RoPE + mask; no "
+                    "layer or region named: every named region must agree)",
+          metric="left-region deficit (mean band-centred score / score SD), the region nearest 0 in SEs",
+          unit="score SDs", direction="<", threshold="left_deficit"),
+    Claim("6c", title="RoPE without mask: relative", section="5.1, App. D",
+          statement="RoPE without the causal mask gives a relative pattern (Fig. 10)",
+          metric="non-relative amplitude, largest over layers 2+ (paper)",
+          unit="fraction of score RMS", direction="<", threshold="nonrelative"),
+    Claim("6d", title="RoPE layer 1: no pattern beyond noise", section="5.1",
+          statement="\"The first layer ...: when the input is independent Gaussian noise, RoPE alone does not "
+                    "affect the inner products\" (RoPE + mask, layer 1 (paper))",
+          metric="non-relative RMS of layer 1 (paper) in Monte Carlo noise RMS",
+          unit="noise RMS", direction="<", threshold="noise_level"),
+    Claim("6e", title="RoPE: relative clearer at layer 3", section="5.1",
+          statement="\"By the third layer, this relative pattern becomes even clearer\" (RoPE + mask)",
+          metric="share of score variance explained by i - j, layer 3 (paper) over layer 2 (paper)",
+          unit="ratio", direction=">", threshold="clarity_gain"),
+    Claim("7a", title="trained NoPE: increasing at (f), (i)", section="4.2",
+          statement="The trained NoPE model shows the increasing pattern by (f) LN(O) and in the layer-2 (paper) "
+                    "scores (i) (keys >= 1: the attention-sink column left out)",
+          metric="key-order concordance, keys >= 1",
+          unit="share of key pairs", direction=">", threshold="concordance"),
+    Claim("7b", title="trained NoPE stronger than α = 0", section="4.2",
+          statement="Its learned parameters make the layer-2 (paper) pattern \"much stronger\" than the alpha = 0 "
+                    "simulation",
+          metric="standardised nearer-key advantage of (i) relative to the alpha = 0 simulation",
+          unit="ratio", direction=">", threshold="trained_gain"),
+    Claim("7c", title="trained NoPE (i): query-independent", section="4.2",
+          statement="... and \"i-independent\", like the alpha > 0 case (stage (i), keys >= 1)",
+          metric="share of the (i) score variance that depends on the query at fixed key, keys >= 1",
+          unit="variance share", direction="<", threshold="query_share"),
+    Claim("7d", title="(a) nearly orthogonal", section="4.2",
+          statement="(a) \"inner products after LayerNorm are close to zero except along the main diagonal\": the "
+                    "alpha = 0 case",
+          metric="RMS off-diagonal over RMS diagonal entry of (a), keys >= 1",
+          unit="ratio", direction="<", threshold="orthogonal"),
+    Claim("7e", title="(a) → (b) off/diagonal grows", section="4.2",
+          statement="(a) to (b): \"the ratio of off-diagonal to diagonal values increases substantially\"",
+          metric="RMS off-diagonal / RMS diagonal of (b) over that of (a), keys >= 1",
+          unit="ratio", direction=">", threshold="stage_gain"),
+    Claim("7f", title="(c) diagonal decreasing", section="4.2",
+          statement="(c) \"the main diagonal values decrease with increasing i, j\" (h'(i) decreasing)",
+          metric="diagonal concordance of (c): share of positions i < i' with a lower diagonal at i', positions >= "
+                 "1",
+          unit="share of pairs", direction=">", threshold="concordance"),
+    Claim("7g", title="(c) off-diagonal uniform in j", section="4.2",
+          statement="(c) \"the off-diagonal values remain nearly uniform\" (g'(i) nearly independent of j)",
+          metric="share of the (c) off-diagonal variance that changes with the key at fixed query, keys >= 1",
+          unit="variance share", direction="<", threshold="key_share"),
+    Claim("7h", title="(c) → (d) off/diagonal grows", section="4.2",
+          statement="(c) to (d): the off-diagonal to diagonal ratio \"is significantly increased\" (W_O, as (a) to "
+                    "(b))",
+          metric="RMS off-diagonal / RMS diagonal of (d) over that of (c), keys >= 1",
+          unit="ratio", direction=">", threshold="stage_gain"),
+    Claim("7i", title="(g) pattern inverted", section="4.2",
+          statement="(g) the FFN and residual \"appears to laterally invert the pattern\"",
+          metric="key-order concordance of (g), keys >= 1",
+          unit="share of key pairs", direction="<", threshold="inverted_concordance"),
+    Claim("7j", title="(h) pattern restored", section="4.2",
+          statement="(h) \"a subsequent LayerNorm restores it\"",
+          metric="key-order concordance of (h), keys >= 1",
+          unit="share of key pairs", direction=">", threshold="concordance"),
+    Claim("8a", title="LLM: non-relative pattern, per layer", section="5.2",
+          statement="Pretrained RoPE LLMs show a non-relative pattern at a scale that is not negligible next to "
+                    "the raw scores (per layer; keys >= 1, the attention-sink column separately)",
+          metric="non-relative amplitude, keys >= 1",
+          unit="fraction of score RMS", direction=">", threshold="nonrelative", per_layer=True),
+    Claim("8b", title="LLM: non-relative, median of layers 2+", section="5.2",
+          statement="The same over the layers from layer 2 (paper) on",
+          metric="median non-relative amplitude over layers 2+ (paper), keys >= 1",
+          unit="fraction of score RMS", direction=">", threshold="nonrelative"),
+    Claim("8c", title="LLM: pattern range / score range", section="5.2",
+          statement="\"The non-relative patterns [are] in [-1, 1] scale\" next to scores \"in [-10^1, 10^1] "
+                    "scale\": not negligible (layers 2+ (paper))",
+          metric="median over layers 2+ (paper) of the 1%-99% range of the diagonal-normalised pattern over that "
+                 "of the raw scores, keys >= 1",
+          unit="range ratio", direction=">", threshold="range_ratio"),
+    Claim("8d", title="LLM: first keys emphasised", section="5.2",
+          statement="\"This pattern non-uniformly emphasizes the first few keys\" (per layer; keys 1-4, key 0 "
+                    "apart)",
+          metric="mean diagonal-normalised score of keys 1-4 / score SD, keys >= 1",
+          unit="score SDs", direction=">", threshold="first_keys", per_layer=True),
+    Claim("9a", title="verdicts the same under both input laws", section="4.1",
+          statement="The verdicts do not depend on how the inputs are drawn: the paper's law (exact unit norm and "
+                    "E<x_i, x_j> = alpha) and the authors' notebooks' (\"a shared Gaussian component with an "
+                    "independent Gaussian noise component\") agree",
+          metric="agreement of a claim's verdicts under the two laws (1 same, 0.5 one inconclusive, 0 opposite)",
+          unit="agreement", direction=">", threshold="law_agreement"),
+)}
 
 
-SUBJECTS = {  # what each claim is about, for the titles of the claims figure's pages
-    1: "Eq. 4 and the closed forms", 2: "the increasing pattern at α = 0", 3: "α > 0", 4: "not relative, not absolute",
-    5: "LayerNorm's scaling", 6: "RoPE", 7: "the trained NoPE model", 8: "pretrained RoPE LLMs", 9: "the input law",
-}
-PAGES = {  # the claims figure's pages (figures.ledger), by the paper's parts: "first-last" -> the claims it shows
-    "1-3": (1, 2, 3),  # Sections 3-4, App. A-B: the causal mask alone, in simulation
-    "4-6": (4, 5, 6),  # 4.1, 5.1, App. B, D: the pattern's kind, LayerNorm, RoPE
-    "7-9": (7, 8, 9),  # 4.2, 5.2: trained and pretrained models; 9: the simulations' input law
-}
+@dataclass(frozen=True)
+class Topic:
+    """What the claims of one number are about, and the page of the claims figure (figures.ledger) that
+    shows them."""
+
+    number: int
+    subject: str  # in the title of the page
+    page: str  # "first-last": the claim numbers the page shows
+
+
+TOPICS = {topic.number: topic for topic in (
+    # Sections 3-4, App. A-B: the causal mask alone, in simulation
+    Topic(1, "Eq. 4 and the closed forms", "1-3"),
+    Topic(2, "the increasing pattern at α = 0", "1-3"),
+    Topic(3, "α > 0", "1-3"),
+    # 4.1, 5.1, App. B, D: the pattern's kind, LayerNorm, RoPE
+    Topic(4, "not relative, not absolute", "4-6"),
+    Topic(5, "LayerNorm's scaling", "4-6"),
+    Topic(6, "RoPE", "4-6"),
+    # 4.2, 5.2: trained and pretrained models; 9: the simulations' input law
+    Topic(7, "the trained NoPE model", "7-9"),
+    Topic(8, "pretrained RoPE LLMs", "7-9"),
+    Topic(9, "the input law", "7-9"),
+)}
+# the claims figure's pages, in order: page -> the claim numbers it shows
+PAGES = {page: tuple(n for n, topic in TOPICS.items() if topic.page == page)
+         for page in dict.fromkeys(topic.page for topic in TOPICS.values())}
 # at most MAX_PAGE_CLAIMS claims on a page: 3 rows of 5 panels, a page wide enough for the report's viewer
 # (figures.style.MAX_ASPECT; tests/test_claims_figure.py checks that a full page fits)
 MAX_PAGE_CLAIMS = 15
@@ -347,12 +385,11 @@ def claim_number(claim_id: str) -> int:
 
 
 def page_of(claim_id: str) -> str:
-    """The page of the claims figure (a key of PAGES) that shows `claim_id`."""
-    number = claim_number(claim_id)
-    for page, claims in PAGES.items():
-        if number in claims:
-            return page
-    raise ValueError(f"claim {claim_id!r} is on no page of the claims figure (catalogue.PAGES)")
+    """The page of the claims figure (a key of PAGES) that shows `claim_id`: its number's topic's."""
+    topic = TOPICS.get(claim_number(claim_id))
+    if topic is None:
+        raise ValueError(f"claim {claim_id!r} is on no page of the claims figure (catalogue.TOPICS)")
+    return topic.page
 
 
 def ledger_pages(claim: int | None = None) -> list[str]:

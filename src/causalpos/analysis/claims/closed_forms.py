@@ -13,6 +13,7 @@ import numpy as np
 from causalpos.analysis.claims.replicates import LedgerInputs
 from causalpos.analysis.claims.rows import absent_row, law_suffix, reference_d, row, select_variants, setting_label
 from causalpos.analysis.triangles import concordance, key_share, pack
+from causalpos.tril import packed_index
 
 
 def closed_form_series(theory, alpha: float, residual: bool):
@@ -73,7 +74,7 @@ def claim1_appendix(data: LedgerInputs, th: dict) -> list[dict]:
                                       note="no closed form without residual over >= 3 positions in the theory table"))
                 continue
             share = key_share(g[:, None], size)[0]
-            query_g = np.array([g[q * (q + 1) // 2] for q in range(1, size)])  # g'(i) at key 0, queries 1..
+            query_g = g[packed_index(np.arange(1, size), 0)]  # g'(i) at key 0, queries 1..
             rows["1e"].append(row("1e", f"closed form, α={alpha:g}", (float(share), 0.0), th, label=f"α={alpha:g}",
                                   note=f"g' from {query_g[0]:.4g} (query 2) to {query_g[-1]:.4g} (query {size}, "
                                   "1-based): it changes with i only; Monte Carlo of g' needs the un-normalised "

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from causalpos.analysis.claims import closed_forms, models, robustness, simulation, stages
-from causalpos.analysis.claims.catalogue import EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, merge_thresholds
+from causalpos.analysis.claims.catalogue import (CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS,
+                                                 merge_thresholds)
 from causalpos.analysis.claims.replicates import LedgerInputs
 
 # the builders that read the simulation tables, in claim order: built again on the official-law twins (claim 9a)
@@ -70,7 +71,8 @@ def ledger_z(ledger: pd.DataFrame) -> float:
     return THRESHOLDS["z"]
 
 
-PER_LAYER = ("8a", "8d")  # per model and layer: one summary line per model, the layers in a table below
+# per model and layer (8a, 8d): one summary line per model, the layers in a table below
+PER_LAYER = tuple(claim.id for claim in CLAIMS.values() if claim.per_layer)
 
 
 def verdict_cell(verdict: str) -> str:

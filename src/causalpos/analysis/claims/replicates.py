@@ -16,6 +16,7 @@ import pandas as pd
 
 from causalpos.analysis.triangles import pack
 from causalpos.tables import require_columns
+from causalpos.tril import packed_size
 
 PAPER_D = 64  # the paper's hidden size; the reference d where several d share the other parameters
 SIM_PARAMS = ["norm", "scale", "alpha", "pe", "rope_theta", "mask", "residual", "d", "seq_len", "n_layers"]
@@ -242,8 +243,8 @@ class LedgerInputs:
         if int(rows["seq_len"].max()) != size:
             raise ValueError(f"{label}: seq_len {int(rows['seq_len'].max())}, but {size} in the {quantity} table")
         sums = list_matrix(rows["sums"], np.float32)
-        if sums.shape[1] != size * (size + 1) // 2:
-            raise ValueError(f"{label}: sums of length {sums.shape[1]}, expected S(S+1)/2 = {size * (size + 1) // 2}")
+        if sums.shape[1] != packed_size(size):
+            raise ValueError(f"{label}: sums of length {sums.shape[1]}, expected S(S+1)/2 = {packed_size(size)}")
         n = rows["n_sequences"].to_numpy(float)
         counts = self.group_counts(model, len(rows))
         # the sums are float32 already: a float32 product is as exact and 5-10x faster than float64 here

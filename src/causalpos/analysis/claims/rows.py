@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.claims.catalogue import CLAIMS, TITLES, VERDICTS, verdict
+from causalpos.analysis.claims.catalogue import CLAIMS, VERDICTS, verdict
 from causalpos.analysis.claims.replicates import PAPER_D, PAPER_LAW, SIM_PARAMS, VARIANT_KEYS, estimate
 
 
@@ -17,25 +17,25 @@ def row(claim_id: str, setting: str, values, thresholds: dict, note: str = "", l
 
     `decided`: the verdict of a claim whose rule is not "value beyond threshold by z uncertainties" (a test
     row by row, an agreement of several regions); the builder's docstring states the rule."""
-    section, statement, metric, unit, direction, key = CLAIMS[claim_id]
+    claim = CLAIMS[claim_id]
     if isinstance(values, tuple):
         value, se = values
     elif values is None:
         value, se = math.nan, math.nan
     else:
         value, se = estimate(values)
-    threshold = float(thresholds[key])
+    threshold = float(thresholds[claim.threshold])
     if decided is not None:
         if decided not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {decided!r}")
         result = decided
     else:
-        result = verdict(value, se, threshold, direction.rstrip("="), thresholds["z"])
+        result = verdict(value, se, threshold, claim.direction.rstrip("="), thresholds["z"])
         if np.isfinite(value) and not np.isfinite(se):
             note = "; ".join(filter(None, [note, "no uncertainty available, so no verdict"]))
-    return {"claim_id": claim_id, "section": section, "statement": statement, "setting": setting, "metric": metric,
-            "value": value, "uncertainty": se, "threshold": threshold, "verdict": result,
-            "claim": int(claim_id[:-1]), "title": TITLES[claim_id], "direction": direction, "unit": unit,
+    return {"claim_id": claim.id, "section": claim.section, "statement": claim.statement, "setting": setting,
+            "metric": claim.metric, "value": value, "uncertainty": se, "threshold": threshold, "verdict": result,
+            "claim": claim.number, "title": claim.title, "direction": claim.direction, "unit": claim.unit,
             "z": float(thresholds["z"]),
             "layer": np.nan if layer is None else int(layer), "label": label or setting, "note": note, **extra}
 

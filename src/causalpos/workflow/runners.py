@@ -1,8 +1,9 @@
-"""One function per workflow stage. The Snakemake scripts and the CLI both call these.
+"""One function per workflow stage (workflow.dag names each stage's runner). The Snakemake scripts and the
+CLI both call these; a runner's source and the modules it imports make its stage's code digest.
 
-Also what a job needs around its stage: a damaged input is moved aside with a message naming the rule
-that rebuilds it (`rebuilds_damaged_inputs`), a job ends with the Snakemake that started it
-(`log_to_file`), and Ctrl-C or SIGTERM to Snakemake reach its jobs (`forward_stop_signals`).
+A runner that reads other stages' files moves a damaged one aside with a message naming the rule that
+rebuilds it (`rebuilds_damaged_inputs`). What a job process needs around its runner (its log file, stopping
+with Snakemake) is in workflow.process_control.
 """
 
 from __future__ import annotations
@@ -12,20 +13,16 @@ import hashlib
 import json
 import logging
 import os
-import signal
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from causalpos import __version__
 from causalpos.devices import available_cpus, resolve_device
 from causalpos.io import DamagedFileError, move_aside, read_array, read_table, read_tables, write_parquet
-from causalpos.process_exit import skip_final_collection
 from causalpos.workflow.digest import code_digest
 
 log = logging.getLogger("causalpos")
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def rebuilds_damaged_inputs(runner):
@@ -44,11 +41,11 @@ def rebuilds_damaged_inputs(runner):
 
 
 def _moved_aside(err: DamagedFileError) -> DamagedFileError:
-    from causalpos.workflow.paths import rule_writing  # not at the top: it would enter every stage's code digest
+    from causalpos.workflow.dag import stage_writing  # not at the top: it would enter every stage's code digest
 
     link = os.readlink(err.path) if os.path.islink(err.path) else None
     moved = move_aside(err.path)
-    rule = rule_writing(err.path)
+    rule = stage_writing(err.path)
     advice = f"moved to {moved}. " + (f"Rule {rule} rebuilds it: run the same snakemake command again."
                                       if rule else "Rerun the step that writes it.")
     if link:  # the rerun would link the same damaged copy again
@@ -95,7 +92,7 @@ def checkpoint_folder(root, model: str, settings: dict, blocks_json) -> str:
     changed config or code starts afresh while a killed run with the same ones resumes."""
     with open(blocks_json, "rb") as fh:
         key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + fh.read()
-                             + code_digest("train").encode()).hexdigest()[:12]
+                             + code_digest("run_train").encode()).hexdigest()[:12]
     return os.path.join(root, model, key)
 
 
@@ -108,6 +105,8 @@ def run_train(model: str, settings: dict, tokens_dir, tokenizer_dir, out_dir, ch
     models.train.TrainingInterrupted, or torchrun exits non-zero); the next run resumes from it."""
     import subprocess
     import tempfile
+
+    from causalpos.workflow.process_control import run_stoppable
 
     checkpoints = checkpoint_folder(checkpoint_root, model, settings, os.path.join(tokens_dir, "blocks.json"))
     log.info("train %s: %s; checkpoints in %s", model, settings, checkpoints)
@@ -123,31 +122,11 @@ def run_train(model: str, settings: dict, tokens_dir, tokenizer_dir, out_dir, ch
                "--checkpoints", checkpoints, "--config", fh.name, "--tokenizer", str(tokenizer_dir)]
     log.info("launch: %s", " ".join(command))
     try:
-        code = _run_stoppable(command)
+        code = run_stoppable(command)
     finally:
         os.unlink(fh.name)
     if code:
         raise subprocess.CalledProcessError(code, command)
-
-
-def _run_stoppable(command: list[str]) -> int:
-    """Run `command` (torchrun) to its end and pass it the first SIGTERM or SIGINT this process gets.
-
-    Its own session keeps a terminal's Ctrl-C from reaching it a second time (torchrun cuts its shutdown
-    short on a second signal); it gets SIGTERM if this process dies; and unlike subprocess.run, no
-    SIGKILL on an interrupt, which would orphan the ranks (torchrun starts them in sessions of their own)."""
-    import subprocess
-
-    proc = subprocess.Popen(command, start_new_session=True, preexec_fn=_parent_death_signal())
-    forwarded = []
-
-    def forward(signum, frame):
-        if not forwarded:
-            forwarded.append(signum)
-            proc.send_signal(signum)
-
-    with _handling(forward):
-        return proc.wait()
 
 
 @rebuilds_damaged_inputs
@@ -220,6 +199,7 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
              time.perf_counter() - started)
     log.info("extract %s: %d sequences of %d tokens, batch %d", name, *tokens.shape, settings["batch_size"])
     seconds = extract_to_files(model, tokens, name, settings["kind"], outputs, metadata=meta, state_dir=state_dir,
+                               code=code_digest("run_extract"),
                                progress=sys.stderr.isatty(), batch_size=settings["batch_size"],
                                intermediates_layer=settings["intermediates_layer"],
                                probe_sequences=settings["probe_sequences"],
@@ -230,14 +210,15 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
 
 
 @rebuilds_damaged_inputs
-def run_emergence(name: str, settings: dict, model_dir, snapshots: list, snippets, blocks_dir, metrics, outputs: dict,
-                  device: str = "auto", seed: int = 0) -> None:
+def run_emergence(name: str, settings: dict, model_dir, snapshots_dir, steps: list, snippets, blocks_dir, metrics,
+                  outputs: dict, device: str = "auto", seed: int = 0) -> None:
     """Section 4.2's extraction and the held-out loss at every snapshot of one trained model, to Parquet."""
     from causalpos.models.emergence import emergence_tables
-    from causalpos.models.snapshots import step_of
+    from causalpos.models.snapshots import snapshot_name
 
     dev = resolve_device(device, "extraction.device")
-    tables, seconds = emergence_tables(model_dir, {step_of(p): p for p in snapshots}, read_array(snippets), blocks_dir,
+    snapshots = {step: os.path.join(snapshots_dir, snapshot_name(step)) for step in steps}
+    tables, seconds = emergence_tables(model_dir, snapshots, read_array(snippets), blocks_dir,
                                        read_table(metrics), name, dev, batch_size=settings["batch_size"],
                                        intermediates_layer=settings["intermediates_layer"],
                                        n_groups=settings["bootstrap_groups"], seed=seed)
@@ -413,7 +394,7 @@ def run_all_layers(scores, options: dict, folder) -> None:
     """Figures 11-16 for options["model"]: every page of fig_all_layers, in every format of
     options["formats"], into `folder` (pages of an earlier run that this one did not write are removed)."""
     from causalpos.figures.render import render_all_layers
-    from causalpos.workflow.paths import ALL_LAYERS_PAGE, all_layers_page
+    from causalpos.figures.registry import ALL_LAYERS_PAGE, all_layers_page
 
     start = time.perf_counter()
     folder = Path(folder)
@@ -427,117 +408,3 @@ def run_all_layers(scores, options: dict, folder) -> None:
         path.unlink()
     log.info("fig_all_layers %s: %d files in %.1f s -> %s", options.get("model"), len(written),
              time.perf_counter() - start, folder)
-
-
-class log_to_file:
-    """Around a Snakemake job's stage: send its log records (and any traceback) to `path`, as Snakemake's
-    log: wants; stop the job when Snakemake dies (stop_with_parent); at the end, with the job's work done,
-    spare its process the final garbage collection (causalpos.process_exit)."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __enter__(self):
-        stop_with_parent()
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        self.handler = logging.FileHandler(self.path, mode="w")
-        self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        log.addHandler(self.handler)
-        log.setLevel(logging.INFO)
-        job = os.environ.get("SLURM_JOB_ID")
-        if job:
-            log.info("SLURM job id %s on %s", job, os.environ.get("SLURMD_NODENAME", "?"))
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc is not None:
-            log.error("stage failed", exc_info=(exc_type, exc, tb))
-        log.removeHandler(self.handler)
-        self.handler.close()
-        skip_final_collection()
-        return False
-
-
-# ---------------------------------------------------------------- stopping jobs
-
-
-@contextmanager
-def _handling(handler, signals=(signal.SIGTERM, signal.SIGINT)):
-    """`handler` for `signals` while the block runs, but for those ignored (nohup, `cmd &` in a script)."""
-    previous = {sig: signal.signal(sig, handler) for sig in signals if signal.getsignal(sig) is not signal.SIG_IGN}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, signal.SIG_DFL if old is None else old)
-
-
-def _prctl():
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True).prctl
-
-
-def _parent_death_signal(sig=signal.SIGTERM):
-    """A preexec_fn by which Linux sends the child `sig` when its parent dies (None elsewhere). prctl is
-    looked up here, before the fork: the child of a threaded process should do no more than call it."""
-    prctl = _prctl()
-    return None if prctl is None else functools.partial(prctl, PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-
-
-def stop_with_parent(sig=signal.SIGTERM) -> None:
-    """Have Linux send this process `sig` when its parent (Snakemake) dies, so no job outlives a killed
-    workflow; a training takes SIGTERM as a cue to checkpoint and stop. Does nothing off Linux."""
-    prctl = _prctl()
-    if prctl is None:
-        return
-    parent = os.getppid()
-    prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    if os.getppid() != parent:  # it died before the request took effect
-        os.kill(os.getpid(), sig)
-
-
-def forward_stop_signals(local: bool = True, jobs=None) -> None:
-    """Make Ctrl-C and SIGTERM to Snakemake stop its running jobs: call it in the Snakefile's onstart with
-    `workflow.local_exec` (a cluster executor cancels its jobs itself, and its children are sbatch and
-    squeue calls, never to be signalled).
-
-    Snakemake 9 never signals its local jobs itself: on SIGINT it waits for them to end (and a second
-    Ctrl-C makes it exit and leaves them running), on SIGTERM it lets them finish, by design. So this
-    handler first sends SIGTERM to each job process (`jobs()`: pids, default this process's children:
-    a local Snakemake starts nothing else while jobs run), then does what Snakemake's handler does. A
-    training writes a checkpoint and stops; a job in a shell wrapper follows its shell (stop_with_parent)."""
-    if not local:
-        return
-    jobs = jobs or (lambda: _children(os.getpid()))
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous = signal.getsignal(sig)
-        if previous not in (signal.SIG_IGN, None):
-            signal.signal(sig, functools.partial(_stop_jobs, jobs, previous))
-
-
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (Linux /proc; none elsewhere)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:  # the field after the state
-                found.append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue  # ended meanwhile
-    return found
-
-
-def _stop_jobs(jobs, previous, signum, frame) -> None:
-    for pid in jobs():
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    if previous is signal.SIG_DFL:
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-    else:
-        previous(signum, frame)
