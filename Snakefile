@@ -14,6 +14,10 @@ min_version("9.19")  # as pyproject.toml's snakemake requirement
 os.environ["CAUSALPOS_ROOT"] = workflow.basedir
 
 
+envvars:
+    "CAUSALPOS_ROOT",
+
+
 # config.yaml unless --configfile names another: `--configfile .test/config.yaml` runs that config alone
 # (Snakemake would otherwise merge it into config.yaml's), as `causalpos --configfile` does.
 if not workflow.overwrite_configfiles:

@@ -3,7 +3,7 @@
 
 rule claims:
     input:
-        unpack(stage_inputs("claims")),
+        **stage_inputs("claims"),
     output:
         table=paths.summary_file("claims.parquet", RESULTS),
         markdown=paths.summary_file("claims.md", RESULTS),
@@ -23,7 +23,7 @@ rule claims:
 # verdicts hold as N grows? Rule claims notes a verdict that changes.
 rule convergence:
     input:
-        unpack(stage_inputs("convergence")),
+        **stage_inputs("convergence"),
     output:
         table=paths.summary_file("convergence.parquet", RESULTS),
         figures=report_figures(

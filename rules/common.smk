@@ -10,12 +10,10 @@ from causalpos.figures.registry import (
     LENGTH_SEEDS_FIGURE,
     claims_pages,
 )
-from causalpos.simulation.variant import Variant
 from causalpos.workflow import dag, paths, provenance
 from causalpos.workflow.config import (
     MODELS,
     check_duplicate_keys,
-    extra_seeds,
     extracted_models,
     paper_llms_figures,
     paper_llms_results,
@@ -42,9 +40,8 @@ VARIANTS = list(config["simulation"]["variants"])
 FIGURES = list(config["figures"])
 FORMATS = list(config["plot"]["formats"])
 EXTRACTED = extracted_models(config)
-# the steps of the trained models' weight-only snapshots; other training seeds (target length_seeds)
+# the steps of the trained models' weight-only snapshots
 SNAPSHOTS = snapshot_steps(config)
-SEEDS = extra_seeds(config)
 
 
 def snapshots_output():
@@ -69,14 +66,22 @@ def log_path(name):
 
 
 def stage_inputs(stage):
-    """A rule's input: the files its job reads, from its stage in workflow/dag.py (use with unpack)."""
+    """A rule's input: the files its jobs read, by name, wildcards left in ({model}), from its stage in
+    workflow/dag.py; the report shows them as paths."""
+    return dag.input_patterns(config, RESULTS, stage)
+
+
+def job_inputs(stage):
+    """stage_inputs for a stage whose inputs depend on a wildcard's value (which figure, which pretrained
+    model): a function of a job's wildcards, for unpack()."""
     return lambda wildcards: dag.inputs(config, RESULTS, stage, **wildcards)
 
 
 def stage_params(stage):
     """A rule's params from its stage in workflow/dag.py: `kwargs`, what else decides its outputs (the
     runner's keyword arguments); `code`, the digest of the code it runs; `upstream`, the digest of what its
-    inputs were made from (workflow/provenance.py). A change of any of them reruns the job."""
+    inputs were made from (workflow/provenance.py). A change of any of them reruns the job.
+    """
     return {
         "kwargs": lambda wildcards: dag.params(config, RESULTS, stage, **wildcards),
         "code": code_digest(dag.stage(stage).runner),

@@ -13,7 +13,7 @@ rule sample:
 
 rule tokenizer:
     input:
-        unpack(stage_inputs("tokenizer")),
+        **stage_inputs("tokenizer"),
     output:
         tokenizer=f"{paths.tokenizer_dir(RESULTS)}/tokenizer.json",
         tokenizer_config=f"{paths.tokenizer_dir(RESULTS)}/tokenizer_config.json",

@@ -22,7 +22,7 @@ rule pretrained:
 # The trained twins, on the evaluation snippets.
 rule extract_trained:
     input:
-        unpack(stage_inputs("extract_trained")),
+        **stage_inputs("extract_trained"),
     output:
         **paths.activation_tables("{model}", RESULTS),
     log:
@@ -45,7 +45,7 @@ rule extract_trained:
 # The pretrained LLMs, on held-out documents (and the safetensors copy of a GGUF file).
 use rule extract_trained as extract_pretrained with:
     input:
-        unpack(stage_inputs("extract_pretrained")),
+        unpack(job_inputs("extract_pretrained")),
     wildcard_constraints:
         model=stage_models("extract_pretrained"),
     params:
@@ -55,7 +55,7 @@ use rule extract_trained as extract_pretrained with:
 
 rule summary:
     input:
-        unpack(stage_inputs("summary")),
+        **stage_inputs("summary"),
     output:
         paths.summary_tables(RESULTS),
     log:
@@ -68,16 +68,28 @@ rule summary:
         "../workflow_scripts/summary.py"
 
 
-rule model_figure:
+# Figures 11-16 of one model, trained or pretrained: a rule each, as the extraction.
+rule model_figure_trained:
     input:
-        unpack(stage_inputs("model_figure")),
+        **stage_inputs("model_figure_trained"),
     output:
         report_all_layers("{model}"),
     log:
         log_path("figures/fig_all_layers_{model}.log"),
+    wildcard_constraints:
+        model=stage_models("model_figure_trained"),
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("model_figure"),
+        **stage_params("model_figure_trained"),
     script:
         "../workflow_scripts/model_figure.py"
+
+
+use rule model_figure_trained as model_figure_pretrained with:
+    input:
+        **stage_inputs("model_figure_pretrained"),
+    wildcard_constraints:
+        model=stage_models("model_figure_pretrained"),
+    params:
+        **stage_params("model_figure_pretrained"),

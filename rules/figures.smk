@@ -1,6 +1,6 @@
 rule figure:
     input:
-        unpack(stage_inputs("figure")),
+        unpack(job_inputs("figure")),
     output:
         report_figures("{figure}"),
     log:

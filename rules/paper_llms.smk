@@ -13,7 +13,7 @@ rule paper_llms:
 
 use rule extract_pretrained as paper_llms_extract with:
     input:
-        unpack(stage_inputs("paper_llms_extract")),
+        unpack(job_inputs("paper_llms_extract")),
     output:
         **paths.activation_tables("{model}", PAPER),
     log:
@@ -29,7 +29,7 @@ use rule extract_pretrained as paper_llms_extract with:
 
 use rule figure as paper_llms_figure with:
     input:
-        unpack(stage_inputs("paper_llms_figure")),
+        unpack(job_inputs("paper_llms_figure")),
     output:
         paths.figure_files("{figure}", FORMATS, PAPER),
     log:
@@ -40,9 +40,9 @@ use rule figure as paper_llms_figure with:
         **stage_params("paper_llms_figure"),
 
 
-use rule model_figure as paper_llms_model_figure with:
+use rule model_figure_pretrained as paper_llms_model_figure with:
     input:
-        unpack(stage_inputs("paper_llms_model_figure")),
+        **stage_inputs("paper_llms_model_figure"),
     output:
         directory(paths.all_layers_dir("{model}", PAPER)),
     log:
@@ -55,7 +55,7 @@ use rule model_figure as paper_llms_model_figure with:
 
 use rule convergence as paper_llms_convergence with:
     input:
-        unpack(stage_inputs("paper_llms_convergence")),
+        **stage_inputs("paper_llms_convergence"),
     output:
         table=paths.summary_file("convergence.parquet", PAPER),
         figures=paths.figure_files(CONVERGENCE_FIGURE, FORMATS, PAPER),
@@ -70,7 +70,7 @@ use rule convergence as paper_llms_convergence with:
 
 use rule claims as paper_llms_claims with:
     input:
-        unpack(stage_inputs("paper_llms_claims")),
+        **stage_inputs("paper_llms_claims"),
     output:
         table=paths.summary_file("claims.parquet", PAPER),
         markdown=paths.summary_file("claims.md", PAPER),

@@ -4,7 +4,7 @@
 
 rule runtimes:
     input:
-        unpack(stage_inputs("runtimes")),
+        **stage_inputs("runtimes"),
     output:
         table=paths.summary_file("runtimes.parquet", RESULTS),
         html=report(

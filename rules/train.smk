@@ -1,6 +1,6 @@
 rule train:
     input:
-        unpack(stage_inputs("train")),
+        **stage_inputs("train"),
     output:
         **snapshots_output(),
         model=paths.model_file("{model}", "model.safetensors", RESULTS),
@@ -27,7 +27,7 @@ rule train:
 
 rule length_eval:
     input:
-        unpack(stage_inputs("length_eval")),
+        **stage_inputs("length_eval"),
     output:
         paths.model_file("{model}", "length_eval.parquet", RESULTS),
     log:
@@ -45,7 +45,7 @@ rule length_eval:
 # Section 4.2's extraction at every snapshot of a trained model, and the held-out loss there.
 rule emergence:
     input:
-        unpack(stage_inputs("emergence")),
+        **stage_inputs("emergence"),
     output:
         **paths.emergence_tables("{model}", RESULTS),
     log:
@@ -67,7 +67,7 @@ rule emergence:
 
 rule emergence_summary:
     input:
-        unpack(stage_inputs("emergence_summary")),
+        **stage_inputs("emergence_summary"),
     output:
         paths.summary_file("emergence.parquet", RESULTS),
     log:
@@ -84,7 +84,7 @@ rule emergence_summary:
 # part of `all`: each seed trains both models again (docs/models.md), as rule train does.
 use rule train as train_seed with:
     input:
-        unpack(stage_inputs("train_seed")),
+        **stage_inputs("train_seed"),
     output:
         model=paths.seed_model_file("{model}", "{seed}", "model.safetensors", RESULTS),
         config=paths.seed_model_file("{model}", "{seed}", "config.json", RESULTS),
@@ -100,7 +100,7 @@ use rule train as train_seed with:
 
 use rule length_eval as length_eval_seed with:
     input:
-        unpack(stage_inputs("length_eval_seed")),
+        **stage_inputs("length_eval_seed"),
     output:
         paths.seed_model_file("{model}", "{seed}", "length_eval.parquet", RESULTS),
     log:
@@ -111,7 +111,7 @@ use rule length_eval as length_eval_seed with:
 
 rule length_seeds:
     input:
-        unpack(stage_inputs("length_seeds")),
+        **stage_inputs("length_seeds"),
     output:
         table=paths.summary_file("length_seeds.parquet", RESULTS),
         figures=report_figures(

@@ -1,7 +1,5 @@
-"""Fixtures and helpers shared by test modules (imported as `from conftest import ...`).
-
-Workflow copies: `copy_workflow`, `snakemake`, `edit_config`, `planned_jobs`, `touch_source`, `processes_in`;
-SLURM: `job_env`, `wait_for_accounting`, `copy_with_profiles`, `JOB_ID`.
+"""The pytest hooks and fixtures shared by the test modules (pytest provides these without an import; the plain
+helpers the modules share are in tests/helpers.py, imported as `from helpers import ...`).
 
 `finished_run`: one finished `snakemake all` of the tiny config (.test/config.yaml, with the default profile) per
 test session, shared by every test that needs a finished run (tests/test_workflow.py, test_rerun.py,
@@ -14,157 +12,29 @@ anything works on `finished_copy`, a copy of it of its own.
 SLURM test modules (tests/test_slurm.py, test_slurm_stopped.py), which
 are skipped unless CAUSALPOS_SLURM=1. Session-scoped so that `pytest -m slurm -n 0`
 starts it once; stopped at the end if the tests started it.
+
+`data`: the Markov-chain blocks and word-level tokenizer of the tiny trainings (tests/test_train.py,
+test_emergence.py), made once per test module.
+
+The fixtures import tests/helpers.py when they run, not when this file loads: helpers imports torch and
+transformers (its extraction references), seconds that a run of the light test files, and pytest-xdist's
+controlling process, need not spend.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import re
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-import yaml
 from filelock import FileLock
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-LOCAL_SLURM = ROOT / "scripts" / "local-slurm.sh"
-JOB_ID = re.compile(r"SLURM job id (\d+) on (\S+)")
-
-
 FINISHED_TARGET = "all"  # every table and figure of the default run (all_figures is part of it)
-LINK_MIN_BYTES = 1 << 20  # a copy of a finished run hard-links files this large (the converted LLM, checkpoints)
-
-
-def copy_workflow(dest: Path) -> Path:
-    for name in ("Snakefile", "rules", "workflow_scripts", "envs", "report"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / name)
-    shutil.copytree(ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    shutil.copy2(ROOT / ".test" / "config.yaml", dest / "config.yaml")
-    # The simulation kernels' numba cache (cache=True: in __pycache__ beside the source) is this checkout's:
-    # the sources are the same files with the same times, so each kernel compiles once per test session,
-    # not once in every copy and once more in the tests that run it here (some 6 s of CPU each time).
-    kernels = ROOT / "src" / "causalpos" / "simulation" / "__pycache__"
-    kernels.mkdir(exist_ok=True)
-    (dest / "src" / "causalpos" / "simulation" / "__pycache__").symlink_to(kernels, target_is_directory=True)
-    return dest
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 1800) -> subprocess.CompletedProcess:
-    """Run snakemake in the copy; past `timeout` its whole process group (its jobs too) is stopped, not left."""
-    env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
-    popen = subprocess.Popen([SNAKEMAKE, "--cores", "2", *args], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = popen.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(popen.pid, signal.SIGTERM)
-        try:
-            popen.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(popen.pid, signal.SIGKILL)
-            popen.communicate()
-        raise AssertionError(f"snakemake {' '.join(args)} still running after {timeout} s; stopped") from None
-    proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def planned_jobs(workdir: Path, target: str = "all_figures") -> set[tuple[str, str]]:
-    """(rule, wildcard value or '') of every job `snakemake -n` would run."""
-    out = snakemake(workdir, "-n", target).stdout
-    jobs, rule = set(), None
-    for line in out.splitlines():
-        if m := re.match(r"^(?:local)?rule (\w+):", line):
-            rule = m.group(1)
-            jobs.add((rule, ""))
-        elif rule and (m := re.match(r"^\s+wildcards: \w+=(\S+)", line)):
-            jobs.discard((rule, ""))
-            jobs.add((rule, m.group(1)))
-            rule = None
-    return {job for job in jobs if job[0] not in ("all", "all_figures")}
-
-
-def touch_source(workdir: Path, module: str) -> None:
-    """Append a comment to src/causalpos/<module>.py of the copy (module as a path, e.g. "models/data")."""
-    path = workdir / "src" / "causalpos" / f"{module}.py"
-    path.write_text(path.read_text() + "\n# an edit\n")
-
-
-def edit_config(workdir: Path, change) -> None:
-    path = workdir / "config.yaml"
-    config = yaml.safe_load(path.read_text())
-    change(config)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-
-
-def job_env(workdir: Path) -> dict:
-    """What the submitting process hands to its SLURM jobs (sbatch --export=ALL): the venv first on PATH."""
-    venv_bin = str(Path(sys.executable).parent)
-    return {**os.environ, "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
-            "PYTHONPATH": str(workdir / "src")}
-
-
-def processes_in(workdir: Path) -> dict[int, list[bytes]]:
-    """PID -> argv of every process whose working directory is `workdir` (from /proc)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            if os.readlink(entry / "cwd") == str(workdir):
-                found[int(entry.name)] = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def sacct_states(job_ids) -> dict[str, str]:
-    """SLURM job id -> state of the job allocation (-X), from accounting."""
-    proc = subprocess.run(["sacct", "-j", ",".join(map(str, job_ids)), "--format=JobID,State,ExitCode",
-                           "--noheader", "-X", "-P"], capture_output=True, text=True, check=True)
-    rows = [line.split("|") for line in proc.stdout.splitlines() if line.strip()]
-    return {job: state.split()[0] for job, state, _ in rows}
-
-
-def wait_for_accounting(job_ids, timeout: float = 30) -> dict[str, str]:
-    """sacct's states once every job has a final one (slurmctld sends the end record to slurmdbd asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        states = sacct_states(job_ids)
-        final = all(states.get(str(job), "PENDING") not in ("PENDING", "RUNNING", "COMPLETING") for job in job_ids)
-        if final or time.monotonic() > deadline:
-            return states
-        time.sleep(1)
-
-
-def copy_with_profiles(dest: Path) -> Path:
-    workdir = copy_workflow(dest)  # Snakefile, rules, scripts, src and .test/config.yaml as config.yaml
-    shutil.copytree(ROOT / "profiles", workdir / "profiles")  # profiles/default is the workflow profile there too
-    return workdir
-
-
-def copy_run(src: Path, dest: Path) -> Path:
-    """A copy of a finished workflow folder to run and edit, mtimes and Snakemake's metadata kept.
-
-    Files of LINK_MIN_BYTES or more under results/ are hard links, not copies (the converted LLM alone is
-    over 500 MB): Snakemake removes a job's outputs before the job runs and every stage writes by rename,
-    so a rerun in the copy replaces the link and never writes into the original. A test that damages
-    such a file must replace it too, not write into it."""
-    def link_or_copy(source: str, target: str) -> None:
-        inside = Path(source).relative_to(src).parts[0] == "results"
-        if inside and os.path.getsize(source) >= LINK_MIN_BYTES:
-            os.link(source, target)
-        else:
-            shutil.copy2(source, target)
-
-    shutil.copytree(src, dest, symlinks=True, copy_function=link_or_copy)
-    return dest
 
 
 # ---------------------------------------------------------------- the order of the files
@@ -213,6 +83,8 @@ class FinishedRun:
         self.proc = None
 
     def start(self) -> None:
+        from helpers import SNAKEMAKE, copy_with_profiles
+
         with FileLock(str(self.folder) + ".lock"):
             if self.folder.exists():
                 return  # another worker started it
@@ -290,17 +162,19 @@ def finished_run(finished_run_in_background) -> Path:
 @pytest.fixture
 def finished_copy(finished_run, tmp_path) -> Path:
     """A copy of the finished run of this test's own (mtimes and Snakemake metadata kept)."""
+    from helpers import copy_run
+
     return copy_run(finished_run, tmp_path / "copy")
 
 
-def local_slurm(command: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(LOCAL_SLURM), command], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="session")
 def cluster(request):
     """A running one-node cluster (partition debug, with accounting); stopped afterwards if this started it.
     Yields whether it was running before."""
+    from helpers import local_slurm
+
     if hasattr(request.config, "workerinput"):
         pytest.fail("the SLURM tests share one cluster that a pytest-xdist worker would stop under the other: "
                     "run them in one process, CAUSALPOS_SLURM=1 pytest -m slurm -n 0")
@@ -314,3 +188,33 @@ def cluster(request):
     if not was_running:
         proc = local_slurm("stop")
         assert proc.returncode == 0, proc.stderr
+
+
+# ---------------------------------------------------------------- the tiny trainings' data
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """Blocks of a noisy order-1 Markov chain (3 successors per token) and a word-level tokenizer."""
+    from helpers import BLOCK, VOCAB, make_tokenizer
+
+    root = tmp_path_factory.mktemp("data")
+    rng = np.random.default_rng(0)
+    successors = rng.integers(1, VOCAB, size=(VOCAB, 3))
+    n_train, n_heldout = 160, 32
+    stream = np.empty((n_train + n_heldout) * BLOCK, dtype=np.int64)
+    stream[0] = 1
+    choices = rng.integers(0, 3, size=len(stream))
+    for i in range(1, len(stream)):
+        stream[i] = successors[stream[i - 1], choices[i]]
+    blocks = root / "blocks"
+    blocks.mkdir()
+    stream = stream.astype(np.uint16).reshape(-1, BLOCK)
+    np.save(blocks / "train.npy", stream[:n_train])
+    np.save(blocks / "heldout.npy", stream[n_train:])
+    (blocks / "blocks.json").write_text(json.dumps({
+        "block_len": BLOCK, "dtype": "uint16", "vocab_size": VOCAB, "eos_token_id": 0,
+        "n_blocks_train": n_train, "n_tokens_train": n_train * BLOCK,
+        "n_blocks_heldout": n_heldout, "n_tokens_heldout": n_heldout * BLOCK, "unigram_entropy": 5.5}))
+    make_tokenizer(root / "tokenizer")
+    return root

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 from causalpos.analysis import triangles
@@ -11,56 +10,11 @@ from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
 from causalpos.analysis.claims.replicates import LedgerInputs, estimate, stack
 from causalpos.analysis.triangles import advantage_weights, band_statistics, concordance, nearer_key_advantage
 from causalpos.simulation.theory import layer2_scores, theory_frame
-
-S = 10
-R = 40  # bootstrap replicates in most tests: enough for a standard error, fast
-I, J = np.indices((S, S))
-LOWER = J <= I
-BASE = dict(norm="l2", scale="none", alpha=0.0, pe="none", rope_theta=10000.0, mask="causal", residual=True, d=64)
+from helpers import (I, J, LOWER, R, S, identity, keys_up, llm_tables, model_tables, nope_tables, packed, sim_table,
+                     small_inputs, toeplitz, with_diagonal)
 
 
-# ---------------------------------------------------------------- synthetic tables
-
-
-def long(matrix: np.ndarray, full: bool = False) -> pd.DataFrame:
-    n = matrix.shape[0]
-    q, k = np.nonzero(np.ones((n, n), dtype=bool) if full else np.tril(np.ones((n, n), dtype=bool)))
-    return pd.DataFrame({"query_pos": q, "key_pos": k, "value": matrix[q, k]})
-
-
-def sim_table(name: str, layers: list, sem: float = 1e-4, seed: int = 0, **params) -> pd.DataFrame:
-    """A simulation table: layer l = layers[l] plus Gaussian noise of standard deviation `sem` (recorded)."""
-    p = {**BASE, **params}
-    rng = np.random.default_rng(seed)
-    frames = []
-    for layer, matrix in enumerate(layers):
-        rows = long(matrix, full=p["mask"] == "none")
-        noise = rng.normal(0.0, sem, len(rows))
-        frames.append(rows.assign(variant=name, layer=layer, score_mean=rows["value"] + noise, score_sem=sem)
-                      .drop(columns="value"))
-    out = pd.concat(frames, ignore_index=True)
-    n = layers[0].shape[0]
-    return out.assign(**p, seq_len=n, n_layers=len(layers), n_samples=100000, seed=0, sampler="full")
-
-
-def identity(alpha: float = 0.0, n: int = S) -> np.ndarray:
-    return np.where(np.eye(n, dtype=bool), 1.0, alpha)
-
-
-def with_diagonal(matrix: np.ndarray, value: float = 1.0) -> np.ndarray:
-    out = matrix.copy()
-    np.fill_diagonal(out, value)
-    return out
-
-
-def keys_up(slope: float, offset: float = 0.1) -> np.ndarray:
-    """Off-diagonal scores rising with the key position, 1 on the diagonal."""
-    return with_diagonal(offset + slope * J / S)
-
-
-def toeplitz(seed: int = 0, n: int = S, scale: float = 0.3) -> np.ndarray:
-    f = np.random.default_rng(seed).normal(0.0, scale, 2 * n)
-    return f[np.abs(np.subtract.outer(np.arange(n), np.arange(n)))]
+# ---------------------------------------------------------------- reading the ledger (synthetic tables: helpers.py)
 
 
 def rows_of(ledger: pd.DataFrame, claim_id: str) -> pd.DataFrame:
@@ -78,45 +32,6 @@ def one(ledger: pd.DataFrame, claim_id: str) -> pd.Series:
 def ledger_of(simulations=None, theory=None, scores=None, intermediates=None, groups=None, **kw):
     sims = pd.concat(simulations, ignore_index=True) if isinstance(simulations, list) else simulations
     return build_ledger(sims, theory, scores, intermediates, groups, n_bootstrap=kw.pop("n_bootstrap", R), **kw)
-
-
-def packed(matrix: np.ndarray) -> np.ndarray:
-    q, k = np.tril_indices(matrix.shape[-1])
-    return matrix[..., q, k]
-
-
-def model_tables(model: str, kind: str, layers: list, stages: dict | None = None, n: int = 64, groups: int = 8,
-                 noise: float = 0.05, seed: int = 0):
-    """scores, intermediates and groups tables of a model whose per-sequence matrices are the given ones plus
-    Gaussian noise; groups are contiguous blocks of sequences."""
-    rng = np.random.default_rng(seed)
-    size = layers[0].shape[0]
-    sizes = np.diff(np.linspace(0, n, groups + 1).astype(int))
-    score_rows, inter_rows, group_rows = [], [], []
-
-    def draw(matrix):
-        per_sequence = packed(matrix)[None] + rng.normal(0.0, noise, (n, size * (size + 1) // 2))
-        sums = np.add.reduceat(per_sequence, np.r_[0, np.cumsum(sizes)[:-1]], axis=0)
-        return per_sequence.mean(0), per_sequence.std(0, ddof=1) / np.sqrt(n), sums
-
-    q, k = np.tril_indices(size)
-    for layer, matrix in enumerate(layers):
-        mean, sem, sums = draw(matrix)
-        score_rows.append(pd.DataFrame({"model": model, "kind": kind, "layer": layer, "query_pos": q, "key_pos": k,
-                                        "score_mean": mean, "score_sem": sem, "score_diagnorm": 0.0, "n_sequences": n,
-                                        "seq_len": size, "table": "scores"}))
-        group_rows += [{"model": model, "kind": kind, "table": "groups", "quantity": "scores", "stage": "",
-                        "layer": layer, "group": g, "n_sequences": int(sizes[g]), "seq_len": size,
-                        "sums": sums[g].astype(np.float32)} for g in range(groups)]
-    for stage, (layer, matrix) in (stages or {}).items():
-        mean, _, sums = draw(matrix)
-        inter_rows.append(pd.DataFrame({"model": model, "layer": layer, "stage": stage, "query_pos": q, "key_pos": k,
-                                        "value": mean, "n_sequences": n, "seq_len": size, "table": "intermediates"}))
-        group_rows += [{"model": model, "kind": kind, "table": "groups", "quantity": "intermediate", "stage": stage,
-                        "layer": 0, "group": g, "n_sequences": int(sizes[g]), "seq_len": size,
-                        "sums": sums[g].astype(np.float32)} for g in range(groups)]
-    inter = pd.concat(inter_rows, ignore_index=True) if inter_rows else None
-    return pd.concat(score_rows, ignore_index=True), inter, pd.DataFrame(group_rows)
 
 
 # ---------------------------------------------------------------- the verdict rule and the metrics
@@ -361,13 +276,6 @@ def test_claim6_relative_causal_and_non_relative_encoder_are_not_supported():
 # ---------------------------------------------------------------- claim 7: the trained NoPE model
 
 
-def nope_tables(slope: float, seed: int = 0):
-    pattern = keys_up(slope)
-    pattern[:, 0] = 3.0  # an attention-sink column: high, whatever the order of the other keys
-    return model_tables("nope", "trained", [identity(), pattern], stages={"f": (0, pattern), "i": (1, pattern)},
-                        seed=seed)
-
-
 def test_claim7_increasing_model_is_supported_and_stronger_than_alpha0():
     scores, inter, groups = nope_tables(slope=1.0)
     faint = with_diagonal(0.1 + 0.02 * J / S + 0.05 * np.random.default_rng(8).normal(size=(S, S)))
@@ -397,19 +305,6 @@ def test_claim7_without_groups_has_no_uncertainty():
 
 
 # ---------------------------------------------------------------- claim 8: pretrained LLMs
-
-
-def llm_tables(seed: int = 0, groups_as_arrow: bool = False):
-    rng = np.random.default_rng(seed)
-    relative = toeplitz(9, scale=1.0)
-    sink = relative.copy()
-    sink[:, 0] += 5.0 + rng.normal(0, 1.0, S)  # key 0: big and position-dependent (non-relative)
-    pattern = relative + 0.8 * np.sqrt(J + 1.0) * rng.normal(0, 1.0, (S, S))  # a non-relative pattern
-    scores, _, groups = model_tables("llm", "pretrained", [sink, pattern, pattern], noise=0.05, seed=seed)
-    if groups_as_arrow:
-        groups["sums"] = pd.array([list(map(float, v)) for v in groups["sums"]],
-                                  dtype=pd.ArrowDtype(pa.list_(pa.float32())))
-    return scores, groups
 
 
 def test_claim8_sink_alone_is_not_a_pattern_and_a_real_one_is():
@@ -475,16 +370,6 @@ def test_bootstrap_uncertainty_matches_the_sequence_standard_error():
 
 
 # ---------------------------------------------------------------- the ledger as a whole
-
-
-def small_inputs():
-    sims = [sim_table("zero", [identity(), layer2_scores(S, 0.0), keys_up(0.2), keys_up(0.3)]),
-            sim_table("zero16", [identity(), layer2_scores(S, 0.0) - 0.01, keys_up(0.2)], d=16),
-            sim_table("pos", [identity(0.2), layer2_scores(S, 0.2), keys_up(0.3)], alpha=0.2)]
-    scores, inter, groups = nope_tables(slope=1.0)
-    llm_scores, llm_groups = llm_tables()
-    return (pd.concat(sims, ignore_index=True), theory_frame(S, [0.0, 0.2]), pd.concat([scores, llm_scores]),
-            inter, pd.concat([groups, llm_groups], ignore_index=True))
 
 
 def test_every_claim_has_rows_and_the_columns_are_as_promised():

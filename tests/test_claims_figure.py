@@ -15,7 +15,7 @@ from causalpos.figures.registry import claims_page, claims_pages
 from causalpos.workflow.dag import stage_writing
 from causalpos.workflow.paths import claims_dir
 from causalpos.workflow.runners import run_claims
-from test_claims import R, small_inputs
+from helpers import R, small_inputs
 
 PLOT = {"cmap": "viridis", "dpi": 40, "font_scale": 1.0, "formats": ["png"]}
 ASPECT = 0.7  # height / width: a report viewer (Chromium, 1280 x 800) cuts off the top of a taller image

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from causalpos.workflow.cli import main
-from conftest import ROOT
+from helpers import ROOT
 
 TINY = str(ROOT / ".test" / "config.yaml")
 

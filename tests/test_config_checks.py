@@ -25,7 +25,7 @@ from causalpos.workflow.config import (
     load_config,
     validate_config,
 )
-from conftest import copy_workflow, edit_config, snakemake
+from helpers import copy_workflow, edit_config, snakemake, write_tiny_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -273,25 +273,6 @@ def test_a_name_twice_in_a_figure_list_is_refused(config, figure, key, listed, t
 
 
 # ---------------------------------------------------------------- 6. GGUF files
-
-
-def write_tiny_gguf(path: Path, context: int = 64, layers: int = 2) -> Path:
-    """A GGUF file of two tiny tensors, with the metadata the checks read and a vocabulary array."""
-    import gguf
-    import numpy as np
-
-    writer = gguf.GGUFWriter(path, "llama")
-    writer.add_context_length(context)
-    writer.add_block_count(layers)
-    writer.add_array("tokenizer.ggml.tokens", ["a", "bb", "ccc"])
-    writer.add_array("tokenizer.ggml.scores", [0.0, -1.0, -2.0])
-    writer.add_tensor("token_embd.weight", np.ones((3, 8), np.float32))
-    writer.add_tensor("output_norm.weight", np.arange(8, dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 @pytest.fixture

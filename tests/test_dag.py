@@ -11,7 +11,7 @@ import pytest
 
 from causalpos.workflow import dag, paths
 from causalpos.workflow.config import load_config, results_dir
-from conftest import ROOT
+from helpers import ROOT
 
 CONFIGS = {"default": ROOT / "config.yaml", "tiny": ROOT / ".test" / "config.yaml"}
 EVERY_RULE = ("all", "all_figures", "length_seeds", "paper_llms")  # targets that together need every rule

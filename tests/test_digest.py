@@ -12,7 +12,7 @@ import pytest
 
 from causalpos.workflow.dag import STAGE_LIST
 from causalpos.workflow.digest import code_digest, module_file, runner_modules, runner_source
-from conftest import ROOT
+from helpers import ROOT
 
 
 # In a fresh interpreter, every causalpos import that runs while the modules of the stages below are imported,

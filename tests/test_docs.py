@@ -155,7 +155,7 @@ def top_level_names(path: Path) -> set[str]:
 def test_module_names_exist(page):
     """Every dotted causalpos.x.y name is a module, or a module and a name defined at its top level."""
     stale = []
-    for name in sorted(set(re.findall(r"\bcausalpos(?:\.[A-Za-z_]\w*)+", text(page)))):
+    for name in sorted(set(re.findall(r"(?<![/\w])causalpos(?:\.[A-Za-z_]\w*)+", text(page)))):  # not a path
         parts = name.split(".")
         for cut in range(len(parts), 0, -1):
             path = module_file(".".join(parts[:cut]))
@@ -269,11 +269,18 @@ def test_claims_page_has_the_ledger_markers():
 
 
 def rules() -> dict[str, str]:
-    """Rule name -> its text, from the Snakefile and rules/*.smk."""
-    found = {}
+    """Rule name -> its text, from the Snakefile and rules/*.smk; a `use rule a as b with:` has a's text, then
+    its own (what it changes)."""
+    found, uses = {}, []
     for path in [ROOT / "Snakefile", *sorted((ROOT / "rules").glob("*.smk"))]:
-        parts = re.split(r"^rule (\w+):", text(path), flags=re.M)
-        found.update(dict(zip(parts[1::2], parts[2::2])))
+        parts = re.split(r"^(?:rule (\w+)|use rule (\w+) as (\w+) with):", text(path), flags=re.M)
+        for name, parent, child, body in zip(parts[1::4], parts[2::4], parts[3::4], parts[4::4]):
+            if name:
+                found[name] = body
+            else:
+                uses.append((parent, child, body))
+    for parent, child, body in uses:  # in file order: a parent is defined before its children
+        found[child] = found[parent] + body
     return found
 
 

@@ -3,7 +3,7 @@ exactly s optimizer steps, interrupted or not; the emergence extraction of step 
 weights; the emergence table's metrics are the claims ledger's on the same tables; the length comparison
 over seeds summarises its inputs.
 
-Tiny models on the Markov-chain blocks of tests/test_train.py.
+Tiny models on the Markov-chain blocks of tests/test_train.py (the `data` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from safetensors.torch import load_file
 from causalpos.models.model import build_model
 from causalpos.models.settings import snapshot_schedule, training_settings
 from causalpos.workflow.config import training_defaults
-from test_train import CFG, TINY, VOCAB, command, data, env, start_and_wait_for_steps  # noqa: F401  (data: fixture)
+from helpers import CFG, TINY, VOCAB, command, env, start_and_wait_for_steps
 
 STEPS = 40
 SNAPSHOTS = [0, 5, 15, 40]
@@ -58,7 +58,7 @@ def test_a_list_gets_0_and_the_last_and_bad_values_are_named():
 
 
 @pytest.fixture(scope="module")
-def runs(data, tmp_path_factory):  # noqa: F811
+def runs(data, tmp_path_factory):
     """Run A: with snapshots. Run B: the same training without snapshots, a checkpoint every 5 steps, whose model
     state is recorded at every save (an independent record of the weights after exactly s steps)."""
     import causalpos.models.train as train_module
@@ -111,7 +111,7 @@ def test_snapshot_of_step_s_is_the_weights_after_exactly_s_steps(runs):
     assert not (root / "b" / "snapshots").exists()
 
 
-def test_an_interrupted_run_writes_the_rest_and_the_same_bits(runs, data, tmp_path):  # noqa: F811
+def test_an_interrupted_run_writes_the_rest_and_the_same_bits(runs, data, tmp_path):
     root, _ = runs
     config = tmp_path / "cfg.json"
     config.write_text(json.dumps({"training": {**RUN, "checkpoint_every": 0}}))
@@ -131,7 +131,7 @@ def test_an_interrupted_run_writes_the_rest_and_the_same_bits(runs, data, tmp_pa
             == load_file(root / "a" / "snapshots" / f"step_{step:07d}.safetensors").keys()
 
 
-def test_a_resumed_run_missing_an_earlier_snapshot_is_refused(runs, data, tmp_path):  # noqa: F811
+def test_a_resumed_run_missing_an_earlier_snapshot_is_refused(runs, data, tmp_path):
     from causalpos.models.train import CheckpointError, train
 
     root, _ = runs
@@ -147,7 +147,7 @@ def test_a_resumed_run_missing_an_earlier_snapshot_is_refused(runs, data, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def sweep(runs, data):  # noqa: F811
+def sweep(runs, data):
     from causalpos.models.emergence import emergence_tables
 
     root, _ = runs
@@ -179,7 +179,7 @@ def test_emergence_of_step_s_is_extract_on_the_weights_of_step_s(runs, sweep):
         assert (tables["scores"].loc[tables["scores"]["step"] == step, "tokens_seen"] == step * 4 * 32).all()
 
 
-def test_emergence_loss_is_the_trainings_evaluation(sweep, runs, data):  # noqa: F811
+def test_emergence_loss_is_the_trainings_evaluation(sweep, runs, data):
     from causalpos.models.emergence import emergence_tables
 
     root, _ = runs

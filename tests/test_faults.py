@@ -30,7 +30,7 @@ from causalpos.io import DamagedFileError, move_aside, read_array, read_json, re
     usual_mode, write_parquet
 from causalpos.workflow import paths
 from causalpos.workflow.runners import run_summary
-from conftest import ROOT, SNAKEMAKE, copy_run, copy_with_profiles, edit_config, snakemake
+from helpers import ROOT, SNAKEMAKE, copy_run, edit_config, snakemake
 
 # ---------------------------------------------------------------- damaged files, unit
 

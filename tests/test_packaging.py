@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 
 SOURCE_FILES = sorted(str(p.relative_to(ROOT / "src")) for p in (ROOT / "src" / "causalpos").rglob("*")
                       if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts)

@@ -21,8 +21,7 @@ from causalpos.models.tokenizer import train_bpe
 from causalpos.tril import packed_pairs
 from causalpos.workflow import paths
 from causalpos.workflow.config import load_config, paper_llms_settings, pretrained_models
-from conftest import ROOT, copy_workflow, snakemake
-from test_workflow import assert_convergence_is_the_ledger
+from helpers import ROOT, assert_convergence_is_the_ledger, copy_workflow, snakemake
 
 # ---------------------------------------------------------------- the sequences
 
@@ -198,7 +197,8 @@ def test_dry_run_plans_one_paper_size_extraction_per_model_under_its_own_folder(
     extractions = [body for rule, body in jobs if rule == "paper_llms_extract"]
     models = sorted(re.search(r"wildcards: model=(\S+)", body).group(1) for body in extractions)
     assert models == sorted(config["extraction"]["pretrained"]["models"])
-    assert not [rule for rule, _ in jobs if rule in ("extract", "claims", "figure", "model_figure", "convergence")]
+    assert not [rule for rule, _ in jobs if rule in ("extract_pretrained", "claims", "figure", "model_figure_pretrained",
+                                                     "convergence")]
     paper = paths.paper_llms_dir()
     for rule, body in jobs:
         if rule.startswith("paper_llms_"):

@@ -14,6 +14,7 @@ from causalpos.models.pretrained import (
     load_for_extraction,
     source_kind,
 )
+from helpers import write_tiny_gguf
 
 
 def test_embedded_gguf_is_found_without_importing_the_package():
@@ -56,7 +57,6 @@ def test_bad_sources_name_the_setting(tmp_path, monkeypatch):
 
 def test_check_gguf_reads_the_metadata_the_stock_reader_reads(tmp_path):
     import gguf
-    from test_config_checks import write_tiny_gguf
 
     path = write_tiny_gguf(tmp_path / "tiny.gguf", context=96, layers=3)
     stock = gguf.GGUFReader(path)  # the vocabulary arrays are stepped over, not misread
@@ -67,8 +67,6 @@ def test_check_gguf_reads_the_metadata_the_stock_reader_reads(tmp_path):
 
 
 def test_check_gguf_refuses_a_file_cut_anywhere(tmp_path):
-    from test_config_checks import write_tiny_gguf
-
     data = write_tiny_gguf(tmp_path / "tiny.gguf").read_bytes()
     cut = tmp_path / "cut.gguf"
     for size in (len(data) - 1, len(data) - 40, len(data) // 2, 30, 5):  # tensor data, index, metadata, header
@@ -100,8 +98,6 @@ def chunks(data: bytes, tmp_path, cuts) -> GGUFFile:
 
 
 def test_check_gguf_reads_chunks_as_the_file_they_make_up(tmp_path):
-    from test_config_checks import write_tiny_gguf
-
     whole = write_tiny_gguf(tmp_path / "tiny.gguf", context=96, layers=3)
     data = whole.read_bytes()
     header_end = len(data) - 3 * 8 * 4 - 8 * 4  # the tensor data: 24 + 8 float32 (aligned at the end)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from conftest import edit_config, planned_jobs, touch_source
+from helpers import edit_config, planned_jobs, touch_source
 
 pytestmark = pytest.mark.workflow
 
@@ -21,12 +21,14 @@ def figures_using(config: dict, variant: str) -> set[tuple[str, str]]:
 TRAINING_JOBS = {("train", "nope"), ("train", "rope"), ("length_eval", "nope"), ("length_eval", "rope"),
                  ("figure", "figT1_training_loss"), ("figure", "figT2_length_generalization")}
 
-TRAINED_ANALYSIS = {("extract", "nope"), ("extract", "rope"), ("model_figure", "nope"), ("model_figure", "rope"),
+TRAINED_ANALYSIS = {("extract_trained", "nope"), ("extract_trained", "rope"), ("model_figure_trained", "nope"),
+                    ("model_figure_trained", "rope"),
                     ("summary", ""), ("figure", "fig03_intermediates"), ("figure", "fig08_model_layers"),
                     ("figure", "figC1_nope_vs_rope"), ("figure", "figM1_nonrelativeness"),
                     ("figure", "figM2_increasing_fraction"), ("figure", "figM3_position_probe")}
 
-LLM_ANALYSIS = {("extract", "smollm2_135m"), ("model_figure", "smollm2_135m"), ("figure", "fig05_llms")}
+LLM_ANALYSIS = {("extract_pretrained", "smollm2_135m"), ("model_figure_pretrained", "smollm2_135m"),
+                ("figure", "fig05_llms")}
 
 EMERGENCE = {("emergence", "nope"), ("emergence", "rope"), ("emergence_summary", ""), ("figure", "figE1_emergence")}
 
@@ -35,11 +37,11 @@ CONFIG_PAGE = {("config_record", "")}  # the report's copy of the configuration:
 def with_ledger(jobs: set) -> set:
     """The jobs plus what gathers their results: the run-time table and the claims ledger."""
     rules = {rule for rule, _ in jobs}
-    extra = {("runtimes", "")} if rules & {"simulate", "train", "extract", "emergence"} else set()
-    if rules & {"simulate", "extract", "theory"}:
+    extractions = {"extract_trained", "extract_pretrained"}
+    extra = {("runtimes", "")} if rules & {"simulate", "train", "emergence", *extractions} else set()
+    if rules & {"simulate", "theory", *extractions}:
         extra.add(("claims", ""))
-    trained = {"nope", "rope"}
-    if any(rule == "extract" and model not in trained for rule, model in jobs):  # the LLMs' claims on growing N
+    if "extract_pretrained" in rules:  # the LLMs' claims on growing N
         extra.add(("convergence", ""))
     return jobs | extra
 
@@ -80,8 +82,8 @@ def test_changing_a_default_reruns_every_variant_that_inherits_it(finished_copy)
     assert ("theory", "") not in jobs
 
 def all_figure_jobs(config: dict) -> set[tuple[str, str]]:
-    models = ["nope", "rope", *config["extraction"]["pretrained"]["models"]]
-    return {("figure", f) for f in config["figures"]} | {("model_figure", m) for m in models}
+    return ({("figure", f) for f in config["figures"]} | {("model_figure_trained", m) for m in ("nope", "rope")}
+            | {("model_figure_pretrained", m) for m in config["extraction"]["pretrained"]["models"]})
 
 def test_changing_a_plot_option_reruns_only_figures(finished_copy):
     edit_config(finished_copy, lambda c: c["plot"].update(dpi=72))
@@ -115,6 +117,6 @@ def test_editing_theory_code_reruns_theory_and_figures_not_simulations(finished_
 def test_changing_the_llm_length_reruns_only_its_extraction(finished_copy):
     edit_config(finished_copy, lambda c: c["extraction"]["pretrained"].update(seq_len=24))
     jobs = planned_jobs(finished_copy, "all")
-    assert ("extract", "smollm2_135m") in jobs and ("model_figure", "smollm2_135m") in jobs
-    assert not {("extract", "nope"), ("extract", "rope"), ("pretrained", "smollm2_135m")} & jobs
+    assert ("extract_pretrained", "smollm2_135m") in jobs and ("model_figure_pretrained", "smollm2_135m") in jobs
+    assert not {("extract_trained", "nope"), ("extract_trained", "rope"), ("pretrained", "smollm2_135m")} & jobs
     assert not any(rule in ("train", "tokenizer", "simulate") for rule, _ in jobs)

@@ -40,8 +40,8 @@ if os.environ.get("CAUSALPOS_SLURM") != "1":
                 "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
 
 from causalpos.workflow import paths  # noqa: E402
-from conftest import (ROOT, JOB_ID, SNAKEMAKE, copy_with_profiles, edit_config, job_env,  # noqa: E402
-                      processes_in, wait_for_accounting)
+from helpers import (ROOT, JOB_ID, SNAKEMAKE, copy_with_profiles, edit_config, job_env,  # noqa: E402
+                     processes_in, wait_for_accounting)
 
 TEST_PROFILE = ROOT / "profiles" / "slurm-test"
 RUN_TIMEOUT = 900  # seconds for one all_figures run
@@ -163,8 +163,9 @@ def test_test_profile_is_the_slurm_profile_with_small_jobs():
     assert {k: v for k, v in real.items() if k not in differs} == {k: v for k, v in test.items() if k not in differs}
     assert real["executor"] == "slurm"
     assert real["slurm-keep-successful-logs"] is True
-    assert set(real["set-resources"]) == set(test["set-resources"]) >= {"simulate", "train", "extract", "pretrained"}
-    for rule in ("train", "extract"):
+    assert set(real["set-resources"]) == set(test["set-resources"]) >= {"simulate", "train", "extract_trained",
+                                                                        "extract_pretrained", "pretrained"}
+    for rule in ("train", "extract_trained", "extract_pretrained"):
         assert real["set-resources"][rule]["gpu"] == 1 and real["set-resources"][rule]["cpus_per_gpu"] >= 1
     assert not any("gpu" in key or key == "slurm_partition"
                    for resources in test["set-resources"].values() for key in resources)

@@ -23,7 +23,7 @@ if os.environ.get("CAUSALPOS_SLURM") != "1":
     pytest.skip("SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); "
                 "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
 
-from conftest import SNAKEMAKE, local_slurm  # noqa: E402
+from helpers import SNAKEMAKE, local_slurm  # noqa: E402
 
 
 @pytest.fixture

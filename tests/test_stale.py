@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 
 from causalpos.workflow import paths
-from conftest import SNAKEMAKE, edit_config, planned_jobs, processes_in, snakemake
+from helpers import SNAKEMAKE, edit_config, planned_jobs, processes_in, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -81,7 +81,7 @@ def test_killed_jobs_after_a_config_change_are_rebuilt_with_what_is_made_from_th
     assert not table.exists()  # Snakemake removed the killed jobs' outputs
     assert not any((models / m / "model.safetensors").exists() for m in ("nope", "rope"))
     planned = {rule for rule, _ in planned_jobs(workdir, "all_figures")}
-    assert {"simulate", "train", "extract", "model_figure", "claims", "figure"} <= planned
+    assert {"simulate", "train", "extract_trained", "model_figure_trained", "claims", "figure"} <= planned
 
     # the ledger reads both branches; fig02 the simulation, nope's pages the trained model
     targets = [str(p.relative_to(workdir)) for p in (ledger, *fig02, nope_pages)]
@@ -102,5 +102,5 @@ def test_killed_jobs_after_a_config_change_are_rebuilt_with_what_is_made_from_th
     assert "Nothing to be done" in snakemake(workdir, "-n", *targets).stdout  # and now they are current
     # ...while what all_figures draws from the trained models, and was not rebuilt, is still out of date
     still = planned_jobs(workdir, "all_figures")
-    assert {("model_figure", "rope"), ("emergence", "nope"), ("figure", "fig08_model_layers")} <= still
-    assert not {job for job in still if job[0] in ("simulate", "train", "extract", "claims")}
+    assert {("model_figure_trained", "rope"), ("emergence", "nope"), ("figure", "fig08_model_layers")} <= still
+    assert not {job for job in still if job[0] in ("simulate", "train", "extract_trained", "claims")}

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import copy_run, edit_config, planned_jobs, snakemake
+from helpers import copy_run, edit_config, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 

@@ -34,58 +34,10 @@ from causalpos.models.train import (
     train,
 )
 from causalpos.workflow.config import ConfigError, training_defaults
+from helpers import BLOCK, CFG, TINY, VOCAB, command, env, start_and_wait_for_steps
 
-VOCAB, BLOCK = 300, 32
-# complete settings, as a config gives them: the schema's defaults under these (train() fills in none)
-CFG = training_defaults({
-    "model": {"n_layers": 2, "hidden_size": 64, "n_heads": 2, "n_kv_heads": 1, "head_dim": 32,
-              "intermediate_size": 128, "context": 4 * BLOCK},
-    "steps": 120, "micro_batch": 4, "grad_accum": 2, "lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 5, "eval_every": 40,
-    "eval_batches": 2, "checkpoint_every": 20, "log_every": 10, "threads": 1, "seed": 3,
-    "device": "cpu"})  # cpu: the bitwise comparisons need its determinism
-TINY = CFG["model"]
-SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-
-def env(**extra) -> dict:
-    # the subprocesses import this checkout's package, single-threaded like the in-process runs
-    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            "OMP_NUM_THREADS": "1", **extra}
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    """Blocks of a noisy order-1 Markov chain (3 successors per token) and a word-level tokenizer."""
-    root = tmp_path_factory.mktemp("data")
-    rng = np.random.default_rng(0)
-    successors = rng.integers(1, VOCAB, size=(VOCAB, 3))
-    n_train, n_heldout = 160, 32
-    stream = np.empty((n_train + n_heldout) * BLOCK, dtype=np.int64)
-    stream[0] = 1
-    choices = rng.integers(0, 3, size=len(stream))
-    for i in range(1, len(stream)):
-        stream[i] = successors[stream[i - 1], choices[i]]
-    blocks = root / "blocks"
-    blocks.mkdir()
-    stream = stream.astype(np.uint16).reshape(-1, BLOCK)
-    np.save(blocks / "train.npy", stream[:n_train])
-    np.save(blocks / "heldout.npy", stream[n_train:])
-    (blocks / "blocks.json").write_text(json.dumps({
-        "block_len": BLOCK, "dtype": "uint16", "vocab_size": VOCAB, "eos_token_id": 0,
-        "n_blocks_train": n_train, "n_tokens_train": n_train * BLOCK,
-        "n_blocks_heldout": n_heldout, "n_tokens_heldout": n_heldout * BLOCK, "unigram_entropy": 5.5}))
-    make_tokenizer(root / "tokenizer")
-    return root
-
-
-def make_tokenizer(path: Path) -> None:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<eos>": 0, **{f"t{i}": i for i in range(1, VOCAB)}}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<eos>"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>").save_pretrained(path)
+# the fixture `data` (the Markov-chain blocks and their tokenizer) is tests/conftest.py's, shared with
+# tests/test_emergence.py
 
 
 @pytest.fixture(scope="module")
@@ -261,22 +213,6 @@ def test_threads_are_capped_by_the_cpus_of_the_job(data, tmp_path, monkeypatch, 
     caplog.set_level("INFO", logger="causalpos")
     train("nope", False, data / "blocks", tmp_path / "o", tmp_path / "c", {**CFG, "steps": 1, "threads": 8})
     assert "1 ranks on cpu, 1 threads" in caplog.text
-
-
-def command(data: Path, root: Path, config: Path) -> list[str]:
-    return [sys.executable, "-m", "causalpos.models.train", "--blocks", str(data / "blocks"), "--out", str(root / "out"),
-            "--checkpoints", str(root / "ckpt"), "--config", str(config), "--model", "nope",
-            "--tokenizer", str(data / "tokenizer")]
-
-
-def start_and_wait_for_steps(cmd: list[str], pattern: str = "nope step 10/") -> subprocess.Popen:
-    """Start a training process; return once its log (stderr) shows `pattern`."""
-    proc = subprocess.Popen(cmd, env=env(), stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    for line in proc.stderr:
-        if pattern in line or time.monotonic() > deadline:
-            break
-    return proc
 
 
 def test_sigterm_then_sigkill_and_the_resumed_run_ends_bitwise_the_same(trained, data, tmp_path):

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from causalpos.analysis.claims.catalogue import PAGES
-from conftest import copy_workflow, edit_config, planned_jobs, snakemake
+from helpers import assert_convergence_is_the_ledger, copy_workflow, edit_config, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -142,17 +142,6 @@ def test_convergence_at_the_full_n_is_the_ledger(finished_run):
     assert convergence["n_sequences"].max() == config["extraction"]["pretrained"]["n_sequences"]
     assert_convergence_is_the_ledger(convergence, pd.read_parquet(summary / "claims.parquet"))
     assert (finished_run / "results" / "figures" / "figL2_convergence.png").stat().st_size > 1000
-
-
-def assert_convergence_is_the_ledger(convergence: pd.DataFrame, ledger: pd.DataFrame) -> None:
-    full = convergence[convergence["n_sequences"] == convergence.groupby("model")["n_sequences"].transform("max")]
-    keys = ["claim_id", "model", "layer"]
-    rows = ledger[ledger["claim"] == 8][keys + ["value", "uncertainty", "verdict"]]
-    both = full.merge(rows, on=keys, suffixes=("", "_ledger"), validate="one_to_one")
-    assert len(both) == len(full) == len(rows) > 0
-    np.testing.assert_array_equal(both["value"], both["value_ledger"])
-    np.testing.assert_array_equal(both["uncertainty"], both["uncertainty_ledger"])
-    assert (both["verdict"] == both["verdict_ledger"]).all()
 
 
 def test_report_holds_every_figure_the_runtimes_and_the_config(finished_copy):

@@ -140,7 +140,8 @@ def cmd_plot(args, config):
             raise ConfigError(f"{ALL_LAYERS_FIGURE} needs --model, one of {known}")
         if args.model not in known:
             raise ConfigError(f"--model {args.model}: not an extracted model; known: {known}")
-        this = job(config, args.results, "model_figure", model=args.model)
+        stage = "model_figure_trained" if args.model in MODELS else "model_figure_pretrained"
+        this = job(config, args.results, stage, model=args.model)
         run_all_layers(this["inputs"]["scores"], folder=paths.all_layers_dir(args.model, args.results),
                        **this["params"])
         return

@@ -49,9 +49,13 @@ class Stage:
 # ---------------------------------------------------------------- what the stages read and are given
 
 
+def _heldout_inputs(results: str) -> Files:
+    """The token blocks' description and the held-out blocks: what a loss on held-out text reads."""
+    return {"blocks": paths.tokens_file("blocks.json", results), "heldout": paths.tokens_file("heldout.npy", results)}
+
+
 def _token_inputs(results: str) -> Files:
-    return {"blocks": paths.tokens_file("blocks.json", results), "train": paths.tokens_file("train.npy", results),
-            "heldout": paths.tokens_file("heldout.npy", results),
+    return {**_heldout_inputs(results), "train": paths.tokens_file("train.npy", results),
             "tokenizer": f"{paths.tokenizer_dir(results)}/tokenizer.json"}
 
 
@@ -155,9 +159,8 @@ STAGE_LIST = [
     Stage("length_eval", "run_length_eval", command="evaluate {model}", models="trained",
           description="held-out loss of a trained model at 1x, 2x, 4x the training length",
           writes=lambda r: [paths.model_file("{model}", "length_eval.parquet", r)],
-          inputs=lambda config, results, model: {
-              "model": paths.model_file(model, "model.safetensors", results),
-              "blocks": paths.tokens_file("blocks.json", results), "heldout": paths.tokens_file("heldout.npy", results)},
+          inputs=lambda config, results, model: {"model": paths.model_file(model, "model.safetensors", results),
+                                                 **_heldout_inputs(results)},
           params=_length_eval_params),
     Stage("emergence", "run_emergence", command="emergence {model}", models="trained",
           description="the extraction and the held-out loss at every training snapshot of a model",
@@ -167,16 +170,17 @@ STAGE_LIST = [
               "info": paths.model_file(model, "training.json", results),
               "snapshots": paths.snapshot_dir(model, results),
               "metrics": paths.model_file(model, "metrics.parquet", results),
-              "tokens": paths.tokens_file("snippets.npy", results),
-              "blocks": paths.tokens_file("blocks.json", results), "heldout": paths.tokens_file("heldout.npy", results)},
-          params=lambda config, results, model: {"settings": emergence_settings(config), "steps": snapshot_steps(config),
+              "tokens": paths.tokens_file("snippets.npy", results), **_heldout_inputs(results)},
+          params=lambda config, results, model: {"settings": emergence_settings(config),
+                                                 "steps": snapshot_steps(config),
                                                  "device": config["extraction"]["device"],
                                                  "seed": config["data"]["seed"]}),
     Stage("emergence_summary", "run_emergence_summary", command="emergence-summary",
           description="claim 7's metrics over training, both models, to results/summary",
           writes=lambda r: [paths.summary_file("emergence.parquet", r)],
           inputs=lambda config, results: {
-              **{table: [paths.emergence_table(m, table, results) for m in MODELS] for table in paths.EMERGENCE_TABLES},
+              **{table: [paths.emergence_table(m, table, results) for m in MODELS]
+                 for table in paths.EMERGENCE_TABLES},
               "simulations": [paths.simulation_table(v, results) for v in emergence_variants(config)]},
           params=lambda config, results: {"settings": config["claims"]}),
     Stage("train_seed", "run_train", command="train-seed {model} {seed}", models="trained",
@@ -190,8 +194,7 @@ STAGE_LIST = [
           description="length evaluation of a model trained with another seed",
           writes=lambda r: [paths.seed_model_file("{model}", "{seed}", "length_eval.parquet", r)],
           inputs=lambda config, results, model, seed: {
-              "model": paths.seed_model_file(model, seed, "model.safetensors", results),
-              "blocks": paths.tokens_file("blocks.json", results), "heldout": paths.tokens_file("heldout.npy", results)},
+              "model": paths.seed_model_file(model, seed, "model.safetensors", results), **_heldout_inputs(results)},
           params=_length_eval_params),
     Stage("length_seeds", "run_length_seeds", command="length-seeds",
           description="length generalisation over seeds: table and figure",
@@ -243,8 +246,15 @@ STAGE_LIST = [
           writes=lambda r: [paths.figure_files("{figure}", ["{ext}"], r)[0]],
           inputs=lambda config, results, figure: figure_inputs(config, figure, results),
           params=lambda config, results, figure: {"options": figure_options(config, figure)}),
-    Stage("model_figure", "run_all_layers", command=f"plot {ALL_LAYERS_FIGURE} --model {{model}}", models="extracted",
-          description="Figures 11-16 of one model: every layer's scores",
+    Stage("model_figure_trained", "run_all_layers", models="trained",
+          command=f"plot {ALL_LAYERS_FIGURE} --model {{model}}",
+          description="Figures 11-16 of a trained model: every layer's scores",
+          writes=lambda r: [paths.all_layers_dir("{model}", r), f"{paths.all_layers_dir('{model}', r)}/{{name}}"],
+          inputs=lambda config, results, model: {"scores": paths.activation_table(model, "scores", results)},
+          params=lambda config, results, model: {"options": {**config["plot"], "model": model}}),
+    Stage("model_figure_pretrained", "run_all_layers", models="pretrained",
+          command=f"plot {ALL_LAYERS_FIGURE} --model {{model}}",
+          description="Figures 11-16 of a pretrained LLM",
           writes=lambda r: [paths.all_layers_dir("{model}", r), f"{paths.all_layers_dir('{model}', r)}/{{name}}"],
           inputs=lambda config, results, model: {"scores": paths.activation_table(model, "scores", results)},
           params=lambda config, results, model: {"options": {**config["plot"], "model": model}}),
@@ -290,6 +300,25 @@ def stage(name: str) -> Stage:
 def inputs(config: dict, results: str, name: str, **wildcards) -> Files:
     """The files one job of stage `name` reads, by input name (what its rule's input: gets)."""
     return stage(name).inputs(config, results, **wildcards)
+
+
+OUTPUT_ONLY_WILDCARDS = ("results", "name", "ext", "page")  # in the patterns of `writes`, not of a job
+
+
+def wildcards_of(name: str) -> list[str]:
+    """The wildcards of a job of stage `name` (those of its `writes` patterns but the output-only ones)."""
+    found = [w for pattern in stage(name).writes("{results}") for w in re.findall(r"\{(\w+)\}", pattern)]
+    return [w for w in dict.fromkeys(found) if w not in OUTPUT_ONLY_WILDCARDS]
+
+
+def input_patterns(config: dict, results: str, name: str) -> Files:
+    """inputs() with every wildcard left in braces ({model}), for a stage whose inputs are paths formatted from
+    its wildcards; ValueError for one whose inputs depend on a wildcard's value (a figure, a pretrained model)."""
+    try:
+        return inputs(config, results, name, **{w: f"{{{w}}}" for w in wildcards_of(name)})
+    except KeyError as err:
+        raise ValueError(f"stage {name}: its inputs depend on the value of a wildcard ({err}); "
+                         "give the rule a function of the wildcards") from None
 
 
 def input_files(config: dict, results: str, name: str, **wildcards) -> list[str]:
@@ -374,7 +403,7 @@ def input_jobs(config: dict, results: str, name: str, **wildcards) -> list[tuple
         if found is None:
             raise ValueError(f"stage {name}: no stage writes its input {path}")
         writer, found_wildcards = found
-        job = (writer, {k: v for k, v in found_wildcards.items() if k not in ("results", "name", "ext", "page")})
+        job = (writer, {k: v for k, v in found_wildcards.items() if k not in OUTPUT_ONLY_WILDCARDS})
         if job not in jobs:
             jobs.append(job)
     return jobs
