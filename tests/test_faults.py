@@ -98,7 +98,7 @@ def test_move_aside_keeps_the_file_under_a_name_snakemake_does_not_know(table):
 def test_a_stage_moves_a_damaged_input_aside_and_names_the_rule_that_rebuilds_it(table, tmp_path):
     damage(table, "truncated")
     expected = (rf"^{re.escape(str(table))} is damaged \(ArrowInvalid: .*\); moved to {re.escape(str(table))}"
-                rf"\.damaged\. Rule extract rebuilds it: run the same snakemake command again\.$")
+                rf"\.damaged\. Rule extract_trained rebuilds it: run the same snakemake command again\.$")
     with pytest.raises(DamagedFileError, match=expected):
         run_summary([table], [table], tmp_path / "summary")
     assert not table.exists() and Path(f"{table}.damaged").exists()

@@ -16,7 +16,7 @@ gives them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable
 
@@ -123,6 +123,24 @@ def _paper(results: str) -> str:
     return paths.paper_llms_dir(results)
 
 
+# two stages each with a variant (a `use rule ... with:` of its rule): the variant is the entry with what differs
+EXTRACT_TRAINED = Stage(
+    "extract_trained", "run_extract", command="extract {model}", models="trained",
+    description="attention scores, Figure 3 intermediates and position probe of one model",
+    writes=lambda r: list(paths.activation_tables("{model}", r).values()),
+    inputs=lambda config, results, model: {"model": paths.model_file(model, "model.safetensors", results),
+                                           "tokens": paths.tokens_file("snippets.npy", results)},
+    params=lambda config, results, model: _extraction_params(extraction_settings(config, model), config, results,
+                                                             model))
+
+MODEL_FIGURE = Stage(
+    "model_figure_trained", "run_all_layers", models="trained", command=f"plot {ALL_LAYERS_FIGURE} --model {{model}}",
+    description="Figures 11-16 of a trained model: every layer's scores",
+    writes=lambda r: [paths.all_layers_dir("{model}", r), f"{paths.all_layers_dir('{model}', r)}/{{name}}"],
+    inputs=lambda config, results, model: {"scores": paths.activation_table(model, "scores", results)},
+    params=lambda config, results, model: {"options": {**config["plot"], "model": model}})
+
+
 STAGE_LIST = [
     Stage("sample", "run_sample", command="sample",
           description="sample documents from the configured corpora to Parquet",
@@ -207,19 +225,9 @@ STAGE_LIST = [
           description="convert a GGUF model of extraction.pretrained.models to safetensors",
           writes=lambda r: [paths.pretrained_dir("{model}", r), f"{paths.pretrained_dir('{model}', r)}/{{name}}"],
           params=lambda config, results, model: {"spec": config["extraction"]["pretrained"]["models"][model]}),
-    Stage("extract_trained", "run_extract", command="extract {model}", models="trained",
-          description="attention scores, Figure 3 intermediates and position probe of one model",
-          writes=lambda r: list(paths.activation_tables("{model}", r).values()),
-          inputs=lambda config, results, model: {"model": paths.model_file(model, "model.safetensors", results),
-                                                 "tokens": paths.tokens_file("snippets.npy", results)},
-          params=lambda config, results, model: _extraction_params(extraction_settings(config, model), config,
-                                                                   results, model)),
-    Stage("extract_pretrained", "run_extract", command="extract {model}", models="pretrained",
-          description="the same for a pretrained LLM, on held-out documents",
-          writes=lambda r: list(paths.activation_tables("{model}", r).values()),
-          inputs=_pretrained_inputs,
-          params=lambda config, results, model: _extraction_params(extraction_settings(config, model), config,
-                                                                   results, model)),
+    EXTRACT_TRAINED,
+    replace(EXTRACT_TRAINED, name="extract_pretrained", models="pretrained", inputs=_pretrained_inputs,
+            description="the same for a pretrained LLM, on held-out documents"),
     Stage("summary", "run_summary", command="summary",
           description="per-layer measured claims of every extracted model to results/summary",
           writes=lambda r: paths.summary_tables(r),
@@ -246,18 +254,9 @@ STAGE_LIST = [
           writes=lambda r: [paths.figure_files("{figure}", ["{ext}"], r)[0]],
           inputs=lambda config, results, figure: figure_inputs(config, figure, results),
           params=lambda config, results, figure: {"options": figure_options(config, figure)}),
-    Stage("model_figure_trained", "run_all_layers", models="trained",
-          command=f"plot {ALL_LAYERS_FIGURE} --model {{model}}",
-          description="Figures 11-16 of a trained model: every layer's scores",
-          writes=lambda r: [paths.all_layers_dir("{model}", r), f"{paths.all_layers_dir('{model}', r)}/{{name}}"],
-          inputs=lambda config, results, model: {"scores": paths.activation_table(model, "scores", results)},
-          params=lambda config, results, model: {"options": {**config["plot"], "model": model}}),
-    Stage("model_figure_pretrained", "run_all_layers", models="pretrained",
-          command=f"plot {ALL_LAYERS_FIGURE} --model {{model}}",
-          description="Figures 11-16 of a pretrained LLM",
-          writes=lambda r: [paths.all_layers_dir("{model}", r), f"{paths.all_layers_dir('{model}', r)}/{{name}}"],
-          inputs=lambda config, results, model: {"scores": paths.activation_table(model, "scores", results)},
-          params=lambda config, results, model: {"options": {**config["plot"], "model": model}}),
+    MODEL_FIGURE,
+    replace(MODEL_FIGURE, name="model_figure_pretrained", models="pretrained",
+            description="Figures 11-16 of a pretrained LLM"),
     # target paper_llms (rules/paper_llms.smk): the pretrained models at the paper's size, in their own folder
     Stage("paper_llms_extract", "run_extract", models="pretrained",
           description="a pretrained LLM's extraction at the paper's size",
