@@ -94,11 +94,7 @@ def stage_params(stage):
 def stage_models(stage):
     """The models the {model} of a stage's rule takes (its `models` in workflow/dag.py)."""
     kind = dag.stage(stage).models
-    models = {
-        "trained": MODELS,
-        "pretrained": PRETRAINED,
-        "extracted": EXTRACTED,
-    }[kind]
+    models = {"trained": MODELS, "pretrained": PRETRAINED}[kind]
     return "|".join(map(re.escape, models)) or "(?!)"
 
 

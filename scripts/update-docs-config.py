@@ -83,7 +83,7 @@ MEANINGS = {
     "training.model.tie_word_embeddings": "the output layer shares the embedding matrix",
     "extraction.device": "`auto`, `cpu` or `cuda`",
     "extraction.batch_size": "sequences per forward pass",
-    "extraction.threads": "threads per extraction job (rules extract, paper_llms_extract and emergence; capped by "
+    "extraction.threads": "threads per extraction job (rules extract_trained, extract_pretrained, paper_llms_extract and emergence; capped by "
                           "`--cores` and the job's CPUs)",
     "extraction.pretrained.seq_len": "tokens per sequence of the pretrained LLMs (the paper: 1,024)",
     "extraction.pretrained.n_sequences": "held-out sequences per pretrained LLM (the paper: 1,000)",

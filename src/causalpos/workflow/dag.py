@@ -43,7 +43,7 @@ class Stage:
     params: Callable[..., dict] = lambda config, results, **wildcards: {}  # what else decides its outputs
     command: str | None = None  # `causalpos <command>` for one job, wildcards in braces
     description: str = ""  # what it makes, in a line (the command's help)
-    models: str | None = None  # the models its {model} takes: "trained", "pretrained" or "extracted"
+    models: str | None = None  # the models its {model} takes: "trained" (MODELS) or "pretrained" (any other)
 
 
 # ---------------------------------------------------------------- what the stages read and are given
@@ -65,7 +65,7 @@ def _length_eval_params(config, results, **wildcards) -> dict:
             "device": config["training"]["device"]}
 
 
-def seed_training(config: dict, seed) -> dict:
+def _seed_training(config: dict, seed) -> dict:
     """The training section with another seed and no snapshots (only the length is measured)."""
     return {**config["training"], "seed": int(seed), "snapshot_steps": 0}
 
@@ -107,12 +107,12 @@ def _runtimes_inputs(config, results) -> Files:
             "extract": [paths.activation_table(m, "scores", results) for m in extracted_models(config)]}
 
 
-def paper_claims_inputs(config: dict, results: str) -> Files:
+def _paper_claims_inputs(config: dict, results: str) -> Files:
     paper = paths.paper_llms_dir(results)
     return {**llm_claims_inputs(config, paper), "convergence": [paths.summary_file("convergence.parquet", paper)]}
 
 
-def paper_figure_inputs(config: dict, results: str, figure: str) -> Files:
+def _paper_figure_inputs(config: dict, results: str, figure: str) -> Files:
     return figure_inputs(config, figure, paths.paper_llms_dir(results), paper_llms=True)
 
 
@@ -206,7 +206,7 @@ STAGE_LIST = [
           writes=lambda r: [paths.seed_model_file("{model}", "{seed}", "{name}", r),
                             paths.seed_train_benchmark("{model}", "{seed}")],
           inputs=lambda config, results, model, seed: _token_inputs(results),
-          params=lambda config, results, model, seed: {"settings": seed_training(config, seed),
+          params=lambda config, results, model, seed: {"settings": _seed_training(config, seed),
                                                        "processes": config["train_processes"]}),
     Stage("length_eval_seed", "run_length_eval", command="evaluate-seed {model} {seed}", models="trained",
           description="length evaluation of a model trained with another seed",
@@ -273,7 +273,7 @@ STAGE_LIST = [
           description="claim 8's ledger rows of paper_llms",
           writes=lambda r: [paths.summary_file("claims.{ext}", _paper(r)),
                             claims_page(paths.claims_dir(_paper(r)), "{page}", "{ext}")],
-          inputs=paper_claims_inputs,
+          inputs=_paper_claims_inputs,
           params=lambda config, results: {**_claims_params(config, results), "claim": PAPER_CLAIM}),
     Stage("paper_llms_model_figure", "run_all_layers", models="pretrained",
           description="Figures 11-16 of a pretrained LLM at the paper's size",
@@ -284,7 +284,7 @@ STAGE_LIST = [
     Stage("paper_llms_figure", "run_figure",
           description="an LLM figure at the paper's size",
           writes=lambda r: [paths.figure_files("{figure}", ["{ext}"], _paper(r))[0]],
-          inputs=paper_figure_inputs,
+          inputs=_paper_figure_inputs,
           params=lambda config, results, figure: {"options": figure_options(config, figure)}),
 ]
 STAGES = {stage.name: stage for stage in STAGE_LIST}
@@ -334,7 +334,7 @@ def params(config: dict, results: str, name: str, **wildcards) -> dict:
 def takes_model(entry: Stage, model: str | None) -> bool:
     """Whether a job of `entry` may have this {model}: the trained twins are MODELS, any other name a pretrained
     model (no config needed: extract_trained and extract_pretrained write the same patterns)."""
-    if model is None or entry.models in (None, "extracted"):
+    if model is None or entry.models is None:
         return True
     return (model in MODELS) == (entry.models == "trained")
 
