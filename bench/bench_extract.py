@@ -6,7 +6,7 @@ Gemma-3-270M: 18 layers, 4 heads, 1 KV head, sliding windows of 512):
 
 - plain: attn_implementation="sdpa", nothing recorded: what the model costs anyway;
 - eager: attn_implementation="eager", output_attentions=True, the returned per-layer
-  [batch, heads, S, S] probabilities averaged afterwards (tests/helpers.py: what a notebook does;
+  [batch, heads, S, S] probabilities averaged afterwards (what a notebook does;
   TransformerLens' run_with_cache keeps the same tensors);
 - recorder: the reduction alone, `causalpos.models.recorder.ScoreRecorder` passed to the
   attention function registered in transformers' AttentionInterface (running float64
@@ -42,8 +42,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(1, str(ROOT / "tests"))  # helpers.py: the eager side, the tests' reference computation
 FOLDERS = {"smollm2-135m": "smollm2_135m", "gemma3-270m": "gemma3_270m"}  # results/pretrained/<name>
 SIDES = ("plain", "eager", "recorder", "extract")
 
@@ -68,14 +66,17 @@ def run_side(side: str, model, tokens, batch: int) -> dict:
     from causalpos.models.probe import MIN_SEQUENCES
     from causalpos.models.recorder import ScoreRecorder
     from causalpos.tables import ACTIVATION_TABLES
-    from helpers import mean_probabilities_eager
 
     batches = [torch.from_numpy(tokens[i:i + batch]) for i in range(0, len(tokens), batch)]
     if side == "plain":
         return {"checksum": float(sum(model.model(input_ids=b, use_cache=False).last_hidden_state[:, -1].sum()
                                       for b in batches))}
-    if side == "eager":
-        return {"checksum": float(mean_probabilities_eager(model, tokens, batch_size=batch).sum())}
+    if side == "eager":  # what one would write without the recorder: every layer's attention, output_attentions
+        total = 0.0
+        for b in batches:
+            out = model.model(input_ids=b, output_attentions=True, use_cache=False)
+            total += float(sum(a.double().mean(dim=1).sum() for a in out.attentions))
+        return {"checksum": total}
     if side == "recorder":
         recorder = ScoreRecorder(model.config.num_hidden_layers, tokens.shape[1], torch.device("cpu"))
         for b in batches:

@@ -12,12 +12,11 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))  # this checkout's library
+from causalpos.analysis.claims.catalogue import PAGES
+from causalpos.figures.registry import claims_page
+from causalpos.workflow.paths import claims_dir
 
-from causalpos.analysis.claims.catalogue import PAGES  # noqa: E402
-from causalpos.figures.registry import claims_page  # noqa: E402
-from causalpos.workflow.paths import claims_dir  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PAGE = ROOT / "docs" / "claims.md"
 START, END = "<!-- claims:start -->", "<!-- claims:end -->"
