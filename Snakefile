@@ -12,7 +12,9 @@ min_version("9.19")  # as pyproject.toml's snakemake requirement
 
 # the checkout envs/causalpos.yaml installs (its pip: entry) where jobs run in conda environments: this
 # file's folder, also when another workflow uses this one as a module (from a local folder)
-os.environ["CAUSALPOS_ROOT"] = workflow.current_basedir.get_path_or_uri(secret_free=True)
+os.environ["CAUSALPOS_ROOT"] = workflow.current_basedir.get_path_or_uri(
+    secret_free=True
+)
 
 
 envvars:
