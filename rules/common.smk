@@ -22,7 +22,6 @@ from causalpos.workflow.config import (
     snapshot_steps,
     validate_config,
 )
-from causalpos.workflow.digest import code_digest
 from snakemake import io as snakemake_io  # a line opening with `report` is a directive
 
 # Snakemake's own validate (inside) against the JSON schema, plus cross-key
@@ -84,7 +83,7 @@ def stage_params(stage):
     """
     return {
         "kwargs": lambda wildcards: dag.params(config, RESULTS, stage, **wildcards),
-        "code": code_digest(dag.stage(stage).runner),
+        "code": dag.code(stage),
         "upstream": lambda wildcards: provenance.upstream(
             config, RESULTS, stage, **wildcards
         ),

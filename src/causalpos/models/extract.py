@@ -226,10 +226,11 @@ def extract_to_files(model, tokens: np.ndarray, name: str, kind: str, paths: dic
     """Scores of every layer over all `tokens` [n_sequences, S], the intermediates and the probe on them too,
     written to `paths` {table: file} for the tables of causalpos.tables.ACTIVATION_TABLES; returns the seconds.
 
-    `settings` are ExtractionSettings' fields. `metadata` goes into every file, with "seconds" added. With `state_dir`
-    a killed run started again with the same model, tokens, settings and `code` (a digest of the code that
-    computes the numbers: workflow.digest.code_digest of the runner) resumes from its last completed group; without it the group parts go to a temporary folder beside the groups table. `progress`:
-    a tqdm bar (True), log lines with the time left (False), or whichever suits stderr (None).
+    `settings` are ExtractionSettings' fields. `metadata` goes into every file, with "seconds" added. With
+    `state_dir` a killed run started again with the same model, tokens, settings and `code` (a digest of the
+    code that computes the numbers: workflow.digest.code_digest of the runner) resumes from its last completed
+    group; without it the group parts go to a temporary folder beside the groups table. `progress`: a tqdm bar
+    (True), log lines with the time left (False), or whichever suits stderr (None).
     """
     settings = ExtractionSettings(**settings)
     tokens = _checked_tokens(model, tokens, name, settings)

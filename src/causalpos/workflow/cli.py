@@ -45,7 +45,7 @@ def require_inputs(files) -> None:
 def job(config, results: str, stage: str, **wildcards) -> dict:
     """One job of `stage`: its inputs checked to exist, its params (the runner's keyword arguments)."""
     inputs = dag.inputs(config, results, stage, **wildcards)
-    require_inputs(dag.input_files(config, results, stage, **wildcards))
+    require_inputs(dag.flatten(inputs))
     return {"inputs": inputs, "params": dag.params(config, results, stage, **wildcards)}
 
 
@@ -98,7 +98,7 @@ def cmd_claims(args, config):
     inputs = dag.inputs(config, args.results, "claims")
     # the convergence table only adds notes: used where it exists (`causalpos convergence` makes it)
     inputs["convergence"] = [f for f in inputs["convergence"] if Path(f).exists()]
-    require_inputs([f for files in inputs.values() for f in files])
+    require_inputs(dag.flatten(inputs))
     run_claims(inputs, table=paths.summary_file("claims.parquet", args.results),
                markdown=paths.summary_file("claims.md", args.results), folder=paths.claims_dir(args.results),
                **dag.params(config, args.results, "claims"))
@@ -108,9 +108,9 @@ def cmd_convergence(args, config):
     from causalpos.workflow.runners import run_convergence
     from causalpos.figures.registry import CONVERGENCE_FIGURE
 
-    if not dag.inputs(config, args.results, "convergence")["scores"]:
+    this = job(config, args.results, "convergence")  # no model: nothing to require, and nothing to measure
+    if not this["inputs"]["scores"]:
         raise ConfigError("extraction.pretrained.models names no model: the convergence table has nothing to measure")
-    this = job(config, args.results, "convergence")
     run_convergence(this["inputs"], table=paths.summary_file("convergence.parquet", args.results),
                     figures=paths.figure_files(CONVERGENCE_FIGURE, config["plot"]["formats"], args.results),
                     **this["params"])
@@ -211,9 +211,9 @@ def cmd_length_seeds(args, config):
     from causalpos.figures.registry import LENGTH_SEEDS_FIGURE
     from causalpos.workflow.runners import run_length_seeds
 
-    job(config, args.results, "length_seeds")
+    options = job(config, args.results, "length_seeds")["params"]["options"]
     run_length_seeds(dag.length_runs(config, args.results), paths.summary_file("length_seeds.parquet", args.results),
-                     paths.figure_files(LENGTH_SEEDS_FIGURE, config["plot"]["formats"], args.results), config["plot"])
+                     paths.figure_files(LENGTH_SEEDS_FIGURE, options["formats"], args.results), options)
 
 
 def cmd_list(args, config):

@@ -24,6 +24,7 @@ from causalpos.figures.registry import ALL_LAYERS_FIGURE, CONVERGENCE_FIGURE, LE
 from causalpos.models.snapshots import snapshot_name
 from causalpos.simulation.variant import Variant
 from causalpos.workflow import paths
+from causalpos.workflow.digest import code_digest
 from causalpos.workflow.config import (MODELS, claims_inputs, emergence_settings, emergence_variants, extra_seeds,
                                        extracted_models, extraction_settings, figure_inputs, figure_options,
                                        llm_claims_inputs, model_location, paper_llms_settings,
@@ -296,6 +297,15 @@ def stage(name: str) -> Stage:
     return STAGES[name]
 
 
+def code(name: str) -> str:
+    """The digest of the code stage `name` runs (its runner's, workflow.digest), read once per runner and
+    process: the rules and the upstream digests ask for it, and several stages share a runner."""
+    return _runner_code(stage(name).runner)
+
+
+_runner_code = lru_cache(maxsize=None)(code_digest)
+
+
 def inputs(config: dict, results: str, name: str, **wildcards) -> Files:
     """The files one job of stage `name` reads, by input name (what its rule's input: gets)."""
     return stage(name).inputs(config, results, **wildcards)
@@ -320,10 +330,14 @@ def input_patterns(config: dict, results: str, name: str) -> Files:
                          "give the rule a function of the wildcards") from None
 
 
+def flatten(files: Files) -> list[str]:
+    """Named inputs (a path or a list of paths each) as one list of paths."""
+    return [path for value in files.values() for path in ([value] if isinstance(value, str) else value)]
+
+
 def input_files(config: dict, results: str, name: str, **wildcards) -> list[str]:
     """inputs() as one list of paths."""
-    return [path for files in inputs(config, results, name, **wildcards).values()
-            for path in ([files] if isinstance(files, str) else files)]
+    return flatten(inputs(config, results, name, **wildcards))
 
 
 def params(config: dict, results: str, name: str, **wildcards) -> dict:

@@ -15,15 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
-
 from causalpos.workflow import dag
-from causalpos.workflow.digest import code_digest
-
-
-@lru_cache(maxsize=None)
-def _code(runner: str) -> str:  # one workflow parse reads each runner's code once
-    return code_digest(runner)
 
 
 def _digest(*parts) -> str:
@@ -41,7 +33,7 @@ def product(config: dict, results: str, name: str, memo: dict | None = None, **w
     key = _key(name, wildcards)
     if key not in memo:
         entry = dag.stage(name)
-        memo[key] = _digest(name, dict(key[1]), entry.params(config, results, **wildcards), _code(entry.runner),
+        memo[key] = _digest(name, dict(key[1]), entry.params(config, results, **wildcards), dag.code(name),
                             _upstream(config, results, name, memo, wildcards))
     return memo[key]
 
