@@ -48,7 +48,7 @@ def parse_args(argv=None):
     p.add_argument("--seq-len", type=int, default=defaults.seq_len)
     p.add_argument("--n-layers", type=int, default=defaults.n_layers)
     p.add_argument("--seed", type=int, default=defaults.seed)
-    p.add_argument("--sampler", default=defaults.sampler, help="input law: auto, full, reduced, official")
+    p.add_argument("--sampler", default=defaults.sampler, help="input law: official, exact, exact_full, exact_reduced")
     p.add_argument("--skip-naive", action="store_true", help="time the engine only")
     p.add_argument("--json", help="also write the numbers to this file")
     p.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # internal: run one side
@@ -172,12 +172,12 @@ def matmul_flops_per_sample(v, sampler: str) -> tuple[float, float]:
     n, d, L = v.seq_len, v.d, v.n_layers
     dense = 2.0 * n * n * d * (2 * L - 1)
     lead = 1 if v.alpha > 0 else 0
-    width = lead + min(n, d - lead) if sampler == "reduced" else d
-    w = [min(lead + i + 1, width) if (sampler == "reduced" and v.mask == "causal") else width for i in range(n)]
+    width = lead + min(n, d - lead) if sampler == "exact_reduced" else d
+    w = [min(lead + i + 1, width) if (sampler == "exact_reduced" and v.mask == "causal") else width for i in range(n)]
     s_macs = sum(min(w[i], w[j]) for i in range(n) for j in range(i + 1))
     mix_macs = sum(w[j] for i in range(n) for j in range(i + 1)) if v.mask == "causal" else n * n * width
     first_s = s_macs
-    if v.mask == "none" and sampler == "reduced":  # unmasked mixing fills every column after layer 1
+    if v.mask == "none" and sampler == "exact_reduced":  # unmasked mixing fills every column after layer 1
         s_macs = n * (n + 1) // 2 * width
     executed = 2.0 * (first_s + s_macs * (L - 1) + mix_macs * (L - 1))
     return dense, executed

@@ -1,6 +1,7 @@
 rule simulate:
     output:
-        paths.simulation_table("{variant}", RESULTS),
+        table=paths.simulation_table("{variant}", RESULTS),
+        groups=paths.simulation_groups("{variant}", RESULTS),
     log:
         log_path("simulate/{variant}.log"),
     cache: True  # between workflows; no benchmark: allowed (see rule pretrained)

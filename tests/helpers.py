@@ -299,7 +299,7 @@ def sim_table(name: str, layers: list, sem: float = 1e-4, seed: int = 0, **param
                       .drop(columns="value"))
     out = pd.concat(frames, ignore_index=True)
     n = layers[0].shape[0]
-    return out.assign(**p, seq_len=n, n_layers=len(layers), n_samples=100000, seed=0, sampler="full")
+    return out.assign(**p, seq_len=n, n_layers=len(layers), n_samples=100000, seed=0, sampler="official")
 
 
 def identity(alpha: float = 0.0, n: int = S) -> np.ndarray:

@@ -6,6 +6,7 @@ import pytest
 
 from causalpos.analysis import triangles
 from causalpos.analysis.claims.catalogue import CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, verdict
+from causalpos.analysis.claims.family import one_sided
 from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
 from causalpos.analysis.claims.replicates import LedgerInputs, estimate, stack
 from causalpos.analysis.triangles import advantage_weights, band_statistics, concordance, nearer_key_advantage
@@ -38,16 +39,18 @@ def ledger_of(simulations=None, theory=None, scores=None, intermediates=None, gr
 
 
 def test_verdict_rule():
-    assert verdict(1.0, 0.1, 0.5, ">") == "supported"
-    assert verdict(0.65, 0.1, 0.5, ">") == "inconclusive"  # within 2 SE of the threshold
-    assert verdict(0.2, 0.1, 0.5, ">") == "not supported"
-    assert verdict(0.2, 0.1, 0.5, "<") == "supported"
-    assert verdict(1.0, 0.1, 0.5, "<") == "not supported"
-    assert verdict(0.7, 0.1, 0.5, ">", z=3.0) == "inconclusive"
-    assert verdict(np.nan, 0.1, 0.5, ">") == "inconclusive"
-    assert verdict(1.0, np.nan, 0.5, ">") == "inconclusive"  # no uncertainty, no verdict
+    """The verdict of one row (a family of one): its one-sided p's against alpha."""
+    assert verdict(*one_sided(1.0, 0.1, 0.5, ">")) == "supported"  # 5 SE above
+    assert verdict(*one_sided(0.65, 0.1, 0.5, ">")) == "inconclusive"  # 1.5 SE: p = 0.067
+    assert verdict(*one_sided(0.7, 0.1, 0.5, ">")) == "supported"  # 2 SE: p = 0.023
+    assert verdict(*one_sided(0.7, 0.1, 0.5, ">"), alpha=0.01) == "inconclusive"
+    assert verdict(*one_sided(0.2, 0.1, 0.5, ">")) == "not supported"
+    assert verdict(*one_sided(0.2, 0.1, 0.5, "<")) == "supported"
+    assert verdict(*one_sided(1.0, 0.1, 0.5, "<")) == "not supported"
+    assert verdict(*one_sided(np.nan, 0.1, 0.5, ">")) == "inconclusive"
+    assert verdict(*one_sided(1.0, np.nan, 0.5, ">")) == "inconclusive"  # no uncertainty, no verdict
     with pytest.raises(ValueError, match="direction"):
-        verdict(1.0, 0.1, 0.5, ">=")
+        one_sided(1.0, 0.1, 0.5, ">=")
 
 
 def test_band_statistics_by_loops():
@@ -377,7 +380,7 @@ def test_every_claim_has_rows_and_the_columns_are_as_promised():
     assert list(ledger.columns) == LEDGER_COLUMNS + EXTRA_COLUMNS
     assert list(dict.fromkeys(ledger["claim_id"])) == list(CLAIMS)
     assert set(ledger["verdict"]) <= set(VERDICTS)
-    assert (ledger["z"] == THRESHOLDS["z"]).all()
+    assert (ledger["alpha"] == THRESHOLDS["family_alpha"]).all()
 
 
 def test_every_claim_record_names_a_threshold_and_a_direction():
@@ -408,8 +411,12 @@ def test_thresholds_override_key_by_key():
     row = one(strict, "2a")
     assert row["verdict"] == "not supported" and row["threshold"] == 1.5
     assert one(strict, "2b")["threshold"] == THRESHOLDS["layer_growth"]  # the others keep their defaults
-    wide = ledger_of(sims, thresholds={"z": 1e6})
-    assert (rows_of(wide, "2b")["verdict"] == "inconclusive").all() and (wide["z"] == 1e6).all()
+    assert (ledger_of(sims, thresholds={"family_alpha": 0.01})["alpha"] == 0.01).all()
+    for removed in ("z", "strict_level"):  # settings before issue 23: the error names the replacement
+        with pytest.raises(ValueError, match=rf"claims.thresholds.{removed} was removed.*family_alpha"):
+            ledger_of(sims, thresholds={removed: 2.0})
+    with pytest.raises(ValueError, match="family_alpha"):
+        ledger_of(sims, thresholds={"family_alpha": 1.5})
     with pytest.raises(ValueError, match="'concordence'"):
         ledger_of(sims, thresholds={"concordence": 0.9})
     with pytest.raises(ValueError, match="n_bootstrap"):
@@ -439,7 +446,9 @@ def test_reference_d_is_the_papers_for_claims_2_to_4():
 def test_markdown():
     ledger = build_ledger(*small_inputs(), n_bootstrap=R)
     text = ledger_markdown(ledger)
-    assert "| claim | setting | metric | value | threshold | verdict |" in text
+    assert "| claim | setting | metric | value | threshold | p (adjusted), for / against | verdict |" in text
+    tested = int((ledger["p_value"].notna() & ledger["p_against"].notna() & ~ledger["exact"]).sum())
+    assert f"Holm-adjusted over the {tested} rows" in text and "at most 0.05" in text
     for claim_id in CLAIMS:
         assert f"**{claim_id}**" in text
     assert "Claims 8a and 8d per layer" in text and "| llm | 3 |" in text and "8d keys 1-4" in text
@@ -452,9 +461,10 @@ def test_markdown():
 
 def test_claim1_appendix_closed_forms_and_counterexamples():
     ledger = ledger_of(None, theory_frame(S, [0.0, 0.5]))
-    for claim_id in ("1c", "1d", "1e"):  # exact closed forms: uncertainty 0, the verdict is the sign
+    for claim_id in ("1c", "1d"):  # exact closed forms: uncertainty 0, the verdict is the sign
         rows = rows_of(ledger, claim_id)
         assert list(rows["verdict"]) == ["supported"] * 2 and (rows["uncertainty"] == 0).all(), claim_id
+    assert list(rows_of(ledger, "1e")["verdict"]) == ["by construction"] * 2  # g' has no j: not a finding
     assert (rows_of(ledger, "1c")["value"] < 0).all() and (rows_of(ledger, "1e")["value"] < 1e-20).all()
     assert "without residual" in one(ledger, "1f")["note"] and "closed form only" in one(ledger, "1f")["note"]
     theory = theory_frame(S, [0.0])
@@ -561,10 +571,10 @@ def test_claim8c_range_ratio_and_8d_first_keys():
     assert c.loc["up", "value"] == pytest.approx(a.loc[("up", 1), "range_ratio"])  # the median of one layer
 
 
-def law_sims(official_slope: float, sampler: str = "official"):
+def law_sims(exact_slope: float, sampler: str = "exact_reduced"):
     return [sim_table("l2_alpha0.0", [identity(), keys_up(0.02), keys_up(0.05)]),
             sim_table("l2_alpha0.2", [identity(0.2), keys_up(0.2), keys_up(0.3)], alpha=0.2),
-            sim_table("l2_alpha0.2_official", [identity(0.2), keys_up(official_slope), keys_up(0.3)], alpha=0.2,
+            sim_table("l2_alpha0.2_exact", [identity(0.2), keys_up(exact_slope), keys_up(0.3)], alpha=0.2,
                       seed=5).assign(sampler=sampler)]
 
 
@@ -573,23 +583,25 @@ def test_claim9_same_and_changed_verdicts_under_the_two_laws():
     rows = rows_of(ledger, "9a")
     assert (rows["value"] == 1.0).all() and (rows["verdict"] == "supported").all()
     assert set(rows["compared_claim"]) >= {"2a", "2c", "3a", "3b", "3c", "4a"} and rows["note"].str.contains(
-        "l2_alpha0.2_official").all()
-    # the twin is no setting of its own: the claims are measured on the paper's law
-    assert not ledger[ledger["claim_id"] != "9a"]["setting"].str.contains("official").any()
+        "l2_alpha0.2_exact").all()
+    # the twin is no setting of its own: the claims are measured on the paper's construction
+    assert not ledger[ledger["claim_id"] != "9a"]["setting"].str.contains("exact").any()
     assert list(rows_of(ledger, "2a")["note"]) == ["variant l2_alpha0.0", "variant l2_alpha0.2"]
-    flipped = ledger_of(law_sims(-0.2))  # the official twin decreases with the key: 2a flips
+    flipped = ledger_of(law_sims(-0.2))  # the exact-law twin decreases with the key: 2a flips
     rows = rows_of(flipped, "9a").set_index("compared_claim")
     assert rows.loc["2a", "value"] == 0.0 and rows.loc["2a", "verdict"] == "not supported"
-    assert (rows.loc["2a", "paper_verdict"], rows.loc["2a", "official_verdict"]) == ("supported", "not supported")
+    assert (rows.loc["2a", "official_verdict"], rows.loc["2a", "exact_verdict"]) == ("supported", "not supported")
     assert "the verdict changes" in rows.loc["2a", "note"] and "**opposite**" in ledger_markdown(flipped)
 
 
 def test_claim9_without_twins_and_laws_that_are_the_same():
-    for sampler in ("full", "reduced", "auto"):  # three names of the paper's law: no twin
+    for sampler in ("official", "OFFICIAL"):  # the main law twice: no twin
         row = one(ledger_of(law_sims(0.21, sampler=sampler)), "9a")
-        assert row["verdict"] == "inconclusive" and "no paper-law variant has an official-law twin" in row["note"]
-    alone = sim_table("only_official", [identity(0.2), keys_up(0.2)], alpha=0.2).assign(sampler="official")
+        assert row["verdict"] == "inconclusive" and "no official-law variant has an exact-law twin" in row["note"]
+    for sampler in ("exact_full", "exact_reduced", "full", "reduced"):  # names of the exact law (old ones too)
+        assert (rows_of(ledger_of(law_sims(0.21, sampler=sampler)), "9a")["value"] == 1.0).all()
+    alone = sim_table("only_exact", [identity(0.2), keys_up(0.2)], alpha=0.2).assign(sampler="exact_full")
     ledger = ledger_of([sim_table("zero", [identity(), keys_up(0.02)]), alone])
-    assert "official law" in one(ledger, "3a")["setting"]  # an official-law variant without a twin is a setting
+    assert "exact law" in one(ledger, "3a")["setting"]  # an exact-law variant without a twin is a setting
     zero = sim_table("zero", [identity(), keys_up(0.02)])
     pd.testing.assert_frame_equal(ledger_of([zero.drop(columns="sampler")]), ledger_of([zero]))  # no column: paper

@@ -42,7 +42,7 @@ def test_every_claim_is_on_exactly_one_page():
     assert set(TOPICS) == numbers and all(claim.id == claim_id for claim_id, claim in CLAIMS.items())
     for claim_id in CLAIMS:
         assert [page for page, claims in PAGES.items() if claim_number(claim_id) in claims] == [page_of(claim_id)]
-    assert ledger_pages() == list(PAGES) and ledger_pages(8) == ["7-9"]
+    assert ledger_pages() == list(PAGES) and ledger_pages(8) == ["8-9"]
     with pytest.raises(ValueError, match="no page"):
         ledger_pages(10)
 
@@ -58,7 +58,8 @@ def test_each_page_is_wider_than_tall_and_shows_its_claims_once(ledger):
         assert aspect(fig) <= ASPECT, f"page {page}: {aspect(fig):.2f}"
         assert fig.get_size_inches()[0] == pytest.approx(COLUMNS * PANEL[0])  # every page the same width
         assert f"claims {claims[0]}-{claims[-1]}: " in fig.texts[0].get_text()  # the suptitle
-        assert len(fig.legends) == 1 and "±2 standard errors" in fig.legends[0].get_title().get_text()
+        legend = fig.legends[0].get_title().get_text() if len(fig.legends) == 1 else ""
+        assert "±1.64 standard errors, 95% one-sided bounds (unadjusted" in legend and "Holm" in legend
         shown += claims
     assert shown == list(CLAIMS)  # every claim on exactly one page, in order
     buffer = io.BytesIO()
@@ -69,24 +70,24 @@ def test_each_page_is_wider_than_tall_and_shows_its_claims_once(ledger):
 
 def test_the_largest_page_allowed_still_fits(ledger):
     """A page of MAX_PAGE_CLAIMS panels (a new claim may fill one) stays within the aspect."""
-    ids = [claim_id for claim_id in CLAIMS if page_of(claim_id) == "7-9"]
+    ids = [claim_id for claim_id in CLAIMS if page_of(claim_id) == "7"]
     rows = ledger[ledger["claim_id"].isin(ids)]
-    extra = [rows[rows["claim_id"] == ids[0]].assign(claim_id=f"9{chr(ord('b') + k)}")
+    extra = [rows[rows["claim_id"] == ids[0]].assign(claim_id=f"7{chr(ord(ids[-1][-1]) + 1 + k)}")
              for k in range(MAX_PAGE_CLAIMS - len(ids))]
-    fig = plot_ledger(pd.concat([rows, *extra]), "7-9", PLOT)
+    fig = plot_ledger(pd.concat([rows, *extra]), "7", PLOT)
     assert len(panel_claims(fig)) == MAX_PAGE_CLAIMS and aspect(fig) <= ASPECT
 
 
 def test_a_ledger_of_one_claim_and_an_empty_page(ledger):
     """paper_llms's ledger (claim 8's rows): its page shows 8a-8d; a page without rows says so."""
     llms = ledger[ledger["claim"] == 8]
-    fig = plot_ledger(llms, "7-9", PLOT)
+    fig = plot_ledger(llms, "8-9", PLOT)
     assert panel_claims(fig) == ["8a", "8b", "8c", "8d"] and aspect(fig) <= ASPECT
     assert "claims 8a-8d: pretrained RoPE LLMs (8)" in fig.texts[0].get_text()
-    empty = plot_ledger(llms, "1-3", PLOT)
+    empty = plot_ledger(llms, "2-3", PLOT)
     assert panel_claims(empty) == [] and aspect(empty) <= ASPECT
-    assert "claims 1-3: " in empty.texts[0].get_text()
-    assert any("no rows of claims 1, 2, 3" in text.get_text() for ax in empty.axes for text in ax.texts)
+    assert "claims 2-3: " in empty.texts[0].get_text()
+    assert any("no rows of claims 2, 3" in text.get_text() for ax in empty.axes for text in ax.texts)
     no_data = build_ledger(None, None, None, None, None)
     assert sum((panel_claims(plot_ledger(no_data, page, {})) for page in PAGES), []) == list(CLAIMS)
     with pytest.raises(ValueError, match="unknown page"):
@@ -101,17 +102,17 @@ def test_run_claims_writes_the_pages_of_its_claims_and_drops_stale_ones(tmp_path
         inputs[name] = [tmp_path / f"{name}.parquet"]
     folder = tmp_path / "figures" / "figL1_claims"
     folder.mkdir(parents=True)
-    (folder / "claims1-3.png").write_bytes(b"stale")
+    (folder / "claims2-3.png").write_bytes(b"stale")
     (folder / "notes.txt").write_text("not a page")
     run_claims(inputs, {"n_bootstrap": 10, "seed": 0}, tmp_path / "claims.parquet", tmp_path / "claims.md", folder,
                {**PLOT, "formats": ["png", "pdf"]}, claim=8)
-    assert sorted(p.name for p in folder.iterdir()) == ["claims7-9.pdf", "claims7-9.png", "notes.txt"]
-    assert list(claims_pages(folder, ledger_pages(8), ["png", "pdf"])["7-9"]) == [str(folder / "claims7-9.png"),
-                                                                                   str(folder / "claims7-9.pdf")]
+    assert sorted(p.name for p in folder.iterdir()) == ["claims8-9.pdf", "claims8-9.png", "notes.txt"]
+    assert list(claims_pages(folder, ledger_pages(8), ["png", "pdf"])["8-9"]) == [str(folder / "claims8-9.png"),
+                                                                                   str(folder / "claims8-9.pdf")]
 
 
 def test_the_pages_are_rule_claims_outputs():
-    assert claims_page(claims_dir(), "1-3", "png") == "results/figures/figL1_claims/claims1-3.png"
+    assert claims_page(claims_dir(), "2-3", "png") == "results/figures/figL1_claims/claims2-3.png"
     assert stage_writing("results/figures/figL1_claims/claims4-6.pdf") == "claims"
-    assert stage_writing("results/paper_llms/figures/figL1_claims/claims7-9.png") == "paper_llms_claims"
-    assert stage_writing("results/nope-large/figures/figL1_claims/claims1-3.png") == "claims"
+    assert stage_writing("results/paper_llms/figures/figL1_claims/claims8-9.png") == "paper_llms_claims"
+    assert stage_writing("results/nope-large/figures/figL1_claims/claims1.png") == "claims"

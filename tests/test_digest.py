@@ -102,6 +102,7 @@ def edit(root, relative: str) -> None:
     ("analysis/triangles.py", {"run_summary", "run_figure", "run_all_layers", "run_claims", "run_emergence_summary", "run_convergence"}),
     ("analysis/emergence.py", {"run_emergence_summary"}),
     ("analysis/lengths.py", {"run_length_seeds"}),
+    ("analysis/multiplicity.py", {"run_length_seeds", "run_claims", "run_convergence", "run_emergence_summary"}),
     ("analysis/claims/convergence.py", {"run_claims", "run_convergence"}),
     ("figures/style.py", {"run_figure", "run_all_layers", "run_claims", "run_length_seeds", "run_convergence"}),
 ])

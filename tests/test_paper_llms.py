@@ -240,6 +240,6 @@ def test_paper_llms_writes_its_own_folder_only(finished_copy):
     per_group = settings["n_sequences"] // settings["bootstrap_groups"]
     assert sorted(convergence["n_sequences"].unique()) == [4 * per_group, 8 * per_group]  # 4 and 8 of 8 groups
     assert_convergence_is_the_ledger(convergence, ledger)
-    for figure in ("fig05_llms", "figM1_nonrelativeness", "figL1_claims/claims7-9", "figL2_convergence"):
+    for figure in ("fig05_llms", "figM1_nonrelativeness", "figL1_claims/claims8-9", "figL2_convergence"):
         assert (paper / "figures" / f"{figure}.png").stat().st_size > 1000
-    assert sorted(p.name for p in (paper / "figures" / "figL1_claims").iterdir()) == ["claims7-9.pdf", "claims7-9.png"]
+    assert sorted(p.name for p in (paper / "figures" / "figL1_claims").iterdir()) == ["claims8-9.pdf", "claims8-9.png"]

@@ -111,7 +111,7 @@ Z = 4.5  # tolerance in standard errors: ~1e-5 two-sided per check under N(0, 1)
 
 
 def our_law_moments(d: int, alpha: float) -> tuple[float, float]:
-    """Mean and variance of <x_i, x_j>, i != j, under our law (the "full" and "reduced" samplers).
+    """Mean and variance of <x_i, x_j>, i != j, under our law (the "exact_full" and "exact_reduced" samplers).
 
     alpha = 0: x_i, x_j i.i.d. uniform on the unit sphere of R^d. Given x_i, <x_i, x_j> is
     one coordinate of a uniform unit vector: mean 0 by symmetry, and the d squared
@@ -179,18 +179,18 @@ def official_reference(d: int, alpha: float, n: int = 10, samples: int = 20000) 
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
-@pytest.mark.parametrize("sampler,d", [("full", 16), ("reduced", 32), ("reduced", 8)])
+@pytest.mark.parametrize("sampler,d", [("exact_full", 16), ("exact_reduced", 32), ("exact_reduced", 8)])
 def test_kernel_inputs_have_our_law(sampler, d, alpha):
     """d = 8 < n = 10: the Bartlett factor is taller than wide (rows past k all Gaussian)."""
     x = kernel_inputs(sampler, d, alpha)
     lead = 1 if alpha > 0 else 0  # the shared coordinate
-    expected_width = d if sampler == "full" else lead + min(10, d - lead)
+    expected_width = d if sampler == "exact_full" else lead + min(10, d - lead)
     assert x.shape == (2048, 10, expected_width)
     check_our_law(x, d, alpha)
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
-@pytest.mark.parametrize("draw", [sample_inputs, sample_inputs_reduced], ids=["full", "reduced"])
+@pytest.mark.parametrize("draw", [sample_inputs, sample_inputs_reduced], ids=["exact_full", "exact_reduced"])
 def test_torch_samplers_have_our_law(draw, alpha):
     check_our_law(torch_inputs(draw, 24, alpha), 24, alpha)
 
@@ -225,7 +225,7 @@ def test_official_law_is_not_ours():
 
 @pytest.mark.parametrize("alpha", [0.0, 0.4])
 def test_reduced_inputs_are_lower_trapezoidal(alpha):
-    v = Variant(d=64, seq_len=20, alpha=alpha, n_samples=300, sampler="reduced")
+    v = Variant(d=64, seq_len=20, alpha=alpha, n_samples=300, sampler="exact_reduced")
     lead = 1 if alpha > 0 else 0  # column 0 is the shared direction when there is one
     for x in (block_inputs(v, 0), torch_inputs(sample_inputs_reduced, 64, alpha, n=20, batch=300)):
         assert x.shape[1:] == (20, lead + 20)
@@ -236,12 +236,13 @@ def test_reduced_inputs_are_lower_trapezoidal(alpha):
             assert np.all(x[:, :, 0] == np.float32(np.sqrt(alpha)))
 
 
-def test_auto_picks_the_reduced_basis_only_where_it_is_exact_and_smaller():
-    assert Variant(d=64, seq_len=50).resolved_sampler == "reduced"
-    assert Variant(d=32, seq_len=50).resolved_sampler == "full"
-    assert Variant(d=64, seq_len=50, norm="layernorm").resolved_sampler == "full"
-    assert Variant(d=64, seq_len=50, pe="rope").resolved_sampler == "full"
-    for sampler in ("full", "reduced", "official"):
+def test_exact_picks_the_reduced_basis_only_where_it_is_exact_and_smaller():
+    assert Variant(d=64, seq_len=50, sampler="exact").resolved_sampler == "exact_reduced"
+    assert Variant(d=32, seq_len=50, sampler="exact").resolved_sampler == "exact_full"
+    assert Variant(d=64, seq_len=50, norm="layernorm", sampler="exact").resolved_sampler == "exact_full"
+    assert Variant(d=64, seq_len=50, pe="rope", sampler="exact").resolved_sampler == "exact_full"
+    assert Variant().sampler == "official"  # the paper's construction is the default
+    for sampler in ("exact_full", "exact_reduced", "official"):
         assert Variant(sampler=sampler).resolved_sampler == sampler
 
 
@@ -251,7 +252,7 @@ def test_auto_picks_the_reduced_basis_only_where_it_is_exact_and_smaller():
 @pytest.mark.parametrize("backend", ["numba", "torch"])
 def test_means_and_sems_equal_direct_numpy_on_the_same_samples(backend):
     """Materialise every score and probability of the engine's own samples; average them with numpy."""
-    v = Variant(d=24, seq_len=9, n_layers=3, alpha=0.2, mask="causal", n_samples=700, seed=11)
+    v = Variant(d=24, seq_len=9, n_layers=3, alpha=0.2, mask="causal", n_samples=700, seed=11, sampler="exact")
     n = v.seq_len
     if backend == "numba":
         x = np.concatenate([block_inputs(v, b) for b in range(3)])
@@ -272,16 +273,16 @@ def test_means_and_sems_equal_direct_numpy_on_the_same_samples(backend):
 
 
 @pytest.mark.parametrize("kwargs", [
-    dict(),
-    dict(mask="none", alpha=0.3),
-    dict(residual=False),
+    dict(sampler="exact"),
+    dict(mask="none", alpha=0.3, sampler="exact"),
+    dict(residual=False, sampler="exact"),
     dict(norm="layernorm", scale="sqrt_d"),
     dict(norm="layernorm", scale="none", d=20),
     dict(pe="rope", alpha=0.5),
     dict(pe="rope", mask="none", norm="layernorm", scale="d", residual=False),
-    dict(alpha=0.3),
+    dict(alpha=0.3, sampler="exact"),
     dict(alpha=0.3, sampler="official"),
-    dict(alpha=0.3, sampler="full"),
+    dict(alpha=0.3, sampler="exact_full"),
 ], ids=["l2", "nomask", "nores", "ln_sqrtd", "ln_none_odd_width", "rope", "rope_nomask_ln", "l2_shared",
         "official", "l2_full"])
 def test_cpu_kernel_equals_torch_decoder_on_identical_inputs(kwargs):
@@ -326,9 +327,9 @@ def test_kernel_vector_exp_is_float32_accurate():
 def test_full_and_reduced_samplers_agree_statistically(alpha):
     """One law in two bases: i.i.d. at alpha = 0, a shared direction otherwise."""
     v = Variant(d=40, seq_len=12, n_layers=3, alpha=alpha, n_samples=6000)
-    full = simulate(dataclasses.replace(v, sampler="full"))
-    reduced = simulate(dataclasses.replace(v, sampler="reduced"))
-    assert (full.sampler, reduced.sampler) == ("full", "reduced")
+    full = simulate(dataclasses.replace(v, sampler="exact_full"))
+    reduced = simulate(dataclasses.replace(v, sampler="exact_reduced"))
+    assert (full.sampler, reduced.sampler) == ("exact_full", "exact_reduced")
     z = z_scores(full, reduced, lower(12, 0))
     assert np.abs(z).max() < 5.0
     assert abs(z.mean()) < 0.5  # no systematic offset (entries are correlated, so not 1/sqrt(len))
@@ -415,13 +416,15 @@ def test_rope_pattern_is_relative_only_without_the_causal_mask():
 # ---------------------------------------------------------------- tables and validation
 
 
-@pytest.mark.parametrize("mask,sampler,written", [("causal", "auto", "reduced"), ("none", "auto", "reduced"),
-                                                  ("causal", "official", "official"), ("causal", "full", "full")])
+@pytest.mark.parametrize("mask,sampler,written", [("causal", "exact", "exact_reduced"),
+                                                  ("none", "exact", "exact_reduced"),
+                                                  ("causal", "official", "official"),
+                                                  ("causal", "exact_full", "exact_full")])
 def test_result_frame_rows_and_columns(mask, sampler, written):
     v = Variant(**{**SMALL, "mask": mask, "n_samples": 300, "sampler": sampler})
     result = simulate(v)
     frame = result_frame(result, "demo")
-    assert result.sampler == written and (frame.sampler == written).all()  # resolved, never "auto"
+    assert result.sampler == written and (frame.sampler == written).all()  # resolved, never "exact"
     n, layers = v.seq_len, v.n_layers
     pairs = n * (n + 1) // 2 if mask == "causal" else n * n
     assert len(frame) == layers * pairs
@@ -440,13 +443,13 @@ def test_result_frame_rows_and_columns(mask, sampler, written):
 @pytest.mark.parametrize("key,value", [
     ("norm", "rms"), ("scale", "d2"), ("pe", "alibi"), ("mask", "sliding"), ("alpha", 1.0),
     ("alpha", -0.5), ("seq_len", 1), ("d", 1), ("d", 33), ("n_layers", 0), ("n_samples", 1),
-    ("rope_theta", 0.0), ("sampler", "fast"), ("sampler", "reduced"),
+    ("rope_theta", 0.0), ("sampler", "fast"), ("sampler", "exact_reduced"), ("sampler", "auto"), ("sampler", "full"),
 ])
 def test_variant_validation_names_the_key(key, value):
     kwargs = {key: value}
     if key == "d" and value == 33:
         kwargs["pe"] = "rope"  # odd d is only invalid with RoPE
-    if value == "reduced":
+    if value == "exact_reduced":
         kwargs["norm"] = "layernorm"  # the reduced basis is only exact for l2 without RoPE
     with pytest.raises(ValueError, match=f"'{key}'"):
         Variant(**kwargs)

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from causalpos.analysis.claims.catalogue import PAGES
+from causalpos.analysis.claims.catalogue import PAGES, VERDICTS
 from helpers import assert_convergence_is_the_ledger, copy_workflow, edit_config, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -164,7 +164,8 @@ def test_claims_ledger_from_the_run_and_by_the_cli(finished_copy):
     ledger = pd.read_parquet(summary / "claims.parquet")
     assert list(ledger.columns[:9]) == ["claim_id", "section", "statement", "setting", "metric", "value",
                                         "uncertainty", "threshold", "verdict"]
-    assert set(ledger["verdict"]) <= {"supported", "not supported", "inconclusive"}
+    assert set(ledger["verdict"]) <= set(VERDICTS)
+    assert ledger["p_value"].notna().any() and "p_adjusted" in ledger.columns
     assert {claim[0] for claim in ledger["claim_id"]} == set("123456789")  # claims 1-8 and the input law (9)
     assert (summary / "claims.md").read_text().count("\n|") > len(set(ledger["claim_id"]))
     pages = sorted(p.name for p in (finished_copy / "results" / "figures" / "figL1_claims").iterdir())

@@ -6,7 +6,8 @@ from causalpos.workflow.runners import run_simulation
 with JobLog(snakemake.log[0]):
     run_simulation(
         snakemake.wildcards.variant,
-        output=snakemake.output[0],
+        output=snakemake.output.table,
+        groups_output=snakemake.output.groups,
         threads=snakemake.threads,
         **snakemake.params.kwargs,
     )

@@ -11,6 +11,8 @@ import pandas as pd
 # results/simulation/{variant}.parquet: measured columns, then the Variant fields, then the sampler
 SIMULATION_COLUMNS = ["variant", "layer", "query_pos", "key_pos", "score_mean", "score_sem", "score_diagnorm",
                       "prob_mean", "prob_sem"]
+# results/simulation_groups/{variant}.parquet: per layer and group of sample blocks, the packed score sums
+SIMULATION_GROUP_COLUMNS = ["variant", "layer", "group", "n_samples", "seq_len", "sums"]
 # results/theory/layer2_scores.parquet
 THEORY_COLUMNS = ["alpha", "residual", "seq_len", "query_pos", "key_pos", "score", "g", "h_query", "h_key"]
 # results/activations/{model}/{table}.parquet (each also carries a `table` column with its own name)

@@ -81,7 +81,7 @@ def _at_step(frame: pd.DataFrame | None, step: int) -> pd.DataFrame | None:
 
 def emergence_frame(scores: pd.DataFrame, intermediates: pd.DataFrame | None, groups: pd.DataFrame | None,
                     losses: pd.DataFrame | None, simulations: pd.DataFrame | None, n_bootstrap: int = 200,
-                    seed: int = 0) -> pd.DataFrame:
+                    seed: int = 0, simulation_groups: pd.DataFrame | None = None) -> pd.DataFrame:
     """The emergence table (EMERGENCE_COLUMNS), one row per model, step, layer, stage and metric."""
     rows = []
     for (model, step), at in scores.groupby(["model", "step"], sort=True):
@@ -89,7 +89,7 @@ def emergence_frame(scores: pd.DataFrame, intermediates: pd.DataFrame | None, gr
         pick = {name: _at_step(frame[frame["model"] == model], step) if frame is not None else None
                 for name, frame in (("intermediates", intermediates), ("groups", groups))}
         data = LedgerInputs(simulations, None, at.drop(columns=STEP_COLUMNS), pick["intermediates"], pick["groups"],
-                            int(n_bootstrap), int(seed))
+                            int(n_bootstrap), int(seed), simulation_groups)
         rows += step_rows(data, str(model), int(step), tokens)
     for _, loss in (losses if losses is not None else pd.DataFrame(columns=["model"])).iterrows():
         rows.append(_row(loss["model"], loss["step"], loss["tokens_seen"], None, "", "heldout_loss",

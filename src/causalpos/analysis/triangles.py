@@ -441,3 +441,41 @@ def noise_units_nonrelative(x: np.ndarray, size: int) -> np.ndarray:
     factor = np.repeat(1.0 - 1.0 / counts, counts)
     expected = float((factor * noise).sum())
     return safe_ratio((p ** 2).sum(axis=0), np.full(x.shape[1], expected))
+
+
+# ---------------------------------------------------------------- Figure 3's stages (c)-(e) against each other and A.2
+
+
+def pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation of a [n, N] and b [n, N] (or [n, 1]) column by column; NaN where either is constant."""
+    a = a - a.mean(axis=0)
+    b = b - b.mean(axis=0)
+    return safe_ratio((a * b).sum(axis=0), np.sqrt((a * a).sum(axis=0) * (b * b).sum(axis=0)))
+
+
+def diagonal_and_off_correlation(x: np.ndarray, y: np.ndarray, size: int, kmin: int = 0) -> tuple:
+    """(r over the diagonal, positions >= kmin; r over the off-diagonal pairs, keys >= kmin) of two matrices with
+    paired columns (replicates drawn from the same sequences). Apart, because the diagonal and the off-diagonal of
+    a Gram matrix differ in size: pooled, that contrast alone would make any two Gram matrices correlate."""
+    diagonal = packed_index(np.arange(kmin, size), np.arange(kmin, size))
+    off = off_diagonal(size, kmin)
+    return pearson(x[diagonal], y[diagonal]), pearson(x[off], y[off])
+
+
+def diagonal_curve_correlation(x: np.ndarray, curve: np.ndarray, start: int = 0) -> np.ndarray:
+    """Pearson r of the diagonal at positions start .. start + len(curve) - 1 with `curve` at the same positions:
+    the agreement of the shapes up to a scale and an offset (r < 0: the diagonal moves against the curve)."""
+    positions = np.arange(start, start + len(curve))
+    return pearson(x[packed_index(positions, positions)], np.asarray(curve, dtype=float)[:, None])
+
+
+def query_spread_ratio(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
+    """How much the off-diagonal changes with the query next to how much the diagonal does: the SD over queries
+    of each row's mean off-diagonal entry (keys >= kmin, rows with at least one) over the SD of the diagonal
+    (positions >= kmin). 0 when every row has the same mean; 1 when the rows move as much as the diagonal."""
+    sel = off_diagonal(size, kmin)  # row by row in packed order
+    queries = packed_pairs(size)[0][sel]
+    _, starts, counts = np.unique(queries, return_index=True, return_counts=True)
+    row_means = np.add.reduceat(x[sel], starts, axis=0) / counts[:, None]
+    diagonal = x[packed_index(np.arange(kmin, size), np.arange(kmin, size))]
+    return safe_ratio(row_means.std(axis=0), diagonal.std(axis=0))

@@ -1,8 +1,9 @@
 """The LLM claims as N grows (results/summary/convergence.parquet): one row of panels per model, one column
 per claim (a wide figure: the report shows it whole).
 
-Claims over the layers (8b, 8c): the value at each number of sequences with ±z standard errors (the verdict's
-margin), coloured by verdict. Claims per layer (8a, 8d): the value at each layer, one line per number of
+Claims over the layers (8b, 8c): the value at each number of sequences with ±z standard errors (z =
+family.interval_z(alpha), 1.645 at 0.05: one-sided 95% bounds, unadjusted; the verdicts are Holm-adjusted),
+coloured by verdict. Claims per layer (8a, 8d): the value at each layer, one line per number of
 sequences (lighter: fewer), the verdict's margin as a band; a layer whose verdict changes with N is ringed.
 """
 
@@ -13,6 +14,7 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.lines import Line2D
 
+from causalpos.analysis.claims.family import interval_z
 from causalpos.figures.ledger import VERDICT_STYLE
 from causalpos.figures.style import model_label, new_figure
 
@@ -41,7 +43,7 @@ def plot_convergence(frame: pd.DataFrame, options: dict | None = None):
                 ax.set_axis_off()
                 continue
             first = rows.iloc[0]
-            z = float(first["z"])
+            z = interval_z(float(first["alpha"]))
             if claim_id in OVER_LAYERS:
                 _over_n(ax, rows, z)
             else:
@@ -51,12 +53,14 @@ def plot_convergence(frame: pd.DataFrame, options: dict | None = None):
                          loc="left")
             ax.set_ylabel(f"value ({first['direction']} {float(first['threshold']):g})", fontsize="x-small")
             ax.tick_params(labelsize="x-small")
-    handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()]
+    handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()
+               if v != "by construction"]  # claim 8 is measured
     handles += [Line2D([], [], color=colour[n], label=f"N = {n}") for n in sizes]
     handles.append(Line2D([], [], color="black", ls="--", label="threshold"))
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize="small",
-               title=f"error bars and bands: ±{float(frame['z'].iloc[0]):g} bootstrap standard errors on the first\n"
-                     "groups of sequences; ringed: the verdict changes with N", title_fontsize="small")
+               title=f"error bars and bands: ±{interval_z(float(frame['alpha'].iloc[0])):.3g} bootstrap standard "
+                     "errors on the first groups of sequences\n(one-sided bounds, unadjusted; verdicts Holm-adjusted); "
+                     "ringed: the verdict changes with N", title_fontsize="small")
     fig.suptitle("LLM claims as the number of sequences N grows", fontweight="bold")
     return fig
 

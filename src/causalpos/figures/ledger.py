@@ -10,11 +10,13 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from causalpos.analysis.claims.catalogue import PAGES, TOPICS, claim_number, page_of
-from causalpos.analysis.claims.ledger import ledger_z
+from causalpos.analysis.claims.family import interval_z
+from causalpos.analysis.claims.ledger import ledger_alpha
 from causalpos.figures.style import new_figure
 
 
-VERDICT_STYLE = {"supported": ("tab:green", "o"), "not supported": ("tab:red", "X"), "inconclusive": ("tab:gray", "s")}
+VERDICT_STYLE = {"supported": ("tab:green", "o"), "not supported": ("tab:red", "X"), "inconclusive": ("tab:gray", "s"),
+                 "by construction": ("tab:blue", "D")}
 PANEL = (3.6, 3.0)  # inches per panel, whatever the number of claims: the grid wraps, the panels keep their size
 COLUMNS = 5  # panels per row, and the width of every page (a page of fewer panels leaves the rest blank)
 MARGIN = 1.0  # inches for the page's title and the legend
@@ -37,10 +39,12 @@ def page_title(claim_ids: list[str], page: str) -> str:
 
 def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
     """One page of the claims figure: the claims of catalogue.PAGES[page] that the ledger has, one panel per
-    claim: each setting's value with ±z standard errors (the verdict's margin) against the claim's threshold
-    (dashed line), colour and marker by verdict. Returns a matplotlib Figure built like the others (no
-    pyplot); draw it through figures.style.save_figure, which applies the plot options (font_scale, dpi,
-    formats), as figures.render does for the paper's figures.
+    claim: each setting's value with ±z standard errors against the claim's threshold (dashed line), colour
+    and marker by verdict. z = interval_z(alpha) (1.645 at alpha = 0.05): each end of a bar is a one-sided
+    95% bound, so a bar clear of the threshold is an unadjusted p below alpha; the verdict is Holm-adjusted
+    over the ledger, so a bar can clear the threshold and the row still be inconclusive. Returns a matplotlib
+    Figure built like the others (no pyplot); draw it through figures.style.save_figure, which applies the
+    plot options (font_scale, dpi, formats), as figures.render does for the paper's figures.
 
     Panels have a fixed size (PANEL) and wrap COLUMNS to a row, and every page is COLUMNS panels wide, so
     a page of catalogue.MAX_PAGE_CLAIMS claims or fewer is wider than tall and all pages show their panels
@@ -48,7 +52,8 @@ def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
     a claim without any finite value says "no data"; a page whose claims the ledger lacks (paper_llms's
     ledger has claim 8 only) says so."""
     ledger = page_rows(ledger, page)
-    z = ledger_z(ledger)
+    alpha = ledger_alpha(ledger)
+    z = interval_z(alpha)
     claim_ids = list(dict.fromkeys(ledger["claim_id"]))
     nrows = max(1, math.ceil(len(claim_ids) / COLUMNS))
     fig = new_figure(PANEL[0] * COLUMNS, PANEL[1] * nrows + MARGIN)
@@ -90,6 +95,7 @@ def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
     handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()]
     handles.append(Line2D([], [], color="black", ls="--", label="threshold"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize="small",
-               title=f"error bars: ±{z:g} standard errors", title_fontsize="small")
+               title=f"error bars: ±{z:.3g} standard errors, {1 - alpha:.0%} one-sided bounds (unadjusted; "
+                     f"verdicts: Holm-adjusted, family-wise {alpha:g})", title_fontsize="small")
     fig.suptitle(page_title(claim_ids, page), fontweight="bold")
     return fig

@@ -55,9 +55,12 @@ def fig_length_generalization(tables: dict, options) -> Figure:
 
 def fig_length_seeds(tables: dict, options) -> Figure:
     """Left: the gap (loss at k x the training length minus at 1x) of every seed (dots) and its mean ± SD over
-    seeds, per model; right: the paired NoPE - RoPE gap difference, mean ± SD and ± SEM (< 0: NoPE loses less)."""
+    seeds, per model; right: the paired NoPE - RoPE gap difference of every seed (dots; < 0: NoPE loses less)
+    with its mean and 95% confidence interval (Student t) per length, annotated with the one-sided exact
+    sign-flip p and how many seeds have NoPE losing less (causalpos.analysis.lengths)."""
     summary = require_table(tables, "length_seeds", ("model", "factor", "seq_len", "n_seeds", "gap_mean", "gap_sd",
-                                                     "gap_sem"))
+                                                     "diff_ci_low", "diff_ci_high", "exact_p_one_sided",
+                                                     "n_negative", "n_ties"))
     per_seed = require_table(tables, "length_eval", ("model", "seed", "factor", "seq_len", "gap"))
     fig = new_figure(11, 4)
     left, right = fig.subplots(1, 2)
@@ -69,19 +72,38 @@ def fig_length_seeds(tables: dict, options) -> Figure:
         left.errorbar(rows["seq_len"], rows["gap_mean"], yerr=rows["gap_sd"].fillna(0.0), marker="s", capsize=3,
                       color=colour, label=f"{MODEL_LABELS[model]} (mean ± SD, {int(rows['n_seeds'].max())} seeds)")
     pair = summary[~summary["model"].isin(MODEL_COLOURS)].sort_values("seq_len")
+    # each seed's d as analysis.lengths pairs them, computed here: importing that module would tie every
+    # figure's code digest (rule figure imports this module) to the length tests
+    beyond = per_seed[per_seed["factor"] != 1]  # at 1x every gap is 0 by definition
+    gaps = beyond.pivot_table(index=["seed", "seq_len"], columns="model", values="gap").reset_index()
+    paired = {"nope", "rope"} <= set(gaps.columns)
+    differences = gaps.assign(diff=gaps["nope"] - gaps["rope"] if paired else float("nan")).dropna(subset=["diff"])
+    n_pairs = int(pair["n_seeds"].max()) if len(pair) else 0
     if len(pair):
-        right.errorbar(pair["seq_len"], pair["gap_mean"], yerr=pair["gap_sd"].fillna(0.0), marker="s", capsize=5,
-                       color="gray", label="mean ± SD over seeds")
-        right.errorbar(pair["seq_len"], pair["gap_mean"], yerr=pair["gap_sem"].fillna(0.0), fmt="none", capsize=3,
-                       lw=2.5, color="black", label="± SEM")
-    for ax, title in ((left, "Gap to the training length, per seed"), (right, "NoPE gap - RoPE gap (paired by seed)")):
+        right.plot(differences["seq_len"] * 0.94, differences["diff"], "o", alpha=0.5, markersize=4,
+                   color="gray", label="one seed")  # beside the mean, not under it
+        tested = pair.dropna(subset=["diff_ci_low", "diff_ci_high"])
+        right.errorbar(tested["seq_len"], tested["gap_mean"],
+                       yerr=[tested["gap_mean"] - tested["diff_ci_low"], tested["diff_ci_high"] - tested["gap_mean"]],
+                       fmt="s", capsize=4, color="black", label="mean, 95% CI (t)")
+    shown = differences["seq_len"] if len(differences) else summary["seq_len"]  # never an empty log axis
+    right.set_xlim(shown.min() / 1.6, shown.max() * 1.6)  # room for the tests under the outer ticks
+    # the tests go under each length's tick, where no data point can hide them
+    tick_labels = {int(row.seq_len): f"{int(row.seq_len)}\np = {row.exact_p_one_sided:.3g}\n"
+                                     f"{int(row.n_negative)}/{int(row.n_seeds - row.n_ties)} < 0"
+                   for row in pair.dropna(subset=["exact_p_one_sided"]).itertuples()}
+    titles = ((left, "Gap to the training length, per seed"),
+              (right, f"NoPE gap - RoPE gap, paired by seed ({n_pairs} seeds)"))
+    for ax, title in titles:
         ax.axhline(0.0, ls=":", color="gray")
         ax.set_xscale("log", base=2)
-        ticks = sorted(summary["seq_len"].unique())
+        ticks = sorted(tick_labels) if ax is right and tick_labels else sorted(summary["seq_len"].unique())
         if ticks:
-            ax.set_xticks(ticks, [str(int(t)) for t in ticks])
+            ax.set_xticks(ticks, [tick_labels.get(int(t), str(int(t))) if ax is right else str(int(t))
+                                  for t in ticks])
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("Sequence length (tokens)")
+        ax.set_xlabel("Sequence length (tokens)" if ax is left or not tick_labels else
+                      "Sequence length (tokens)\np: one-sided exact sign-flip test; k/n: seeds below 0")
         ax.set_ylabel("Δ held-out loss (nats/token)")
         ax.set_title(title)
         if ax.get_legend_handles_labels()[0]:

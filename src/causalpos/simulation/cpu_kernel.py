@@ -17,8 +17,8 @@ from llvmlite import ir as llvm_ir
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from causalpos.simulation.sampling import (block_generator, block_sizes, chi_dof, has_shared_direction, mean_sem,
-                                           reduced_shape, rope_tables)
+from causalpos.simulation.sampling import (block_generator, block_groups, block_sizes, chi_dof, has_shared_direction,
+                                           mean_sem, reduced_shape, rope_tables)
 from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 
 # # The kernel runs the decoder one sample at a time with every buffer small
@@ -39,7 +39,6 @@ from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 
 _F32 = np.float32
 _ZERO, _ONE = _F32(0.0), _F32(1.0)
-_LN_EPS = _F32(LAYERNORM_EPS)
 _PAD = 8  # floats per AVX2 vector
 
 # Fast-math without nnan/ninf: reassociation lets LLVM vectorise row sums.
@@ -211,7 +210,7 @@ def _vmoments(typingctx, values, scale, shift, acc1, acc2, row, col):
 
 # Input builders: one sample of X^(0) from its random numbers (`KernelPlan.draw`'s layout).
 _FULL, _REDUCED, _OFFICIAL = 0, 1, 2
-_LAWS = {"full": _FULL, "reduced": _REDUCED, "official": _OFFICIAL}
+_LAWS = {"exact_full": _FULL, "exact_reduced": _REDUCED, "official": _OFFICIAL}
 
 
 @_kernel
@@ -309,7 +308,7 @@ def _l2_rows(X, Y, wp):
 
 
 @_kernel
-def _layernorm_rows(X, Y, d):
+def _layernorm_rows(X, Y, d, eps):
     """torch.nn.functional.layer_norm over the first d columns (biased variance)."""
     inv_d = _ONE / _F32(d)
     for i in range(X.shape[0]):
@@ -320,7 +319,7 @@ def _layernorm_rows(X, Y, d):
         var = _ZERO
         for k in range(d):
             var += (X[i, k] - mean) * (X[i, k] - mean)
-        f = _ONE / np.sqrt(var * inv_d + _LN_EPS)
+        f = _ONE / np.sqrt(var * inv_d + eps)
         for k in range(d):
             Y[i, k] = (X[i, k] - mean) * f
 
@@ -506,7 +505,7 @@ def _set_widths(w, wp, lo8, triangular, lead, D):
 
 
 @_kernel
-def _decode_block(normals, chi, law, shared, consts, d, D, n_layers, layernorm, inv_div,
+def _decode_block(normals, chi, law, shared, consts, d, D, n_layers, layernorm, ln_eps, inv_div,
                   causal, residual, rope_cos, rope_sin, use_rope, shift, acc):
     """Run the decoder on every sample of one block (inputs as `_build`); add shifted moments to acc.
 
@@ -535,7 +534,7 @@ def _decode_block(normals, chi, law, shared, consts, d, D, n_layers, layernorm, 
         _set_widths(w, wp, lo8, reduced and causal, lead, D)
         for layer in range(n_layers):
             if layernorm:
-                _layernorm_rows(X, Y, d)
+                _layernorm_rows(X, Y, d, ln_eps)
             else:
                 _l2_rows(X, Y, wp)
             if use_rope:
@@ -558,7 +557,7 @@ class KernelPlan:
     """One variant's shapes, constants and random-number layout for the CPU kernel."""
 
     def __init__(self, v: Variant, sampler: str):
-        self.v, self.law, self.reduced = v, _LAWS[sampler], sampler == "reduced"
+        self.v, self.law, self.reduced = v, _LAWS[sampler], sampler == "exact_reduced"
         n = v.seq_len
         self.shared = has_shared_direction(v.alpha)
         lead, self.k, m = reduced_shape(n, v.d, v.alpha)  # Bartlett triangle columns (reduced sampler)
@@ -602,9 +601,10 @@ class KernelPlan:
         v = self.v
         normals, chi = self.draw(block, size)
         acc = np.zeros((v.n_layers, 4, v.seq_len, self.n_pad), np.float32)
+        # eps is an argument, not a global: numba's cache would keep a global of another module stale
         _decode_block(normals, chi, self.law, self.shared, self.consts, v.d, self.width, v.n_layers,
-                      v.norm == "layernorm", _F32(1.0 / v.score_divisor), v.mask == "causal", v.residual,
-                      self.cos, self.sin, v.pe == "rope", shift, acc)
+                      v.norm == "layernorm", _F32(LAYERNORM_EPS), _F32(1.0 / v.score_divisor), v.mask == "causal",
+                      v.residual, self.cos, self.sin, v.pe == "rope", shift, acc)
         return acc
 
 
@@ -620,28 +620,36 @@ def _in_order(pool, fn, items, window: int):
 
 
 def simulate_blocks(v: Variant, sampler: str, threads: int, progress):
-    """The CPU kernel over all blocks on a thread pool; returns like `_simulate_torch`."""
+    """The CPU kernel over all blocks on a thread pool; returns like `_simulate_torch`: (score mean, sem),
+    (prob mean, sem), and (score sums per group of blocks [G, layer, n, n], samples per group [G])."""
     plan = KernelPlan(v, sampler)
     blocks = block_sizes(v.n_samples)
+    groups = block_groups(len(blocks))
     # shift = mean of block 0, so that the float32 block sums stay small
     first = plan.run_block(*blocks[0], np.zeros((v.n_layers, 2, v.seq_len, plan.n_pad), np.float32))
     shift = (first[:, 0::2] / blocks[0][1]).astype(np.float32)
     total = np.zeros(first.shape, np.float64)
+    group_total = np.zeros((int(groups[-1]) + 1, v.n_layers) + first.shape[2:], np.float64)
+    group_sizes = np.zeros(group_total.shape[0], np.int64)
     done = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
-        for (_, size), acc in zip(blocks, _in_order(pool, lambda b, s: plan.run_block(b, s, shift),
-                                                    blocks, 2 * threads)):
+        for (block, size), acc in zip(blocks, _in_order(pool, lambda b, s: plan.run_block(b, s, shift),
+                                                        blocks, 2 * threads)):
             total += acc  # in block order: bitwise independent of threads and chunking
+            group_total[groups[block]] += acc[:, 0]
+            group_sizes[groups[block]] += size
             done += size
             if progress is not None:
                 progress(done, v.n_samples)
     n = v.seq_len
     score = mean_sem(shift[:, 0, :, :n], total[:, 0, :, :n], total[:, 1, :, :n], v.n_samples)
     prob = mean_sem(shift[:, 1, :, :n], total[:, 2, :, :n], total[:, 3, :, :n], v.n_samples)
+    group_sums = group_total[..., :n] + group_sizes[:, None, None, None] * shift[None, :, 0, :, :n].astype(np.float64)
     if v.mask == "causal":
         upper = np.triu(np.ones((n, n), dtype=bool), 1)
         for scores in score:  # S is symmetric: its upper triangle mirrors the lower one
             scores[:, upper] = scores.transpose(0, 2, 1)[:, upper]
         for probs in prob:  # masked: exactly zero
             probs[:, upper] = 0.0
-    return score, prob
+        group_sums[:, :, upper] = group_sums.transpose(0, 1, 3, 2)[:, :, upper]
+    return score, prob, (group_sums, group_sizes)

@@ -31,7 +31,10 @@ import torch
 from causalpos.devices import resolve_device
 from causalpos.matrices import diagonal_normalise, visible_pairs
 from causalpos.simulation.cpu_kernel import simulate_blocks
-from causalpos.simulation.sampling import INPUT_SAMPLERS, RNG_BLOCK, block_generator, block_sizes, mean_sem, rope_tables
+from causalpos.simulation.sampling import (INPUT_SAMPLERS, RNG_BLOCK, block_generator, block_groups, block_sizes,
+                                           mean_sem, rope_tables)
+from causalpos.tables import SIMULATION_GROUP_COLUMNS
+from causalpos.tril import packed_pairs
 from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 
 BACKENDS = ("auto", "numba", "torch")
@@ -47,6 +50,8 @@ class SimulationResult:
     sampler: str
     device: str
     seconds: float
+    group_score_sums: np.ndarray  # [group, layer, query_pos, key_pos]: score sums over each group of blocks
+    group_sizes: np.ndarray  # [group]: samples in each (sampling.block_groups)
 
 
 # ---------------------------------------------------------------- the decoder (torch)
@@ -106,7 +111,8 @@ class _Moments:
 
 
 def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int, progress):
-    """Batched torch decoder (the CUDA path). Returns (score mean, sem), (prob mean, sem), [layer, n, n]."""
+    """Batched torch decoder (the CUDA path). Returns (score mean, sem), (prob mean, sem), [layer, n, n], and
+    (score sums per group of blocks [G, layer, n, n], samples per group [G])."""
     draw = INPUT_SAMPLERS[sampler]
     chunk_size = max(RNG_BLOCK, chunk_size - chunk_size % RNG_BLOCK)
     n = v.seq_len
@@ -120,20 +126,30 @@ def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int
         return run_layers(x, v, mask, rope)
 
     blocks = block_sizes(v.n_samples)
+    groups = block_groups(len(blocks))
+    group_sizes = np.bincount(groups, weights=[size for _, size in blocks]).astype(np.int64)
     with torch.inference_mode():
         moments = [(_Moments(s.mean(0)), _Moments(p.mean(0))) for s, p in run(blocks[:1])]
+        group_sums = torch.zeros((v.n_layers, len(group_sizes), n, n), dtype=torch.float64, device=dev)
         per_chunk = chunk_size // RNG_BLOCK
         for first in range(0, len(blocks), per_chunk):
-            group = blocks[first:first + per_chunk]
-            for (score_m, prob_m), (scores, probs) in zip(moments, run(group)):
+            chunk = blocks[first:first + per_chunk]
+            sample_group = torch.as_tensor(np.repeat(groups[first:first + len(chunk)], [s for _, s in chunk]),
+                                           device=dev)
+            for layer, ((score_m, prob_m), (scores, probs)) in enumerate(zip(moments, run(chunk))):
                 score_m.add(scores)
                 prob_m.add(probs)
+                group_sums[layer].index_add_(0, sample_group, (scores - score_m.shift).double())
             if progress is not None:
-                progress(min((first + len(group)) * RNG_BLOCK, v.n_samples), v.n_samples)
+                progress(min((first + len(chunk)) * RNG_BLOCK, v.n_samples), v.n_samples)
     score = [m[0].mean_sem() for m in moments]
     prob = [m[1].mean_sem() for m in moments]
+    shifts = torch.stack([m[0].shift for m in moments]).double()  # [layer, n, n]
+    sums = (group_sums + torch.as_tensor(group_sizes, device=dev, dtype=torch.float64)[None, :, None, None]
+            * shifts[:, None]).transpose(0, 1)
     return ((np.stack([s[0] for s in score]), np.stack([s[1] for s in score])),
-            (np.stack([p[0] for p in prob]), np.stack([p[1] for p in prob])))
+            (np.stack([p[0] for p in prob]), np.stack([p[1] for p in prob])),
+            (sums.cpu().numpy(), group_sizes))
 
 
 # ---------------------------------------------------------------- entry point
@@ -164,9 +180,9 @@ def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
 
     start = time.perf_counter()
     if backend == "numba":
-        score, prob = simulate_blocks(v, sampler, threads or torch.get_num_threads(), progress)
+        score, prob, groups = simulate_blocks(v, sampler, threads or torch.get_num_threads(), progress)
     else:
-        score, prob = _simulate_torch(v, sampler, dev, chunk_size, progress)
+        score, prob, groups = _simulate_torch(v, sampler, dev, chunk_size, progress)
     seconds = time.perf_counter() - start
 
     return SimulationResult(
@@ -178,6 +194,8 @@ def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
         sampler=sampler,
         device=dev.type,
         seconds=seconds,
+        group_score_sums=np.asarray(groups[0], dtype=np.float64),
+        group_sizes=np.asarray(groups[1], dtype=np.int64),
     )
 
 
@@ -208,3 +226,15 @@ def result_frame(result: SimulationResult, name: str) -> pd.DataFrame:
         frame[key_name] = value
     frame["sampler"] = result.sampler  # the resolved name, never "auto"
     return frame
+
+
+def groups_frame(result: SimulationResult, name: str) -> pd.DataFrame:
+    """The score sums of every group of blocks (sampling.SE_GROUPS), per layer: one row per layer and group
+    with `sums`, the packed lower triangle (causalpos.tril's order, diagonal included) of the group's score
+    sums over its `n_samples` samples. The claims' standard errors come from these (a bootstrap over groups)."""
+    v = result.variant
+    query, key = packed_pairs(v.seq_len)
+    rows = [{"variant": name, "layer": layer, "group": group, "n_samples": int(result.group_sizes[group]),
+             "seq_len": v.seq_len, "sums": result.group_score_sums[group, layer][query, key]}
+            for layer in range(v.n_layers) for group in range(len(result.group_sizes))]
+    return pd.DataFrame(rows, columns=SIMULATION_GROUP_COLUMNS)

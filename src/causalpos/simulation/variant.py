@@ -13,17 +13,20 @@ NORMS = ("l2", "layernorm")
 SCALES = ("none", "sqrt_d", "d")
 PES = ("none", "rope")
 MASKS = ("causal", "none")
-# Input laws (see `sampling`): "auto" lets the engine pick "full" or "reduced" (one law, two
-# bases); "official" is the authors' normalize(g_i + l u), a different law with E<x_i, x_j> ~ alpha.
-SAMPLERS = ("auto", "full", "reduced", "official")
-LAYERNORM_EPS = 1e-5  # torch.nn.LayerNorm's default
+# Input laws (see `sampling`): "official" is the paper's construction (Section 4.1, the authors'
+# normalize(g_i + l u), E<x_i, x_j> close to alpha), the default; "exact" is our exact-moment law
+# (||x_i|| = 1, E<x_i, x_j> = alpha exactly), a robustness check, drawn in the basis the engine picks:
+# "exact_full" or "exact_reduced" (one law, two bases; name one to force it).
+SAMPLERS = ("official", "exact", "exact_full", "exact_reduced")
+RENAMED_SAMPLERS = {"auto": "exact", "full": "exact_full", "reduced": "exact_reduced"}  # before issue 23
+LAYERNORM_EPS = 1e-12  # rows of norm sqrt(d) (App. B), as the authors' notebook (torch's default 1e-5 shrinks them)
 
 
 @dataclass(frozen=True)
 class Variant:
     """One simulated decoder. Field names are the config keys and the Parquet columns.
 
-    The `sampler` column holds `resolved_sampler` ("auto" is never written).
+    The `sampler` column holds `resolved_sampler` ("exact" is never written: its basis is).
     """
 
     norm: str = "l2"
@@ -38,7 +41,7 @@ class Variant:
     n_layers: int = 4
     n_samples: int = 100_000
     seed: int = 0
-    sampler: str = "auto"  # last, so the table's columns keep their order (it was written after seed)
+    sampler: str = "official"  # last, so the table's columns keep their order (it was written after seed)
 
     def __post_init__(self):
         def bad(key, value, allowed):
@@ -64,10 +67,13 @@ class Variant:
             bad("n_samples", self.n_samples, "an integer >= 2")
         if self.rope_theta <= 0:
             bad("rope_theta", self.rope_theta, "a positive number")
+        if self.sampler in RENAMED_SAMPLERS:
+            bad("sampler", self.sampler, f"{list(SAMPLERS)} ('{self.sampler}' is now "
+                                         f"'{RENAMED_SAMPLERS[self.sampler]}': the exact-moment law, not the paper's)")
         if self.sampler not in SAMPLERS:
             bad("sampler", self.sampler, list(SAMPLERS))
-        if self.sampler == "reduced" and not self.rotation_invariant:
-            bad("sampler", self.sampler, "'reduced' only with norm 'l2' and pe 'none' (rotation invariant)")
+        if self.sampler == "exact_reduced" and not self.rotation_invariant:
+            bad("sampler", self.sampler, "'exact_reduced' only with norm 'l2' and pe 'none' (rotation invariant)")
 
     @property
     def score_divisor(self) -> float:
@@ -80,13 +86,13 @@ class Variant:
 
     @property
     def resolved_sampler(self) -> str:
-        """The law and basis actually drawn: "full", "reduced" or "official" (what the tables record).
+        """The law and basis actually drawn: "official", "exact_full" or "exact_reduced" (what the tables record).
 
-        "auto" takes the reduced basis when it is exact (rotation invariant) and smaller (d - 1 > n).
+        "exact" takes the reduced basis when it is exact (rotation invariant) and smaller (d - 1 > n).
         """
-        if self.sampler != "auto":
+        if self.sampler != "exact":
             return self.sampler
-        return "reduced" if self.rotation_invariant and self.d - 1 > self.seq_len else "full"
+        return "exact_reduced" if self.rotation_invariant and self.d - 1 > self.seq_len else "exact_full"
 
     def params(self) -> dict:
         return dataclasses.asdict(self)

@@ -126,7 +126,10 @@ def cmd_simulate(args, config):
     from causalpos.workflow.runners import run_simulation
 
     params = job(config, args.results, "simulate", variant=args.variant)["params"]
-    run_simulation(args.variant, output=args.output or paths.simulation_table(args.variant, args.results),
+    output = args.output or paths.simulation_table(args.variant, args.results)
+    groups = (str(Path(output).with_name(Path(output).stem + ".groups.parquet")) if args.output
+              else paths.simulation_groups(args.variant, args.results))
+    run_simulation(args.variant, output=output, groups_output=groups,
                    **{**params, "device": args.device or params["device"]},
                    threads=args.threads or config["simulation"]["threads"])
 
@@ -184,8 +187,9 @@ def cmd_emergence_summary(args, config):
 
     this = job(config, args.results, "emergence_summary")
     inputs = dict(this["inputs"])
-    simulations = inputs.pop("simulations")
-    run_emergence_summary(inputs, simulations, output=paths.summary_file("emergence.parquet", args.results),
+    simulations, simulation_groups = inputs.pop("simulations"), inputs.pop("simulation_groups")
+    run_emergence_summary(inputs, simulations, simulation_groups,
+                          output=paths.summary_file("emergence.parquet", args.results),
                           **this["params"])
 
 

@@ -69,6 +69,19 @@ def validate_config(config: dict, devices=True) -> dict:
     return config
 
 
+def with_defaults(config: dict) -> dict:
+    """A copy of `config` with the schema's defaults filled in and checked by jsonschema alone, without
+    Snakemake's validator and without check_config's machine checks: for scripts on machines where the package
+    runs but Snakemake is not installed (bench/device_length_seeds.py on a GPU node). Raises ConfigError."""
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    validator = _filling_validator(jsonschema.validators.validator_for(schema), schema)
+    config = copy.deepcopy(config)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(_describe(e) for e in errors))
+    return config
+
+
 def training_defaults(section: dict | None = None) -> TrainingSettings:
     """A training section as a config would write it (None: empty) with the schema's defaults filled in, checked:
     the settings of a training outside a config file (tests, bench/). A config's own section is
@@ -451,6 +464,7 @@ def claims_inputs(config: dict, results: str | None = None) -> dict[str, list[st
     models = extracted_models(config)
     return {
         "simulations": [paths.simulation_table(v, results) for v in config["simulation"]["variants"]],
+        "simulation_groups": [paths.simulation_groups(v, results) for v in config["simulation"]["variants"]],
         "theory": [paths.theory_table(results)],
         **{table: [paths.activation_table(m, table, results) for m in models]
            for table in ("scores", "intermediates", "groups")},

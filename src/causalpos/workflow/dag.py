@@ -162,7 +162,7 @@ STAGE_LIST = [
           params=lambda config, results: {key: config["theory"][key] for key in ("seq_len", "alphas")}),
     Stage("simulate", "run_simulation", command="simulate {variant}",
           description="Monte Carlo of one simulation variant to Parquet",
-          writes=lambda r: [paths.simulation_table("{variant}", r)],
+          writes=lambda r: [paths.simulation_table("{variant}", r), paths.simulation_groups("{variant}", r)],
           params=lambda config, results, variant: {"params": Variant(**variant_params(config, variant)).params(),
                                                    "device": config["device"],
                                                    "chunk_size": config["simulation"]["chunk_size"]}),
@@ -200,7 +200,8 @@ STAGE_LIST = [
           inputs=lambda config, results: {
               **{table: [paths.emergence_table(m, table, results) for m in MODELS]
                  for table in paths.EMERGENCE_TABLES},
-              "simulations": [paths.simulation_table(v, results) for v in emergence_variants(config)]},
+              "simulations": [paths.simulation_table(v, results) for v in emergence_variants(config)],
+              "simulation_groups": [paths.simulation_groups(v, results) for v in emergence_variants(config)]},
           params=lambda config, results: {"settings": config["claims"]}),
     Stage("train_seed", "run_train", command="train-seed {model} {seed}", models="trained",
           description="train a model again with another seed (the length comparison over seeds)",

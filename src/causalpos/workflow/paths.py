@@ -57,6 +57,11 @@ def simulation_table(variant: str, results: str = RESULTS) -> str:
     return f"{results}/simulation/{variant}.parquet"
 
 
+def simulation_groups(variant: str, results: str = RESULTS) -> str:
+    """The score sums per group of sample blocks (the claims' standard errors), beside the simulation table."""
+    return f"{results}/simulation_groups/{variant}.parquet"
+
+
 def model_dir(model: str, results: str = RESULTS) -> str:
     """A trained model's folder: model.safetensors, config.json, metrics.parquet, length_eval.parquet."""
     return f"{results}/models/{model}"

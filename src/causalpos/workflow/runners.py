@@ -231,7 +231,7 @@ def run_emergence(name: str, settings: dict, model_dir, snapshots_dir, steps: li
 
 
 @rebuilds_damaged_inputs
-def run_emergence_summary(inputs: dict, simulations: list, settings: dict, output) -> None:
+def run_emergence_summary(inputs: dict, simulations: list, simulation_groups: list, settings: dict, output) -> None:
     """Claim 7's metrics, the non-relative amplitude and the held-out loss at every snapshot, both models."""
     from causalpos.analysis.emergence import emergence_frame
 
@@ -239,7 +239,8 @@ def run_emergence_summary(inputs: dict, simulations: list, settings: dict, outpu
     tables = {name: read_tables(paths).drop(columns="table", errors="ignore") for name, paths in inputs.items()}
     frame = emergence_frame(tables["scores"], tables["intermediates"], tables["groups"], tables["losses"],
                             read_tables(simulations) if simulations else None, n_bootstrap=settings["n_bootstrap"],
-                            seed=settings["seed"])
+                            seed=settings["seed"],
+                            simulation_groups=read_tables(simulation_groups) if simulation_groups else None)
     write_parquet(frame, output, {"stage": "emergence_summary", "settings": settings, "version": __version__})
     log.info("emergence summary: %d rows in %.1f s -> %s", len(frame), time.perf_counter() - start, output)
 
@@ -287,7 +288,8 @@ def run_claims(inputs: dict, settings: dict, table, markdown, folder, options: d
     tables = {name: read_tables(paths) if paths else None for name, paths in inputs.items()}
     ledger = build_ledger(tables.get("simulations"), tables.get("theory"), tables["scores"], tables["intermediates"],
                           tables["groups"], thresholds=settings.get("thresholds") or None,
-                          n_bootstrap=settings["n_bootstrap"], seed=settings["seed"])
+                          n_bootstrap=settings["n_bootstrap"], seed=settings["seed"],
+                          simulation_groups=tables.get("simulation_groups"))
     if claim is not None:
         ledger = ledger[ledger["claim"] == claim].reset_index(drop=True)
     ledger = note_flips(ledger, tables.get("convergence"))
@@ -347,11 +349,11 @@ def run_theory(seq_len: int, alphas, output) -> None:
     log.info("theory: %d rows for alphas %s, seq_len %d -> %s", len(frame), list(alphas), seq_len, output)
 
 
-def run_simulation(name: str, params: dict, output, device: str = "auto", threads: int | None = None,
+def run_simulation(name: str, params: dict, output, groups_output, device: str = "auto", threads: int | None = None,
                    chunk_size: int = 1024) -> None:
     import torch
 
-    from causalpos.simulation.engine import result_frame, simulate
+    from causalpos.simulation.engine import groups_frame, result_frame, simulate
     from causalpos.simulation.variant import Variant
     from causalpos.usage import usage_since
 
@@ -370,10 +372,10 @@ def run_simulation(name: str, params: dict, output, device: str = "auto", thread
     cpu_start = time.process_time()
     result = simulate(variant, device=device, chunk_size=chunk_size, progress=progress)
     frame = result_frame(result, name)
-    write_parquet(frame, output, {
-        "stage": "simulate", "variant": name, "params": variant.params(), "sampler": result.sampler,
-        "device": result.device, "seconds": result.seconds, **usage_since(cpu_start), "version": __version__,
-    })
+    metadata = {"stage": "simulate", "variant": name, "params": variant.params(), "sampler": result.sampler,
+                "device": result.device, "seconds": result.seconds, **usage_since(cpu_start), "version": __version__}
+    write_parquet(groups_frame(result, name), groups_output, metadata)
+    write_parquet(frame, output, metadata)
     rate = variant.n_samples / max(result.seconds, 1e-9)
     log.info("simulate %s: %.2f s (%.0f samples/s, %s sampler, %s) -> %s",
              name, result.seconds, rate, result.sampler, result.device, output)

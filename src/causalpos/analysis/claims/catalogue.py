@@ -3,33 +3,40 @@
 `build_ledger(simulations, theory, scores, intermediates, groups)` reads the tables of the other stages
 (long format, lower triangle with the diagonal, 0-based layers and positions) and returns one row per
 claim and setting: the columns LEDGER_COLUMNS (``claim_id, section, statement, setting, metric, value,
-uncertainty, threshold, verdict``), then EXTRA_COLUMNS (``claim`` 1-9, a short ``title``, the
-``direction`` of the threshold, ``unit``, the verdict margin ``z``, ``model``, ``layer`` (0-based), a short
+uncertainty, threshold, verdict``), then EXTRA_COLUMNS (the one-sided ``p_value`` and ``p_against`` and their
+Holm-adjusted ``p_adjusted`` and ``p_against_adjusted`` (see Verdict), ``exact`` (a value without sampling
+error: a closed form or a symbolic check), ``claim`` 1-9, a short ``title``, the
+``direction`` of the threshold, ``unit``, the family-wise ``alpha``, ``model``, ``layer`` (0-based), a short
 ``label`` for plots, a ``note`` naming the variants or the source of the uncertainty; for claim 8a the
 amplitude with the attention-sink key 0, the left-region deficit and the range ratio of claim 8c; for 8d
-the emphasis of key 0 (``sink_emphasis``); for 9a the claim compared and both laws' values and verdicts).
+the emphasis of key 0 (``sink_emphasis``); for claim 7 its metric with the first k keys left out
+(``value_keys_from{k}``, ``uncertainty_keys_from{k}``, k in models.KEY_SWEEP but 1, see First keys); for 9a the
+claim compared and both laws' values and verdicts).
 `ledger_markdown(ledger)` renders it for results/summary/claims.md; `plot_ledger(ledger, page, options)` draws
 one page of the claims figure, one panel per claim (PAGES: which claims each page shows).
 
 Claims (issues 6 and 12). CLAIMS holds one Claim per claim, in the ledger's order: where the paper states
 it, its statement, the metric measured, the metric's unit, the direction and name of its threshold, a short
 title; TOPICS says what each claim number is about and which page of the claims figure shows it. Each
-builder's docstring says why its metric measures the claim: simulation.py (1a-1b, 2-6), closed_forms.py
-(1c-1f), models.py (7a-7c, 8), stages.py (7d-7j), robustness.py (9a). Layers are 0-based in the data;
-statements and settings say "layer L (paper)" = 1-based.
+builder's docstring says why its metric measures the claim: simulation.py (1a-1b, 2-6; 2d-2e and 3d in
+later_layers.py), closed_forms.py
+(1c-1f; 1g-1h in appendix_errata.py), models.py (7a-7c, 8), stages.py (7d-7n), robustness.py (9a).
+Layers are 0-based in the data; statements and settings say "layer L (paper)" = 1-based.
 
 Uncertainty. Every metric is computed on the point estimate and on `n_bootstrap` replicates of its
 input matrices (seeded numpy Generators, derived from `seed` and the setting's parameters, so adding a
 setting does not change the others):
 
-- Monte Carlo tables: parametric replicates score_mean + score_sem * N(0, 1), entry by entry. This
-  treats the entries as independent; they share samples, so for averages over many entries the
-  standard error is a lower bound.
+- Monte Carlo tables: a bootstrap over groups of sample blocks through the simulation_groups tables (the
+  engine's score sums over 32 runs of consecutive seeded blocks; whole groups drawn with replacement), so a
+  metric's spread covers the correlation between the entries of one sample. Without that table: parametric
+  replicates score_mean + score_sem * N(0, 1), entry by entry, which treat the entries as independent and so
+  understate the standard error of a metric over many entries.
 - trained and pretrained models: a bootstrap over sequences through the `groups` table (whole groups
   of sequences drawn with replacement, G draws; replicate mean = sum of the drawn groups' sums / sum of
   their n), one set of draws per model shared by all its layers and stages. Without a groups table the
   scores fall back to parametric replicates from score_sem, and intermediates have no uncertainty.
-- closed forms (1c-1e): exact, uncertainty 0.
+- closed forms (1c-1e) and Appendix A's printed algebra against sympy (1g-1h): exact, uncertainty 0.
 
 ``uncertainty`` is the standard deviation of the metric over the replicates (one standard error).
 Variance-share metrics (R², non-relative, antisymmetric, query and key shares, 6d's noise units, 8c's
@@ -38,18 +45,39 @@ of an exactly relative matrix, the "noise floor" of summary.nonrelativeness); th
 bias-corrected: value = estimate - (mean of the replicates - estimate), since each replicate adds the
 same amount of noise once more. Concordances and advantages are reported as estimated.
 
-Verdict (THRESHOLDS["z"] = 2): a claim of the form "metric > t" is *supported* when
-value - z * uncertainty > t, *not supported* when value + z * uncertainty < t, and *inconclusive*
-in between (mirrored for "metric < t"). A missing setting, a NaN value or a missing uncertainty gives
-*inconclusive* with a note. Two claims have their own rule, stated in their builders: 2c (a family-wise
-test row by row: not supported on any resolved decrease, supported when every row rises) and 6b (the
-common verdict of four regions, inconclusive where they disagree). Verdicts depend only on the data and
-the thresholds, never on the paper.
+Verdict (THRESHOLDS["family_alpha"] = 0.05; family.py). Each row tests its claim one-sided: ``p_value`` = P(an
+estimate at least this far on the claim's side | the true value = the threshold), from the normal
+approximation z = (value - threshold) / uncertainty, and ``p_against`` the same for the other side (evidence
+that the claim fails). Holm's step-down adjustment over the ledger's family (every row with finite p's that is
+not exact) gives ``p_adjusted`` and ``p_against_adjusted``: a row is *supported* when p_adjusted <= alpha,
+*not supported* when p_against_adjusted <= alpha, else *inconclusive*. Guarantee: over the m rows of the
+family, the chance of any false "supported" verdict is at most alpha, and, separately, the chance of any false
+"not supported" verdict is at most alpha (Holm: strong control of the family-wise error rate, under any
+dependence between the rows; as exact as the p's, which rest on the normal approximation). Exact rows
+(``exact``: closed forms, symbolic checks, uncertainty 0 by construction) have p 0 or 1 and are not counted in
+m; an estimate whose replicates happen not to vary (uncertainty 0, e.g. a concordance of 1 in every replicate)
+is not exact and is counted. A missing setting, a NaN value or a missing uncertainty gives NaN p's and
+*inconclusive* with a note. Claims of several sub-tests give one p each way, stated in their builders: 2c
+(every step of every row: the largest step's p for, the Bonferroni p of the strongest decrease against) and 6b
+(every named region must agree: the largest region's p either way). Rows that are not tests (9a, which
+compares two verdicts; a property that holds *by construction*) have NaN p's, stay outside the family and keep
+their verdict. The official-law / exact-law twin rows that 9a compares are adjusted in a family of their own
+first. Verdicts depend only on the data and the thresholds, never on the paper.
 
-Input law: the simulation tables' ``sampler`` column ("full", "reduced": the paper's law; "official": the
-authors' notebooks' law; no column: the paper's). The claims are measured on the paper's law; an
-official-law variant with a paper-law twin (same parameters) enters only claim 9a, one without a twin is a
-setting of its own ("official law" in its setting).
+First keys (claims 7 and 8, one rule; models.SINK_KEY, KEYS_FROM, KEY_SWEEP, triangles.FIRST_KEYS). Key 0 is
+the attention sink ("a vivid line at the 0th column", Section 4.2, which the paper sets aside): every value and
+verdict of claims 7 and 8 is over the keys (and diagonal positions) >= 1, and claim 8 reports key 0 apart
+(``value_with_sink``, ``sink_emphasis``). The first few keys, 1-4 (Section 5.2's "first few keys"), belong to the
+pattern: they count in every verdict, and 8d measures their emphasis. Since a bright band over them can also
+decide a key order (7a, 7b) against the paper, every claim-7 row reports its metric again with the first k keys
+left out, k = 0 (with the sink), 5 (without the sink and the first few keys: 8d's keys) and 16 (ours: past the
+band over keys 1-12 of the larger NoPE model); the verdict stays on k = 1.
+
+Input law: the simulation tables' ``sampler`` column ("official": the paper's construction, Section 4.1, as
+in the authors' notebooks, the default; "exact_full", "exact_reduced": our exact-moment law, the robustness
+check; no column: the paper's). The claims are measured on the paper's construction; an exact-law variant
+with an official-law twin (same parameters) enters only claim 9a, one without a twin is a setting of its own
+("exact law" in its setting).
 """
 
 from __future__ import annotations
@@ -62,20 +90,22 @@ LEDGER_COLUMNS = ["claim_id", "section", "statement", "setting", "metric", "valu
                   "verdict"]
 
 
-EXTRA_COLUMNS = ["claim", "title", "direction", "unit", "z", "model", "layer", "label", "note", "value_with_sink",
-                 "uncertainty_with_sink", "left_deficit", "left_deficit_uncertainty", "range_ratio",
-                 "range_ratio_uncertainty", "sink_emphasis", "sink_emphasis_uncertainty", "compared_claim",
-                 "paper_value", "paper_uncertainty", "paper_verdict", "official_value", "official_uncertainty",
-                 "official_verdict"]
+EXTRA_COLUMNS = ["p_value", "p_adjusted", "p_against", "p_against_adjusted", "exact", "claim", "title", "direction",
+                 "unit", "alpha", "model", "layer", "label", "note", "value_with_sink", "uncertainty_with_sink",
+                 "left_deficit", "left_deficit_uncertainty", "range_ratio", "range_ratio_uncertainty", "sink_emphasis",
+                 "sink_emphasis_uncertainty", "value_keys_from0", "uncertainty_keys_from0", "value_keys_from5",
+                 "uncertainty_keys_from5", "value_keys_from16", "uncertainty_keys_from16", "compared_claim",
+                 "official_value", "official_uncertainty", "official_verdict", "exact_value", "exact_uncertainty",
+                 "exact_verdict"]
 
 
-VERDICTS = ("supported", "not supported", "inconclusive")
+VERDICTS = ("supported", "not supported", "inconclusive", "by construction")
 
 
 THRESHOLDS = {
-    # Margin of the verdict in standard errors: about a two-sided 95% interval, so a verdict is "supported" or
-    # "not supported" only when the threshold lies outside value ± 2 SE.
-    "z": 2.0,
+    # Family-wise error rate of the verdicts (ours): Holm over every row that tests something, once for
+    # "supported" and once for "not supported" (family.py); replaces the former margin `z` in standard errors.
+    "family_alpha": 0.05,
     # 1a: the closed form must explain at least 90% of the variance of the Monte Carlo layer-2 scores
     # (R² = 1 - SS(MC - Eq.4) / SS(MC - mean)). Eq. 4 replaces inner products by their expectations,
     # exact only as d grows, so agreement at finite d is a tolerance, not an equality within noise.
@@ -88,23 +118,24 @@ THRESHOLDS = {
     # 1e, 7g: "nearly independent of j": less than 10% of the off-diagonal variance changes with the key once
     # the query is fixed (the mirror of query_share).
     "key_share": 0.1,
-    # 1f, 2a, 5b, 7a, 7f, 7j: "the score increases with the key position": in at least 3 of 4 key pairs of a
+    # 1f, 2a, 2e, 5b, 7a, 7f, 7j, 7n: "the score increases with the key position": in at least 3 of 4 key pairs of a
     # row the nearer key scores higher (Kendall's tau >= 0.5, a strong rank association). Strict increase
     # (1.0) cannot be reached where adjacent steps are smaller than the sampling noise; 0.5 = no order. 7f:
     # the same for the diagonal falling with the position.
     "concordance": 0.75,
+    # 1g, 1h (ours): a printed step of Appendix A "equals" the quantity it stands for when their relative
+    # difference is below 1e-9 at every point of the grid: float64 rounding of two exact expressions, far
+    # below any slip of algebra.
+    "printed_exact": 1e-9,
     # 7i: "laterally inverts the pattern": the mirror image of concordance, at most 1 of 4 key pairs of a row
     # with the nearer key higher (Kendall's tau <= -0.5).
     "inverted_concordance": 0.25,
     # 2b: "grows stronger in layers 3 and 4": the nearer-key advantage exceeds layer 2's (ratio > 1).
     "layer_growth": 1.0,
     # 2c: "strictly increasing for j <= i with fixed i": every row must be resolved increasing with no
-    # resolved decrease (share of such rows = 1). The verdict is the test's (see strict_level), not value ± z SE.
+    # resolved decrease (share of such rows = 1; descriptive, at family_alpha over the matrix's pairs). The
+    # verdict comes from the row's p's: every adjacent step > 0 for it, any pair decreasing against.
     "strict_rows": 1.0,
-    # 2c: family-wise error of the strictness test: every pair of keys j < j' < i of the matrix is one
-    # comparison, each at strict_level / (number of pairs) one-sided (Bonferroni), so that a row reads
-    # "violated" by noise alone with probability <= 5% over the whole matrix.
-    "strict_level": 0.05,
     # 3a, 7c: "nearly independent of the query position": less than 10% of the off-diagonal score
     # variance changes with the query once the key is fixed.
     "query_share": 0.1,
@@ -113,12 +144,19 @@ THRESHOLDS = {
     # 3c: "with higher alpha the pattern saturates faster": the unsaturated share (how far a row is from its
     # end value, on average, as a share of its range) at the higher alpha is below that at the lower one.
     "saturation_ratio": 1.0,
+    # 2d (ours): a number printed to three decimals is the closed form rounded when it lies within half a unit
+    # of its last digit of it.
+    "figure_digits": 0.0005,
+    # 3d (ours): "more evident in the later layers": the saturation metric at every later layer is below layer
+    # 2's (ratio < 1); any decrease counts, as for 3c, since the paper names no size.
+    "layer_saturation": 1.0,
     # 4a, 6a, 6c, 8a, 8b: a non-relative pattern is "not negligible" when its RMS is at least a tenth of the
-    # RMS spread of the scores it sits in: the paper's own yardstick (Section 5.2: a pattern in [-1, 1]
-    # next to scores in [-10, 10] "could not be dismissed as negligible"). 6c must stay below it.
+    # RMS spread of the scores it sits in: our yardstick, read from Section 5.2 (a pattern in [-1, 1] next to
+    # scores in [-10, 10] "could not be dismissed as negligible"; the paper states no threshold). 6c must
+    # stay below it.
     "nonrelative": 0.1,
-    # 8c: the same yardstick in the paper's own terms: the 1%-99% range of the diagonal-normalised pattern
-    # over the 1%-99% range of the raw scores ([-1, 1] next to [-10, 10] is 2 / 20 = 0.1).
+    # 8c: the same yardstick in the paper's terms, our reading of them: the 1%-99% range of the diagonal-
+    # normalised pattern over the 1%-99% range of the raw scores ([-1, 1] next to [-10, 10] is 2 / 20 = 0.1).
     "range_ratio": 0.1,
     # 4b: the same yardstick for the part of the map that is antisymmetric about the anti-diagonal.
     "asymmetry": 0.1,
@@ -145,10 +183,18 @@ THRESHOLDS = {
     "orthogonal": 0.1,
     # 7e, 7h: "the ratio of off-diagonal to diagonal values increases substantially": at least doubles.
     "stage_gain": 2.0,
+    # 7k, 7l: "almost identical to (d)", "the diagonal corresponds to h(i)^2 with the residual term removed":
+    # ours, a Pearson r above 0.9 (81% of the variance shared, up to a scale and an offset). For 7l this
+    # separates h'^2's shape (steep, then flat) from a straight fall, which has r = 0.69 with it at S = 50.
+    "pattern_r": 0.9,
+    # 7m: "g'(i) is ... only weakly dependent on i": ours, (c)'s off-diagonal rows change with i less than half
+    # as much as its diagonal (SD of the row means / SD of the diagonal). The closed forms g' and h'^2 give
+    # 0.385 at alpha = 0 (0.46 at 0.2), S = 50: the paper's own formulas pass.
+    "query_spread": 0.5,
     # 8d: "emphasizes the first few keys": their mean diagonal-normalised score is above 0 (a sign claim).
     "first_keys": 0.0,
-    # 9a: the verdict under the official input law agrees with the paper law's: 1 = the same verdict, 0.5 = one
-    # of them inconclusive, 0 = opposite verdicts; > 0.5 = the same verdict.
+    # 9a: the verdict under our exact-moment law agrees with the one under the paper's construction: 1 = the
+    # same verdict, 0.5 = one of them inconclusive, 0 = opposite verdicts; > 0.5 = the same verdict.
     "law_agreement": 0.5,
 }
 
@@ -193,15 +239,33 @@ CLAIMS = {claim.id: claim for claim in (
           statement="\"h'(i) decreases strictly with i\" (closed form, without residual)",
           metric="largest relative step (h'(i+1) - h'(i)) / h'(i) over i, closed form",
           unit="relative step", direction="<", threshold="strict_step"),
-    Claim("1e", title="g' independent of j (A.2)", section="4.2, App. A.2",
-          statement="\"g'(i) is nearly independent of j\" (closed form, without residual)",
-          metric="share of the off-diagonal variance of g' that changes with the key at fixed query",
+    Claim("1e", title="g' has no j (by construction)", section="4.2, App. A.2",
+          statement="\"g'(i) is nearly independent of j\" (closed form, without residual): true by construction, "
+                    "the formula for g'(i) contains no j; the row records that property of the formula, not a "
+                    "finding",
+          metric="share of the off-diagonal variance of the closed form g' that changes with the key at fixed "
+                 "query (0 by construction)",
           unit="variance share", direction="<", threshold="key_share"),
     Claim("1f", title="no residual: nearer keys higher", section="App. A.2",
           statement="Without residual too the layer-2 (paper) score increases with the key position (h' strictly "
                     "decreasing, Monte Carlo)",
           metric="key-order concordance at layer 2 (paper), no residual",
           unit="share of key pairs", direction=">", threshold="concordance"),
+    Claim("1g", title="A.1's printed polynomial (erratum)", section="App. A.1",
+          statement="A.1 prints h(j+1)^2 - h(j)^2 as \"((alpha-1)e^{4alpha} + 2(alpha-1)e^{3alpha+1})j^2 + "
+                    "((2alpha-6)e^{alpha+3} + 2(alpha-1)e^{3alpha+1} + (alpha-1)e^{4alpha})j + (2alpha-4)e^{alpha+3} "
+                    "+ (-2alpha+4)e^{2alpha+2}\" over (e + je^alpha)^2 (e + (j-1)e^alpha)^2 and concludes from "
+                    "its sign that h is strictly decreasing",
+          metric="largest relative difference |printed - true| / |true| over alphas and positions (true: sympy "
+                 "from the definitions)",
+          unit="relative difference", direction="<", threshold="printed_exact"),
+    Claim("1h", title="A.2's printed h'^2 step (erratum)", section="App. A.2",
+          statement="A.2 prints h'(i+1)^2 - h'(i)^2 = \"(alpha-1)e^alpha(2e^3 - 2e^{2+alpha}(i-1) + "
+                    "e^{3alpha}i(i-1)) / ((e + ie^alpha)^2 (e + (i-1)e^alpha)^2) < 0\" and concludes that h' is "
+                    "strictly decreasing",
+          metric="largest relative difference |printed - true| / |true| over alphas and positions (true: sympy "
+                 "from the definitions)",
+          unit="relative difference", direction="<", threshold="printed_exact"),
     Claim("2a", title="layer 2: nearer keys score higher", section="3.2, 4.1",
           statement="h is strictly decreasing, so for a fixed query the layer-2 (paper) score increases with the "
                     "key position (nearer keys score higher)",
@@ -215,6 +279,19 @@ CLAIMS = {claim.id: claim for claim in (
           statement="\"... and also strictly increasing for j <= i with fixed i\" (every layer from 2 (paper) on)",
           metric="share of rows resolved increasing with no resolved decrease (family-wise test)",
           unit="share of rows", direction=">=", threshold="strict_rows"),
+    Claim("2d", title="Figure 1 (d) prints Eq. 4", section="3.2 (Fig. 1, Eq. 4)",
+          statement="Figure 1 (d) prints the layer-2 (paper) scores at alpha = 0 of queries and keys 0-2 as 0.154, "
+                    "0.132, 0.150 (the authors' notebook that draws it): Eq. 4's g(i)/(h(i)h(j)) to the printed "
+                    "digits",
+          metric="largest |printed - Eq. 4| over the printed entries (exact)",
+          unit="score", direction="<", threshold="figure_digits"),
+    Claim("2e", title="closer pairs more cosine-similar (Zuo)", section="4.1",
+          statement="The pattern \"aligns with Figure 1 in Zuo et al. (2025) ...: cosine similarity between hidden "
+                    "states ... is higher for closer i, j pairs\", \"since cosine similarity is equivalent to the "
+                    "inner product after l2 normalization\" (the paper's equivalence; checked in the simulation, "
+                    "alpha = 0, every layer from 2 (paper) on)",
+          metric="key-order concordance at a fixed query and query-order concordance at a fixed key, the smaller",
+          unit="share of pairs", direction=">", threshold="concordance"),
     Claim("3a", title="α > 0: layer 2 independent of the query", section="4.1, App. B",
           statement="With alpha > 0 the pattern saturates: at layer 2 (paper) it is nearly independent of the "
                     "query position",
@@ -228,6 +305,12 @@ CLAIMS = {claim.id: claim for claim in (
           statement="\"With higher alpha value, the pattern faster saturate rapidly to a constant on j\" (Fig. 6)",
           metric="unsaturated share at the higher alpha over that at the lower, largest over layers 2+ (paper)",
           unit="ratio", direction="<", threshold="saturation_ratio"),
+    Claim("3d", title="α > 0: saturation grows with the layer", section="4.1",
+          statement="\"The same saturation is more evident in the later layers\" (alpha > 0); in i (the sentence's "
+                    "context, 3a's metric) or in j (Appendix B's, 3c's): both readings ours",
+          metric="saturation metric (query share; unsaturated share) at layer L over layer 2 (paper), largest over "
+                 "L >= 3",
+          unit="ratio", direction="<", threshold="layer_saturation"),
     Claim("4a", title="bands not uniform (not relative)", section="4.1",
           statement="Within each diagonal band the scores are not uniform, unlike a relative encoding (every layer "
                     "from 2 (paper) on)",
@@ -306,8 +389,10 @@ CLAIMS = {claim.id: claim for claim in (
           metric="share of the (c) off-diagonal variance that changes with the key at fixed query, keys >= 1",
           unit="variance share", direction="<", threshold="key_share"),
     Claim("7h", title="(c) → (d) off/diagonal grows", section="4.2",
-          statement="(c) to (d): the off-diagonal to diagonal ratio \"is significantly increased\" (W_O, as (a) to "
-                    "(b))",
+          statement="(c) to (d): \"the ratio between the diagonal and off-diagonal elements is significantly "
+                    "increased compared to (c)\", \"analogous to the relationship between (a) and (b)\" (our reading: "
+                    "off-diagonal over diagonal grows, as from (a) to (b); the paper's words name the ratio the other "
+                    "way round)",
           metric="RMS off-diagonal / RMS diagonal of (d) over that of (c), keys >= 1",
           unit="ratio", direction=">", threshold="stage_gain"),
     Claim("7i", title="(g) pattern inverted", section="4.2",
@@ -317,6 +402,28 @@ CLAIMS = {claim.id: claim for claim in (
     Claim("7j", title="(h) pattern restored", section="4.2",
           statement="(h) \"a subsequent LayerNorm restores it\"",
           metric="key-order concordance of (h), keys >= 1",
+          unit="share of key pairs", direction=">", threshold="concordance"),
+    Claim("7k", title="(e) almost identical to (d)", section="4.2",
+          statement="(d) to (e): \"After adding the residual (e), the trend is almost identical to (d)\"",
+          metric="smaller Pearson r of (d) and (e): over their diagonals and over their off-diagonal entries, "
+                 "keys >= 1",
+          unit="correlation", direction=">", threshold="pattern_r"),
+    Claim("7l", title="(c) diagonal follows h'(i)²", section="4.2, App. A.2",
+          statement="(c) \"The diagonal corresponds to h(i)^2 with the residual term removed\": h'(i)^2 of A.2 "
+                    "(the squared norm <x_i^(1), x_i^(1)>), at alpha = 0 as (a) \"corresponds to the case alpha = 0\"",
+          metric="Pearson r of the diagonal of (c) with the closed form h'(i)^2 (alpha = 0, no residual), "
+                 "positions >= 1",
+          unit="correlation", direction=">", threshold="pattern_r"),
+    Claim("7m", title="(c) off-diagonal weakly dependent on i", section="4.2, App. A.2",
+          statement="(c) \"g'(i) is ... only weakly dependent on i, explaining the uniformity of the off-diagonal "
+                    "elements\" (next to the diagonal, which falls with i)",
+          metric="SD over queries of the mean off-diagonal entry of each row of (c) / SD of its diagonal, keys >= 1",
+          unit="ratio of SDs", direction="<", threshold="query_spread"),
+    Claim("7n", title="Fig. 8: later layers increasing", section="4.2, App. C (Fig. 8)",
+          statement="Figure 8 shows the later layers' attention patterns (\"drawn with a same manner to Figure "
+                    "3\") without a word on them; our reading: the increasing pattern of (i) (7a) holds in every "
+                    "later layer (one row per layer, keys >= 1)",
+          metric="key-order concordance of the layer's scores, keys >= 1",
           unit="share of key pairs", direction=">", threshold="concordance"),
     Claim("8a", title="LLM: non-relative pattern, per layer", section="5.2",
           statement="Pretrained RoPE LLMs show a non-relative pattern at a scale that is not negligible next to "
@@ -339,9 +446,10 @@ CLAIMS = {claim.id: claim for claim in (
           metric="mean diagonal-normalised score of keys 1-4 / score SD, keys >= 1",
           unit="score SDs", direction=">", threshold="first_keys", per_layer=True),
     Claim("9a", title="verdicts the same under both input laws", section="4.1",
-          statement="The verdicts do not depend on how the inputs are drawn: the paper's law (exact unit norm and "
-                    "E<x_i, x_j> = alpha) and the authors' notebooks' (\"a shared Gaussian component with an "
-                    "independent Gaussian noise component\") agree",
+          statement="The verdicts do not depend on how the inputs are drawn: the paper's construction (\"a shared "
+                    "Gaussian component with an independent Gaussian noise component\", as in the authors' notebooks) "
+                    "and our exact-moment law (unit norm and E<x_i, x_j> = alpha exactly; a robustness check of ours) "
+                    "agree",
           metric="agreement of a claim's verdicts under the two laws (1 same, 0.5 one inconclusive, 0 opposite)",
           unit="agreement", direction=">", threshold="law_agreement"),
 )}
@@ -359,17 +467,17 @@ class Topic:
 
 TOPICS = {topic.number: topic for topic in (
     # Sections 3-4, App. A-B: the causal mask alone, in simulation
-    Topic(1, "Eq. 4 and the closed forms", "1-3"),
-    Topic(2, "the increasing pattern at α = 0", "1-3"),
-    Topic(3, "α > 0", "1-3"),
+    Topic(1, "Eq. 4 and the closed forms", "1"),
+    Topic(2, "the increasing pattern at α = 0", "2-3"),
+    Topic(3, "α > 0", "2-3"),
     # 4.1, 5.1, App. B, D: the pattern's kind, LayerNorm, RoPE
     Topic(4, "not relative, not absolute", "4-6"),
     Topic(5, "LayerNorm's scaling", "4-6"),
     Topic(6, "RoPE", "4-6"),
-    # 4.2, 5.2: trained and pretrained models; 9: the simulations' input law
-    Topic(7, "the trained NoPE model", "7-9"),
-    Topic(8, "pretrained RoPE LLMs", "7-9"),
-    Topic(9, "the input law", "7-9"),
+    # 4.2, 5.2: trained and pretrained models (claim 7 on a page of its own: 7a-7n); 9: the simulations' input law
+    Topic(7, "the trained NoPE model", "7"),
+    Topic(8, "pretrained RoPE LLMs", "8-9"),
+    Topic(9, "the input law", "8-9"),
 )}
 # the claims figure's pages, in order: page -> the claim numbers it shows
 PAGES = {page: tuple(n for n, topic in TOPICS.items() if topic.page == page)
@@ -401,28 +509,34 @@ def ledger_pages(claim: int | None = None) -> list[str]:
     return pages
 
 
-def verdict(value: float, uncertainty: float, threshold: float, direction: str, z: float = THRESHOLDS["z"]) -> str:
-    """'supported' if value clears the threshold in `direction` by more than z uncertainties, 'not
-    supported' if it misses it by more than that, else 'inconclusive' (also for NaN value or uncertainty)."""
-    if direction not in (">", "<"):
-        raise ValueError(f"direction must be '>' or '<', got {direction!r}")
-    if not (np.isfinite(value) and np.isfinite(uncertainty) and np.isfinite(threshold)):
-        return "inconclusive"
-    sign = 1.0 if direction == ">" else -1.0
-    margin = z * uncertainty
-    if sign * (value - threshold) > margin:
+def verdict(p_value: float, p_against: float, alpha: float = THRESHOLDS["family_alpha"]) -> str:
+    """'supported' if p_value <= alpha, 'not supported' if p_against <= alpha, else 'inconclusive' (also for
+    NaN p's, and where both are <= alpha, which one-sided p's of one estimate cannot be: they sum to 1). The
+    ledger passes Holm-adjusted p's (family.adjust)."""
+    p_value, p_against = float(p_value), float(p_against)
+    if p_value <= alpha and not p_against <= alpha:
         return "supported"
-    if sign * (threshold - value) > margin:
+    if p_against <= alpha and not p_value <= alpha:
         return "not supported"
     return "inconclusive"
+
+
+# settings that were removed, and what replaces them (a config that still names one gets this in its error)
+REMOVED_THRESHOLDS = {
+    "z": "claims.thresholds.family_alpha (the family-wise error rate of the Holm-adjusted verdicts, default 0.05)",
+    "strict_level": "claims.thresholds.family_alpha (2c's pairwise tests are part of the ledger's Holm family)",
+}
 
 
 def merge_thresholds(overrides: dict | None) -> dict:
     merged = dict(THRESHOLDS)
     for key, value in (overrides or {}).items():
+        if key in REMOVED_THRESHOLDS:
+            raise ValueError(f"claims.thresholds.{key} was removed (issue 23: verdicts are Holm-adjusted p-values, "
+                             f"no longer a margin in standard errors); use {REMOVED_THRESHOLDS[key]}")
         if key not in THRESHOLDS:
             raise ValueError(f"unknown claims threshold {key!r}; known: {sorted(THRESHOLDS)}")
         merged[key] = float(value)
-    if not merged["z"] >= 0:
-        raise ValueError(f"claims threshold 'z' must be >= 0, got {merged['z']}")
+    if not 0 < merged["family_alpha"] < 1:
+        raise ValueError(f"claims threshold 'family_alpha' must be in (0, 1), got {merged['family_alpha']}")
     return merged

@@ -4,9 +4,14 @@ The extraction keeps its sums per contiguous group of sequences (groups.parquet)
 the sequences (models.sequences.llm_sequences), so the first k groups are a random subset of k / G of them:
 every claim of 8 is measured again on them, with no new extraction, at k = G, ceil(G / 2), ceil(G / 4), ...
 down to `min_groups` (a bootstrap over fewer groups says little). At k = G the measure is the ledger's own
-(the same LedgerInputs, seed and thresholds), so the last point of each curve is the ledger's row; below it,
-the estimate is the first groups' sums over their sequences and the bootstrap draws k groups
-(replicates.LedgerInputs.first_groups_view).
+(the same LedgerInputs, seed and thresholds), so the last point of each curve has the ledger row's value
+and uncertainty; below it, the estimate is the first groups' sums over their sequences and the bootstrap
+draws k groups (replicates.LedgerInputs.first_groups_view).
+
+Verdicts: the ledger's rule (catalogue.verdict after family.adjust), Holm within each rebuilt set of rows:
+the claim 8 rows of one model at one N. That family is smaller than the ledger's (every claim, every
+model), so at k = G the verdict equals the ledger's only where the ledger's family is the same (a ledger
+of that model's claim 8 alone); elsewhere it can be less strict.
 
 `convergence_frame` gives CONVERGENCE_COLUMNS; `note_flips` adds to each ledger row of claim 8 whose verdict
 is not the same at every N a note saying so, with the verdict at each N.
@@ -19,12 +24,14 @@ import math
 import pandas as pd
 
 from causalpos.analysis.claims.catalogue import merge_thresholds
+from causalpos.analysis.claims.family import adjust
 from causalpos.analysis.claims.models import claim8
 from causalpos.analysis.claims.replicates import GROUP_NEEDS, SCORE_NEEDS, LedgerInputs
 from causalpos.tables import require_columns
 
-CONVERGENCE_COLUMNS = ["model", "n_sequences", "claim_id", "layer", "value", "uncertainty", "verdict", "n_groups",
-                       "seq_len", "threshold", "direction", "z"]
+CONVERGENCE_COLUMNS = ["model", "n_sequences", "claim_id", "layer", "value", "uncertainty", "verdict", "p_value",
+                       "p_adjusted", "p_against", "p_against_adjusted", "n_groups", "seq_len", "threshold",
+                       "direction", "alpha"]
 FLIP_NOTE = "verdict changes with N"  # the start of the ledger's note for a claim whose verdict flips
 
 
@@ -54,12 +61,10 @@ def convergence_frame(scores: pd.DataFrame, groups: pd.DataFrame, thresholds: di
         data = LedgerInputs(None, None, scores[scores["model"] == model], None, model_groups, n_bootstrap, seed)
         for k in group_levels(len(counts), min_groups):
             view = data if k == len(counts) else data.first_groups_view(k)
-            for found in claim8(view, th):
-                rows.append({"model": model, "n_sequences": int(counts.iloc[:k].sum()), "claim_id": found["claim_id"],
-                             "layer": found["layer"], "value": found["value"], "uncertainty": found["uncertainty"],
-                             "verdict": found["verdict"], "n_groups": k,
+            for found in adjust(claim8(view, th), th["family_alpha"]):  # Holm within this model's claim 8 at k
+                rows.append({"model": model, "n_sequences": int(counts.iloc[:k].sum()), "n_groups": k,
                              "seq_len": int(scores.loc[scores["model"] == model, "seq_len"].max()),
-                             "threshold": found["threshold"], "direction": found["direction"], "z": found["z"]})
+                             **{c: found[c] for c in CONVERGENCE_COLUMNS if c in found}})
     frame = pd.DataFrame(rows, columns=CONVERGENCE_COLUMNS)
     frame["layer"] = frame["layer"].astype("Int64")
     return frame.sort_values(["model", "claim_id", "layer", "n_sequences"], ignore_index=True, na_position="first")

@@ -7,29 +7,38 @@ import math
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.claims import closed_forms, models, robustness, simulation, stages
+from causalpos.analysis.claims import closed_forms, later_layers, models, robustness, simulation, stages
 from causalpos.analysis.claims.catalogue import (CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS,
                                                  merge_thresholds)
+from causalpos.analysis.claims.family import adjust, in_family, is_exact
 from causalpos.analysis.claims.replicates import LedgerInputs
+from causalpos.analysis.triangles import FIRST_KEYS
 
-# the builders that read the simulation tables, in claim order: built again on the official-law twins (claim 9a)
-SIM_BUILDERS = (simulation.claim1, closed_forms.claim1_appendix, simulation.claim2, simulation.claim3,
-                simulation.claim4, simulation.claim5, simulation.claim6, models.claim7)
+# the builders that read the simulation tables, in claim order: built again on the exact-law twins (claim 9a)
+SIM_BUILDERS = (simulation.claim1, closed_forms.claim1_appendix, simulation.claim2,
+                later_layers.claim2_figure1_cosine, simulation.claim3, later_layers.claim3_by_layer, simulation.claim4,
+                simulation.claim5, simulation.claim6, models.claim7)
 BUILDERS = SIM_BUILDERS + (stages.claim7_stages, models.claim8)
 
 
 def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, scores: pd.DataFrame | None,
                  intermediates: pd.DataFrame | None, groups: pd.DataFrame | None, thresholds: dict | None = None,
-                 n_bootstrap: int = 200, seed: int = 0) -> pd.DataFrame:
+                 n_bootstrap: int = 200, seed: int = 0,
+                 simulation_groups: pd.DataFrame | None = None) -> pd.DataFrame:
     """The claims ledger: one row per claim and setting (see the module docstring), claims in order 1a .. 9a.
 
     Any table may be None or empty: the claims that need it get rows with value NaN, verdict
     "inconclusive" and a note. A table missing a needed column raises ValueError.
+
+    Verdicts: Holm over the ledger's rows (family.adjust, at thresholds' family_alpha), after every builder
+    ran; the exact-law twin rows that claim 9a compares get a Holm of their own first (their family: the twin
+    rows), so that both verdicts of a pair follow the same rule. 9a's rows are not tests (outside the family).
     """
     th = merge_thresholds(thresholds)
     if int(n_bootstrap) < 2:
         raise ValueError(f"n_bootstrap must be >= 2 to estimate an uncertainty, got {n_bootstrap}")
-    data = LedgerInputs(simulations, theory, scores, intermediates, groups, int(n_bootstrap), int(seed))
+    data = LedgerInputs(simulations, theory, scores, intermediates, groups, int(n_bootstrap), int(seed),
+                        simulation_groups)
     rows = []
     for build in BUILDERS:
         rows.extend(build(data, th))
@@ -38,7 +47,8 @@ def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, 
         twins = data.twin_view()
         for build in SIM_BUILDERS:
             twin_rows.extend(build(twins, th))
-    rows.extend(robustness.claim9(rows, twin_rows, data, th))
+    rows = adjust(rows, th["family_alpha"])
+    rows.extend(robustness.claim9(rows, adjust(twin_rows, th["family_alpha"]), data, th))
     ledger = pd.DataFrame(rows)
     for column in EXTRA_COLUMNS:
         if column not in ledger.columns:
@@ -65,10 +75,30 @@ def cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def ledger_z(ledger: pd.DataFrame) -> float:
-    if "z" in ledger.columns and ledger["z"].notna().any():
-        return float(ledger["z"].dropna().iloc[0])
-    return THRESHOLDS["z"]
+def ledger_alpha(ledger: pd.DataFrame) -> float:
+    """The family-wise alpha the ledger's verdicts used (its `alpha` column; the default without one)."""
+    if "alpha" in ledger.columns and ledger["alpha"].notna().any():
+        return float(ledger["alpha"].dropna().iloc[0])
+    return THRESHOLDS["family_alpha"]
+
+
+def format_p(p: float, underflow: bool = True) -> str:
+    if not np.isfinite(p):
+        return "n/a"
+    if p == 0:  # the normal tail below the smallest double, or a replicate SD of 0 (no underflow)
+        return "<1e-300" if underflow else "0"
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
+def p_text(row) -> str:
+    """The adjusted p's for and against the claim ("exact" for an exact row, "n/a" without p's)."""
+    p_for, p_against = float(row.get("p_adjusted", np.nan)), float(row.get("p_against_adjusted", np.nan))
+    if not (np.isfinite(p_for) or np.isfinite(p_against)):
+        return "n/a"
+    if is_exact(row.get("exact")):
+        return "exact"
+    underflow = float(row.get("uncertainty", np.nan)) != 0
+    return f"{format_p(p_for, underflow)} / {format_p(p_against, underflow)}"
 
 
 # per model and layer (8a, 8d): one summary line per model, the layers in a table below
@@ -80,8 +110,12 @@ def verdict_cell(verdict: str) -> str:
 
 
 def counts_text(verdicts: pd.Series) -> str:
+    """"n supported, n not supported, n inconclusive", then the rows that hold by construction apart (not tests)."""
     counts = verdicts.value_counts()
-    return ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS)
+    tested = [v for v in VERDICTS if v != "by construction"]
+    text = ", ".join(f"{counts.get(v, 0)} {v}" for v in tested)
+    built = counts.get("by construction", 0)
+    return text + (f"; {built} by construction (not a test)" if built else "")
 
 
 def threshold_text(row) -> str:
@@ -91,19 +125,28 @@ def threshold_text(row) -> str:
 def ledger_markdown(ledger: pd.DataFrame) -> str:
     """The ledger as Markdown: one table of every claim (its statement on its first row; the per-layer claims
     8a and 8d summarised per model, claim 9a in one line), then a table of claims 8a and 8d per model and
-    layer, and one of claim 9a's comparisons of the two input laws."""
-    z = ledger_z(ledger)
+    layer, one of claim 7 with the first k keys left out (models.KEY_SWEEP), and one of claim 9a's comparisons of
+    the two input laws."""
+    alpha = ledger_alpha(ledger)
+    m = int(in_family(ledger).sum())
     lines = [
-        "Each row is one claim of the paper measured in one setting: value ± one standard error (Monte Carlo "
-        "standard errors for the simulations, a bootstrap over sequences for the trained and pretrained "
-        f"models). A claim is **supported** where the value clears its threshold by more than {z:g} standard "
-        f"errors, **not supported** where it misses it by more than {z:g}, and inconclusive in between; claims "
-        "2c (a test row by row) and 6b (several regions that must agree) have their own rule, in their notes and "
-        "in `src/causalpos/analysis/claims/`. Closed forms (1c-1e) are exact: no uncertainty. Layers are "
-        "numbered as in the paper (from 1), positions from 0 as in the tables.",
+        "Each row is one claim of the paper measured in one setting: value ± one standard error (the spread of "
+        "the metric itself under a bootstrap over groups of Monte Carlo sample blocks for the simulations, over "
+        "groups of sequences for the trained and pretrained models). Each row tests its claim one-sided against its threshold (normal approximation, z = (value - "
+        "threshold) / standard error): a p-value for the claim and one against it, each Holm-adjusted over the "
+        f"{m} rows that test something (column p (adjusted), for / against). A claim is **supported** where "
+        f"its adjusted p is at most {alpha:g}, **not supported** where the adjusted p against it is, and "
+        f"inconclusive otherwise: the chance of any false \"supported\" among the {m} rows is at most {alpha:g}, "
+        f"and so is the chance of any false \"not supported\" (Holm, whatever the dependence between the rows). "
+        "Claims 2c (every step of every row for it, any decreasing pair of keys against, Bonferroni over the "
+        "pairs) and 6b (every named region must agree, either way) combine sub-tests into one p each way. Exact "
+        "rows (closed forms, symbolic checks) are certain, not counted among the tests; 9a compares two verdicts "
+        "and is not a test (the twins it compares are adjusted in a family of their own); a property that holds "
+        "by construction is marked so. Layers are numbered as in the paper (from 1), positions from 0 as in the "
+        "tables.",
         "",
-        "| claim | setting | metric | value | threshold | verdict |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| claim | setting | metric | value | threshold | p (adjusted), for / against | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     per_layer = ledger[ledger["claim_id"].isin(PER_LAYER) & ledger["layer"].notna()]
     law = ledger[(ledger["claim_id"] == "9a") & ledger["compared_claim"].notna()] \
@@ -120,19 +163,20 @@ def ledger_markdown(ledger: pd.DataFrame) -> str:
             summarised.add((row["claim_id"], row["model"]))
             rows = per_layer[(per_layer["claim_id"] == row["claim_id"]) & (per_layer["model"] == row["model"])]
             lines.append(f"| {claim} | {cell(row['model'])}, each of {len(rows)} layers | {metric} | see below | "
-                         f"{threshold_text(row)} | {counts_text(rows['verdict'])} |")
+                         f"{threshold_text(row)} | see below | {counts_text(rows['verdict'])} |")
             continue
         if row["claim_id"] == "9a" and len(law) and pd.notna(row.get("compared_claim")):
             if "9a" in summarised:
                 continue
             summarised.add("9a")
             text = f"{len(law)} claim and setting pairs: {counts_text(law['verdict'])}"
-            lines.append(f"| {claim} | official-law twins, {len(law)} comparisons (below) | {metric} | "
-                         f"{(law['value'] == 1).sum()} of {len(law)} the same | {threshold_text(row)} | {text} |")
+            lines.append(f"| {claim} | exact-law twins, {len(law)} comparisons (below) | {metric} | "
+                         f"{(law['value'] == 1).sum()} of {len(law)} the same | {threshold_text(row)} | not a test | "
+                         f"{text} |")
             continue
         value = format_value(row["value"], row["uncertainty"])
         lines.append(f"| {claim} | {cell(row['setting'])} | {metric} | {value} | {threshold_text(row)} | "
-                     f"{verdict_cell(row['verdict'])} |")
+                     f"{p_text(row)} | {verdict_cell(row['verdict'])} |")
     if len(per_layer):
         lines += ["", "Claims 8a and 8d per layer. Non-relative amplitude (8a): the RMS of the scores' departure from "
                   "a function of i - j over the RMS spread of the scores, over keys >= 1 (the verdict's metric) and "
@@ -141,7 +185,7 @@ def ledger_markdown(ledger: pd.DataFrame) -> str:
                   "score of keys 1 to S/4 in score SDs (< 0: the first keys score lower than their diagonals, > 0: "
                   "higher). First keys (8d): the same for keys 1-4, and for key 0 alone.", "",
                   "| model | layer | 8a amplitude, keys >= 1 | with key 0 | range ratio | left-region deficit | "
-                  "8a verdict | 8d keys 1-4 | key 0 | 8d verdict |",
+                  "8a verdict (p adjusted, for / against) | 8d keys 1-4 | key 0 | 8d verdict (p) |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         amp = per_layer[per_layer["claim_id"] == "8a"].set_index(["model", "layer"])
         first = per_layer[per_layer["claim_id"] == "8d"].set_index(["model", "layer"])
@@ -152,23 +196,37 @@ def ledger_markdown(ledger: pd.DataFrame) -> str:
             def pick(frame, value, se):
                 return "" if frame is None else format_value(frame[value], frame[se])
 
+            def judged(frame):
+                return "" if frame is None else f"{frame['verdict']} ({p_text(frame)})"
+
             lines.append(f"| {cell(key[0])} | {int(key[1]) + 1} | {pick(a, 'value', 'uncertainty')} | "
                          f"{pick(a, 'value_with_sink', 'uncertainty_with_sink')} | "
                          f"{pick(a, 'range_ratio', 'range_ratio_uncertainty')} | "
                          f"{pick(a, 'left_deficit', 'left_deficit_uncertainty')} | "
-                         f"{'' if a is None else a['verdict']} | {pick(f, 'value', 'uncertainty')} | "
-                         f"{pick(f, 'sink_emphasis', 'sink_emphasis_uncertainty')} | "
-                         f"{'' if f is None else f['verdict']} |")
+                         f"{judged(a)} | {pick(f, 'value', 'uncertainty')} | "
+                         f"{pick(f, 'sink_emphasis', 'sink_emphasis_uncertainty')} | {judged(f)} |")
+    sweep = ledger[(ledger["claim"] == 7) & ledger["value"].notna()]
+    if len(sweep):  # claim 7 with the first k keys left out (catalogue's docstring, First keys)
+        lines += ["", "Claim 7 with the first keys left out: each row's metric over the keys (and diagonal positions) "
+                  f">= k. The verdict is on k = {models.KEYS_FROM} (key 0, the attention sink, left out); k = "
+                  f"{models.KEYS_FROM + FIRST_KEYS} leaves out the sink and the first few keys of 8d too.", "",
+                  "| claim | setting | " + " | ".join(f"k = {k}" for k in models.KEY_SWEEP) + " |",
+                  "| --- | --- |" + " --- |" * len(models.KEY_SWEEP)]
+        for _, row in sweep.iterrows():
+            values = [format_value(row["value"], row["uncertainty"]) if k == models.KEYS_FROM else
+                      format_value(*(row[c] for c in models.sweep_columns(k))) for k in models.KEY_SWEEP]
+            lines.append(f"| {row['claim_id']} | {cell(row['setting'])} | " + " | ".join(values) + " |")
     if len(law):
-        lines += ["", "Claim 9a: each claim and setting measured on a paper-law variant that has an official-law twin "
-                  "(the authors' notebooks' inputs: the same parameters but the sampler), measured again with the "
-                  "twin in its place, and both verdicts.", "",
-                  "| claim | setting | paper law | official law | verdicts |", "| --- | --- | --- | --- | --- |"]
+        lines += ["", "Claim 9a: each claim and setting measured on a variant of the paper's construction (sampler "
+                  "official) that has an exact-law twin (our exact-moment law: the same parameters but the sampler), "
+                  "measured again with the twin in its place, and both verdicts.", "",
+                  "| claim | setting | paper's construction | exact-moment law | verdicts |",
+                  "| --- | --- | --- | --- | --- |"]
         for _, row in law.iterrows():
             same = {1.0: "the same", 0.5: "one inconclusive", 0.0: "**opposite**"}.get(float(row["value"]), "")
             setting = str(row["setting"]).split(": ", 1)[-1]
             lines.append(f"| {row['compared_claim']} | {cell(setting)} | "
-                         f"{format_value(row['paper_value'], row['paper_uncertainty'])}, {row['paper_verdict']} | "
                          f"{format_value(row['official_value'], row['official_uncertainty'])}, "
-                         f"{row['official_verdict']} | {same} |")
+                         f"{row['official_verdict']} | {format_value(row['exact_value'], row['exact_uncertainty'])}, "
+                         f"{row['exact_verdict']} | {same} |")
     return "\n".join(lines) + "\n"

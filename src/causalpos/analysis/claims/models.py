@@ -1,7 +1,10 @@
 """Claims 7-8: the trained NoPE model (Section 4.2) and pretrained RoPE LLMs (Section 5.2).
 
 Each builder takes the LedgerInputs and the thresholds and returns ledger rows; its docstring says why
-its metric measures the claim. Key 0 (the attention sink) is left out of the verdicts and reported apart.
+its metric measures the claim. The first keys are treated one way in claims 7 and 8 (catalogue's docstring):
+key 0 is the attention sink, left out of every value and verdict (keys and positions >= KEYS_FROM); the first
+few keys 1..FIRST_KEYS belong to the pattern (8d measures them); claim 7's rows report each metric again with
+the first k keys left out, k in KEY_SWEEP (columns SWEEP_COLUMNS), claim 8's report key 0 apart.
 """
 
 from __future__ import annotations
@@ -14,6 +17,40 @@ from causalpos.analysis.claims.rows import (BASE, absent_row, paper_layer, refer
 from causalpos.analysis.triangles import (FIRST_KEYS, band_statistics, concordance, nearer_key_advantage,
                                           off_diagonal_std, query_share, safe_ratio, visible_window)
 
+# Key 0 is the attention sink: "a vivid line at the 0th column" that the paper sets aside (Section 4.2), and
+# alone it can decide an order statistic or make a non-relative pattern. Every value and verdict of claims 7
+# and 8 is over the keys (and diagonal positions) >= KEYS_FROM.
+SINK_KEY = 0
+KEYS_FROM = SINK_KEY + 1
+# Ours: past the bright band over keys 1-12 of the larger NoPE model (docs/models.md), a third of S = 50.
+FAR_KEYS = 16
+# Claim 7's sensitivity to the first keys: each metric with the first k keys left out: with the sink (0), the
+# verdict's (KEYS_FROM), without Section 5.2's "first few keys" too (8d's keys 1..FIRST_KEYS), and from FAR_KEYS.
+KEY_SWEEP = (0, KEYS_FROM, KEYS_FROM + FIRST_KEYS, FAR_KEYS)
+MIN_POSITIONS = 3  # a key order needs a row with two keys: positions k, k + 1 and the query k + 2
+
+
+def sweep_columns(k: int) -> tuple[str, str]:
+    """The ledger's columns of a metric with the first k keys left out (keys >= k): value and uncertainty."""
+    return f"value_keys_from{k}", f"uncertainty_keys_from{k}"
+
+
+SWEEP_COLUMNS = [c for k in KEY_SWEEP if k != KEYS_FROM for c in sweep_columns(k)]
+
+
+def key_sweep(metric, size: int) -> tuple[np.ndarray | None, dict]:
+    """metric(k) -> [estimate, replicates...] over the keys >= k: its values at KEYS_FROM (None where the matrix
+    is too small) and the sweep's other cuts as ledger columns (NaN where fewer than MIN_POSITIONS remain)."""
+    def at(k):
+        return metric(k) if size - k >= MIN_POSITIONS else None
+
+    columns = {}
+    for k in KEY_SWEEP:
+        if k != KEYS_FROM:
+            values = at(k)
+            columns.update(zip(sweep_columns(k), estimate(values) if values is not None else (np.nan, np.nan)))
+    return at(KEYS_FROM), columns
+
 
 def nope_models(data: LedgerInputs) -> list[str]:
     """The trained NoPE models: kind "trained" and "nope" in the name (or, without a kind, in the intermediates)."""
@@ -22,14 +59,14 @@ def nope_models(data: LedgerInputs) -> list[str]:
         models = sorted({str(m) for m in data.intermediates["model"].unique() if "nope" in str(m).lower()})
     return models
 
-def stage_concordance(field: Field) -> np.ndarray:
-    """7a's metric: the key-order concordance of one [S, S] quantity over the keys >= 1 (replicates kept)."""
-    return concordance(field.x, field.size, kmin=1)
+def stage_concordance(field: Field, kmin: int = KEYS_FROM) -> np.ndarray:
+    """7a's metric: the key-order concordance of one [S, S] quantity over the keys >= kmin (replicates kept)."""
+    return concordance(field.x, field.size, kmin=kmin)
 
 
-def standardised_advantage(field: Field) -> np.ndarray:
-    """7b's strength: the nearer-key advantage over keys >= 1 per SD of the off-diagonal entries."""
-    return safe_ratio(nearer_key_advantage(field.x, field.size, 1), off_diagonal_std(field.x, field.size, 1))
+def standardised_advantage(field: Field, kmin: int = KEYS_FROM) -> np.ndarray:
+    """7b's strength: the nearer-key advantage over keys >= kmin per SD of the off-diagonal entries."""
+    return safe_ratio(nearer_key_advantage(field.x, field.size, kmin), off_diagonal_std(field.x, field.size, kmin))
 
 
 def alpha0_variants(data: LedgerInputs):
@@ -53,15 +90,17 @@ def alpha0_reference(data: LedgerInputs, size: int, layer: int) -> tuple[str, in
 def claim7(data: LedgerInputs, th: dict) -> list[dict]:
     """The trained NoPE model (kind "trained", name containing "nope"), Figure 3's intermediates.
 
-    Keys >= 1 throughout: column 0 is the attention sink (a "vivid line at the 0th column", Section 4.2),
-    which the paper sets aside and which alone can decide an order statistic.
+    Keys >= 1 throughout (KEYS_FROM): column 0 is the attention sink (a "vivid line at the 0th column", Section
+    4.2), which the paper sets aside and which alone can decide an order statistic. Every row also gives its
+    metric with the first k keys left out, k in KEY_SWEEP (columns SWEEP_COLUMNS; the verdict is on keys >= 1):
+    a bright band over the first keys that does not depend on the query lowers a key order at k = 0 and 1 only.
     7a, stages (f) LN(O) and (i) the next layer's QK^T/sqrt(d): the key-order concordance of claim 2a (share
     of key pairs j < j' < i where the nearer key's Gram entry / score is higher).
     7b: strength relative to the alpha = 0 simulation (l2 / no scaling / no PE / causal / residual, reference
     d, layer 2 (paper)). The model's scores have an arbitrary scale, so strength is standardised: the
     nearer-key advantage divided by the SD of the off-diagonal scores (the spread a per-panel colour scale
-    shows). Ratio model (i) / simulation > 1 = stronger. Uncertainty: bootstrap of the model and Monte
-    Carlo replicates of the simulation, independent.
+    shows). Ratio model (i) / simulation > 1 = stronger; the sweep leaves the same keys out of both. Uncertainty:
+    bootstrap of the model and Monte Carlo replicates of the simulation, independent.
     7c: "a much stronger, i-independent pattern in Q^(2)K^(2)T (i), which more closely resembles the alpha != 0
     case": the query share of claim 3a (the share of the off-diagonal variance of (i) that the key does not
     explain), keys >= 1, bias-corrected.
@@ -76,29 +115,34 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
                 rows_a.append(row("7a", f"{model} {what}", None, th, note=f"no stage {stage} intermediates for "
                                    f"model {model}", label=f"{model} ({stage})", model=model))
                 continue
-            rows_a.append(row("7a", f"{model} {what}, layer {layer + 1} (paper)",
-                               stage_concordance(field), th,
-                               note=f"{field.source}; with key 0: {concordance(field.x[:, :1], field.size)[0]:.3g}",
-                               layer=layer, label=f"{model} ({stage})", model=model))
+            values, sweep = key_sweep(lambda k, f=field: stage_concordance(f, k), field.size)
+            rows_a.append(row("7a", f"{model} {what}, layer {layer + 1} (paper)", values, th, note=field.source,
+                              layer=layer, label=f"{model} ({stage})", model=model, **sweep))
         field, layer = data.intermediate_field(model, "i")
         if field is None:
             rows_c.append(row("7c", f"{model} (i)", None, th, note="no stage i intermediates", label=model,
                               model=model))
         else:
-            share = debias(query_share(field.x, field.size, 1))
-            rows_c.append(row("7c", f"{model} (i), layer {layer + 1} (paper)", share, th, note=field.source,
-                              layer=layer, label=model, model=model))
+            values, sweep = key_sweep(lambda k: debias(query_share(field.x, field.size, k)), field.size)
+            rows_c.append(row("7c", f"{model} (i), layer {layer + 1} (paper)", values, th, note=field.source,
+                              layer=layer, label=model, model=model, **sweep))
         if field is None or sims.empty:
             rows_b.append(row("7b", f"{model} (i)", None, th, note="no stage i intermediates" if field is None
                                else "no alpha = 0 l2 variant", label=model, model=model))
             continue
         variant, sim_layer, sim = alpha0_reference(data, field.size, layer)  # the same depth as (i): 1 by default
+
+        def gain(k):
+            if sim.size - k < MIN_POSITIONS:
+                return np.full(field.x.shape[1], np.nan)
+            return safe_ratio(standardised_advantage(field, k), standardised_advantage(sim, k))
+
+        values, sweep = key_sweep(gain, field.size)
         strength, reference = standardised_advantage(field), standardised_advantage(sim)
         rows_b.append(row("7b", f"{model} (i), layer {layer + 1} (paper) vs {setting_label(sims.loc[variant])}, "
-                           f"{paper_layer(sim_layer)}",
-                           safe_ratio(strength, reference), th,
+                           f"{paper_layer(sim_layer)}", values, th,
                            note=f"{field.source}; model {strength[0]:.3g}, simulation ({variant}) {reference[0]:.3g} "
-                           "nearer-key advantage per score SD", layer=layer, label=model, model=model))
+                           "nearer-key advantage per score SD", layer=layer, label=model, model=model, **sweep))
     if not rows_a:
         why = "no trained NoPE model (kind trained, name containing 'nope') in the tables"
         rows_a.append(absent_row("7a", th, why))
@@ -124,9 +168,10 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
     diagonal-normalised pattern over that of the raw scores (triangles.pattern_range_ratio, keys >= 1;
     Figure 5's colour scale uses those quantiles), bias-corrected; the median over layers 2+ (paper).
     8d (per layer): "this pattern non-uniformly emphasizes the first few keys": the mean diagonal-normalised
-    score of keys 1-4 (bands recentred without key 0) in score SDs (triangles.first_keys_emphasis): > 0 = the
-    first few keys score above their diagonals. The attention-sink key 0 is reported apart
-    (``sink_emphasis``), since a sink alone would make any first-keys statistic.
+    score of keys 1-FIRST_KEYS (bands recentred without key 0) in score SDs (triangles.first_keys_emphasis):
+    > 0 = the first few keys score above their diagonals. The attention-sink key 0 is reported apart
+    (``sink_emphasis``), since a sink alone would make any first-keys statistic. The same first keys are the
+    ones claim 7's sweep leaves out at k = KEYS_FROM + FIRST_KEYS (KEY_SWEEP).
     """
     rows_a, rows_b, rows_c, rows_d = [], [], [], []
     models = data.models("pretrained")

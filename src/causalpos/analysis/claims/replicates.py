@@ -1,7 +1,9 @@
 """The ledger's inputs as stacks of replicates: the tables indexed once, packed, and resampled.
 
-Simulations get parametric replicates from their Monte Carlo standard errors; trained and pretrained
-models a bootstrap over groups of sequences (the extraction's groups table). See catalogue's docstring.
+Simulations get a bootstrap over groups of sample blocks (the simulation_groups tables: the engine's score sums
+per group of consecutive seeded blocks), trained and pretrained models a bootstrap over groups of sequences (the
+extraction's groups table): either way whole groups are drawn with replacement, so a metric's spread over the
+replicates carries the correlation between the entries of one sample or sequence. See catalogue's docstring.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from causalpos.tril import packed_size
 
 PAPER_D = 64  # the paper's hidden size; the reference d where several d share the other parameters
 SIM_PARAMS = ["norm", "scale", "alpha", "pe", "rope_theta", "mask", "residual", "d", "seq_len", "n_layers"]
-# The input law, from the tables' optional `sampler` column: "full" and "reduced" (and a Variant's "auto") are two
-# exact samplers of the paper's law (unit norm, E<x_i, x_j> = alpha), law "paper"; "official", the authors'
-# notebooks' x_i = normalize(g_i + l u), is law "official". No column: the paper's law. With SIM_PARAMS the law
-# identifies a variant, so a paper-law variant and its official-law twin are two settings.
-LAWS = {"official": "official"}  # sampler -> law; any other sampler is the paper's law
-PAPER_LAW = "paper"
+# The input law, from the tables' optional `sampler` column: "official" (the paper's construction, Section 4.1,
+# the default) is law "official"; "exact_full" and "exact_reduced" (and a Variant's "exact"; before issue 23
+# "full", "reduced", "auto") are two samplers of our exact-moment law (unit norm, E<x_i, x_j> = alpha exactly),
+# law "exact", the robustness check. No column: the main law. With SIM_PARAMS the law identifies a variant, so a
+# variant and its exact-law twin are two settings.
+MAIN_LAW = "official"
+LAWS = {name: "exact" for name in ("exact", "exact_full", "exact_reduced", "auto", "full", "reduced")}
 VARIANT_KEYS = SIM_PARAMS + ["law"]
 # the columns each input table must have
 SIM_NEEDS = ["variant", "layer", "query_pos", "key_pos", "score_mean", "score_sem"] + SIM_PARAMS
@@ -33,6 +36,7 @@ THEORY_NEEDS = ["alpha", "residual", "query_pos", "key_pos", "score"]
 SCORE_NEEDS = ["model", "kind", "layer", "query_pos", "key_pos", "score_mean", "score_sem", "seq_len"]
 INTERMEDIATE_NEEDS = ["model", "layer", "stage", "query_pos", "key_pos", "value", "seq_len"]
 GROUP_NEEDS = ["model", "quantity", "stage", "layer", "group", "n_sequences", "seq_len", "sums"]
+SIM_GROUP_NEEDS = ["variant", "layer", "group", "n_samples", "seq_len", "sums"]
 
 
 def debias(values: np.ndarray) -> np.ndarray:
@@ -59,21 +63,21 @@ def estimate(values: np.ndarray) -> tuple[float, float]:
 
 
 def law_of(sampler: pd.Series) -> pd.Series:
-    """The input law of each sampler value (see LAWS); missing values are the paper's law."""
-    return sampler.map(lambda s: LAWS.get(str(s).strip().lower(), PAPER_LAW) if isinstance(s, str) else PAPER_LAW)
+    """The input law of each sampler value (see LAWS); missing values are the main law."""
+    return sampler.map(lambda s: LAWS.get(str(s).strip().lower(), MAIN_LAW) if isinstance(s, str) else MAIN_LAW)
 
 
 def find_twins(params: pd.DataFrame) -> dict:
-    """{paper-law variant: official-law variant with the same SIM_PARAMS} (the first by name where several)."""
+    """{main-law variant: exact-law variant with the same SIM_PARAMS} (the first by name where several)."""
     twins = {}
-    official = params[params["law"] != PAPER_LAW]
-    for variant, p in params[params["law"] == PAPER_LAW].iterrows():
-        same = np.ones(len(official), dtype=bool)
+    exact = params[params["law"] != MAIN_LAW]
+    for variant, p in params[params["law"] == MAIN_LAW].iterrows():
+        same = np.ones(len(exact), dtype=bool)
         for column in SIM_PARAMS:
-            values = official[column].to_numpy()
+            values = exact[column].to_numpy()
             same &= np.isclose(values.astype(float), float(p[column])) if column == "alpha" else values == p[column]
         if same.any():
-            twins[variant] = str(min(official.index[same]))
+            twins[variant] = str(min(exact.index[same]))
     return twins
 
 
@@ -128,9 +132,11 @@ def split_by(frame: pd.DataFrame, keys) -> dict:
 class LedgerInputs:
     """The tables, indexed once, and their replicates (drawn on first use and kept)."""
 
-    def __init__(self, simulations, theory, scores, intermediates, groups, n_bootstrap, seed):
+    def __init__(self, simulations, theory, scores, intermediates, groups, n_bootstrap, seed, simulation_groups=None):
         self.n_bootstrap, self.seed = n_bootstrap, seed
         self.sim = require_columns(simulations, SIM_NEEDS, "simulations", optional=True)
+        sim_groups = require_columns(simulation_groups, SIM_GROUP_NEEDS, "simulation_groups", optional=True)
+        self._sim_groups = split_by(sim_groups, ["variant", "layer"]) if sim_groups is not None else {}
         self.theory = require_columns(theory, THEORY_NEEDS, "theory", optional=True)
         self.scores = require_columns(scores, SCORE_NEEDS, "scores", optional=True)
         self.intermediates = require_columns(intermediates, INTERMEDIATE_NEEDS, "intermediates", optional=True)
@@ -151,7 +157,7 @@ class LedgerInputs:
         self._cache = {}
         self.first_groups = None  # first_groups_view: the models measured on their first groups only
         self.params = self.all_params = None
-        self.twins = {}  # paper-law variant -> its official-law twin
+        self.twins = {}  # main-law variant -> its exact-law twin
         self._identity = {}
         if self.sim is not None:
             first = self.sim.drop_duplicates("variant").set_index("variant")
@@ -160,17 +166,17 @@ class LedgerInputs:
             params["alpha"] = params["alpha"].astype(float).round(9)
             params["n_layers"] = self.sim.groupby("variant")["layer"].max().reindex(params.index) + 1
             # replicates are seeded by a variant's parameters, not its name: renaming changes no number (the
-            # law joins the identity only when it is not the paper's, so that paper-law seeds stay as they were)
+            # law joins the identity only when it is not the main one)
             extra = [c for c in ("n_samples", "seed") if c in self.sim.columns]
-            params["law"] = law_of(first["sampler"]) if "sampler" in first.columns else PAPER_LAW
+            params["law"] = law_of(first["sampler"]) if "sampler" in first.columns else MAIN_LAW
             for v in params.index:
                 ident = tuple(params.loc[v, SIM_PARAMS].tolist()) + tuple(first.loc[v, extra].tolist())
-                if params.loc[v, "law"] != PAPER_LAW:
+                if params.loc[v, "law"] != MAIN_LAW:
                     ident += (params.loc[v, "law"],)
                 self._identity[v] = repr(ident)
             self.all_params = params.sort_index()
             self.twins = find_twins(self.all_params)
-            # the ledger's settings: every paper-law variant, and official-law ones that have no paper-law twin
+            # the ledger's settings: every main-law variant, and exact-law ones that have no main-law twin
             self.params = self.all_params.drop(index=list(self.twins.values()))
 
     def view(self, params: pd.DataFrame) -> "LedgerInputs":
@@ -187,14 +193,19 @@ class LedgerInputs:
         return other
 
     def twin_view(self) -> "LedgerInputs":
-        """The settings with every paper-law variant that has an official-law twin replaced by the twin."""
+        """The settings with every main-law variant that has an exact-law twin replaced by the twin."""
         params = self.params.drop(index=list(self.twins))
         twins = list(dict.fromkeys(self.twins.values()))
         return self.view(pd.concat([params, self.all_params.loc[twins]]).sort_index())
 
-    # -- simulations: parametric replicates from the Monte Carlo standard errors
+    # -- simulations: a bootstrap over groups of sample blocks
 
     def sim_field(self, variant: str, layer: int) -> Field | None:
+        """One layer's mean scores of a variant with their replicates: the groups of sample blocks drawn with
+        replacement (one set of draws per variant, shared by its layers), replicate = the drawn groups' score
+        sums over their samples. Without a simulation_groups table (tables of another tool, older runs): the
+        parametric replicates score_mean + score_sem * N(0, 1), entry by entry, which treat the entries as
+        independent and so understate the spread of a metric over many entries (the field's `source` says)."""
         key = ("sim", variant, layer)
         if key not in self._cache:
             rows = self._sim.get((variant, layer))
@@ -202,10 +213,21 @@ class LedgerInputs:
             if rows is not None:
                 size = int(rows["seq_len"].max())
                 mean, sem = pack(rows, ["score_mean", "score_sem"], size)
-                z = seeded_rng(self.seed, "sim", self._identity[variant], layer).standard_normal((mean.size,
-                                                                                          self.n_bootstrap))
-                field = Field(stack(mean, mean[:, None] + np.nan_to_num(sem, nan=0.0)[:, None] * z), size,
-                               "Monte Carlo standard errors")
+                groups = self._sim_groups.get((variant, layer))
+                if groups is not None:
+                    groups = groups.sort_values("group")
+                    sums = list_matrix(groups["sums"])
+                    if sums.shape[1] != packed_size(size):
+                        raise ValueError(f"simulation_groups, variant {variant!r}: sums of length {sums.shape[1]}, "
+                                         f"expected S(S+1)/2 = {packed_size(size)} for seq_len {size}")
+                    counts = self.group_counts(("sim", self._identity[variant]), len(groups))
+                    reps = (sums.T @ counts, groups["n_samples"].to_numpy(float) @ counts)
+                    field = Field(stack(mean, reps), size, "bootstrap over groups of Monte Carlo sample blocks")
+                else:
+                    z = seeded_rng(self.seed, "sim", self._identity[variant], layer).standard_normal(
+                        (mean.size, self.n_bootstrap))
+                    field = Field(stack(mean, mean[:, None] + np.nan_to_num(sem, nan=0.0)[:, None] * z), size,
+                                  "no simulation_groups table: parametric replicates from score_sem")
             self._cache[key] = field
         return self._cache[key]
 
@@ -217,12 +239,13 @@ class LedgerInputs:
     def score_layers(self, model: str) -> list[int]:
         return sorted(int(layer) for (m, layer) in self._scores if m == model)
 
-    def group_counts(self, model: str, n_groups: int) -> np.ndarray:
-        """[G, R] times each group is drawn in each replicate (G draws with replacement); one set per model,
-        shared by its layers and stages."""
+    def group_counts(self, model, n_groups: int) -> np.ndarray:
+        """[G, R] times each group is drawn in each replicate (G draws with replacement); one set per model (or
+        simulation variant: `model` = ("sim", its identity)), shared by its layers and stages."""
         key = (model, n_groups)
         if key not in self._counts:
-            draws = seeded_rng(self.seed, "bootstrap", model).integers(0, n_groups, size=(self.n_bootstrap, n_groups))
+            parts = ("bootstrap", model) if isinstance(model, str) else ("bootstrap",) + tuple(model)
+            draws = seeded_rng(self.seed, *parts).integers(0, n_groups, size=(self.n_bootstrap, n_groups))
             counts = np.zeros((n_groups, self.n_bootstrap))
             np.add.at(counts, (draws.ravel(), np.repeat(np.arange(self.n_bootstrap), n_groups)), 1.0)
             self._counts[key] = counts

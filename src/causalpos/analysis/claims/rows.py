@@ -8,36 +8,55 @@ import numpy as np
 import pandas as pd
 
 from causalpos.analysis.claims.catalogue import CLAIMS, VERDICTS, verdict
-from causalpos.analysis.claims.replicates import PAPER_D, PAPER_LAW, SIM_PARAMS, VARIANT_KEYS, estimate
+from causalpos.analysis.claims.family import one_sided
+from causalpos.analysis.claims.replicates import MAIN_LAW, PAPER_D, SIM_PARAMS, VARIANT_KEYS, estimate
 
 
 def row(claim_id: str, setting: str, values, thresholds: dict, note: str = "", layer=None, label: str = "",
-        decided: str | None = None, **extra) -> dict:
+        decided: str | None = None, p_value: float | None = None, p_against: float | None = None, **extra) -> dict:
     """A ledger row from [estimate, replicates...] (or (value, uncertainty) for precomputed ones).
 
-    `decided`: the verdict of a claim whose rule is not "value beyond threshold by z uncertainties" (a test
-    row by row, an agreement of several regions); the builder's docstring states the rule."""
+    The row carries its one-sided p's (family.one_sided: the value against the threshold on the claim's
+    side, and on the other) and the verdict they give unadjusted (a family of one); ledger.build_ledger then
+    adjusts the p's over the ledger (family.adjust) and the verdict with them. A precomputed (value, 0.0) is
+    exact (closed forms, symbolic checks): p 0 or 1, outside the Holm family. A claim made of sub-tests (2c's
+    steps, 6b's regions) passes its own `p_value` and `p_against` (family.intersection_union,
+    family.bonferroni_min; the builder's docstring states the rule). `decided`: the verdict of a row that is
+    not a test (9a compares two verdicts; "by construction"): its p's are NaN and it stays outside the family."""
     claim = CLAIMS[claim_id]
-    if isinstance(values, tuple):
+    exact = False
+    if isinstance(values, tuple):  # precomputed; uncertainty 0 here = exact (closed forms, symbolic checks)
         value, se = values
+        exact = se == 0
     elif values is None:
         value, se = math.nan, math.nan
     else:
         value, se = estimate(values)
     threshold = float(thresholds[claim.threshold])
+    alpha = float(thresholds["family_alpha"])
     if decided is not None:
         if decided not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {decided!r}")
+        if p_value is not None or p_against is not None:
+            raise ValueError("a row's verdict comes from its p-values or from `decided` (not a test), not both")
+        p_value = p_against = math.nan
         result = decided
     else:
-        result = verdict(value, se, threshold, claim.direction.rstrip("="), thresholds["z"])
-        if np.isfinite(value) and not np.isfinite(se):
+        if p_value is None and p_against is None:
+            p_value, p_against = one_sided(value, se, threshold, claim.direction.rstrip("="))
+        elif p_value is None or p_against is None:
+            raise ValueError("a row with its own p-values needs both p_value and p_against")
+        p_value, p_against = float(p_value), float(p_against)
+        result = verdict(p_value, p_against, alpha)
+        if np.isfinite(value) and not np.isfinite(p_value):
             note = "; ".join(filter(None, [note, "no uncertainty available, so no verdict"]))
     return {"claim_id": claim.id, "section": claim.section, "statement": claim.statement, "setting": setting,
             "metric": claim.metric, "value": value, "uncertainty": se, "threshold": threshold, "verdict": result,
+            "p_value": p_value, "p_adjusted": p_value, "p_against": p_against, "p_against_adjusted": p_against,
+            "exact": bool(exact),
             "claim": claim.number, "title": claim.title, "direction": claim.direction, "unit": claim.unit,
-            "z": float(thresholds["z"]),
-            "layer": np.nan if layer is None else int(layer), "label": label or setting, "note": note, **extra}
+            "alpha": alpha, "layer": np.nan if layer is None else int(layer), "label": label or setting, "note": note,
+            **extra}
 
 
 def absent_row(claim_id: str, thresholds: dict, why: str) -> dict:
@@ -61,14 +80,14 @@ def setting_label(p) -> str:
         parts.append("no residual")
     parts.append(f"α={float(p['alpha']):g}")
     parts.append(f"d={int(p['d'])}")
-    if p.get("law", PAPER_LAW) != PAPER_LAW:
+    if p.get("law", MAIN_LAW) != MAIN_LAW:
         parts.append(f"{p['law']} law")
     return ", ".join(parts)
 
 
 def law_suffix(p) -> str:
-    """", official" for a variant of another input law than the paper's, else "" (for short labels)."""
-    return "" if p.get("law", PAPER_LAW) == PAPER_LAW else f", {p['law']}"
+    """", exact" for a variant of another input law than the main one, else "" (for short labels)."""
+    return "" if p.get("law", MAIN_LAW) == MAIN_LAW else f", {p['law']}"
 
 
 def select_variants(params: pd.DataFrame | None, **where) -> pd.DataFrame:
@@ -99,7 +118,7 @@ def reference_d(params: pd.DataFrame) -> pd.DataFrame:
 
 def partner_variant(params: pd.DataFrame, variant: str, **change) -> str | None:
     """The variant with the same parameters as `variant` except those in `change` (any depth: the deepest,
-    then the first by name). Of the same input law if there is one, else of any (the paper's first): at
+    then the first by name). Of the same input law if there is one, else of any (the main law first): at
     alpha = 0 the two laws are the same law (i.i.d. uniform on the sphere)."""
     p = params.loc[variant]
     where = {c: p[c] for c in SIM_PARAMS if c != "n_layers"}
@@ -107,9 +126,9 @@ def partner_variant(params: pd.DataFrame, variant: str, **change) -> str | None:
     hits = select_variants(params, **where)
     if hits.empty:
         return None
-    law = p.get("law", PAPER_LAW)
-    laws = hits["law"] if "law" in hits.columns else pd.Series(PAPER_LAW, index=hits.index)
-    return str(min(hits.index, key=lambda v: (laws[v] != law, laws[v] != PAPER_LAW, -int(hits.loc[v, "n_layers"]),
+    law = p.get("law", MAIN_LAW)
+    laws = hits["law"] if "law" in hits.columns else pd.Series(MAIN_LAW, index=hits.index)
+    return str(min(hits.index, key=lambda v: (laws[v] != law, laws[v] != MAIN_LAW, -int(hits.loc[v, "n_layers"]),
                                               str(v))))
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from causalpos.analysis.claims.catalogue import verdict
-from causalpos.analysis.claims.replicates import PAPER_LAW, Field, LedgerInputs, amplitude, debias, estimate
+from causalpos.analysis.claims.family import band_pvalues, increase_pvalues, one_sided
+from causalpos.analysis.claims.replicates import MAIN_LAW, Field, LedgerInputs, amplitude, debias, estimate
 from causalpos.analysis.claims.rows import (BASE, absent_row, law_suffix, paper_layer, partner_variant, reference_d,
                                             row, select_variants, setting_label)
+from causalpos.analysis.multiplicity import intersection_union
 from causalpos.analysis.triangles import (antisymmetric_share, concordance, diagonal_mean, eq4_r2, mean_squared_gap,
                                           nearer_key_advantage, noise_units_nonrelative, nonrelative_share, pack,
                                           query_share, region_deficits, safe_ratio, strict_increase, unsaturated_share)
@@ -100,15 +102,18 @@ def claim2(data: LedgerInputs, th: dict) -> list[dict]:
     over the same key pairs of s(i, j') - s(i, j), in score units = cosines) of layer l over that of layer 2
     (paper), for each later layer: > 1 = the increasing pattern is stronger there ("more pronounced").
     2c (the 2a variants, every layer from 2 (paper) on): "strictly increasing for j <= i with fixed i" is a
-    statement about every row and every step, which no average can test: triangles.strict_increase tests
-    it row by row. Every pair of keys j < j' < i of the matrix is a comparison of s(i, j') - s(i, j) with its
-    standard error (from the replicates), Bonferroni over all pairs at family-wise level strict_level. A row
-    is violated when an earlier key scores resolvedly higher than a later one (comparing all pairs, not only
-    neighbours, finds a slow decline of many steps each within the noise: a row that peaks before its
-    last key), rising when none does and its nearest key resolvedly beats its first. Value: the share of
-    rising rows. Verdict (the test's, not value ± z SE): not supported when any row is violated, supported
-    when every row rises, inconclusive otherwise (no violation, some rows flat within the noise). The note
-    names the violated rows, their worst pair and where they peak (0-based positions, as in the tables).
+    statement about every row and every step, which no average can test. Its p's (family.increase_pvalues)
+    come from the differences of the matrix's entries, each over its standard error (from the replicates).
+    For the claim, an intersection-union test: strict increase needs every adjacent step s(i, j+1) - s(i, j)
+    > 0 (keys j + 1 < i; the diagonal is left out), so p_value is the largest one-sided p over those steps, no
+    multiplicity penalty (it is small only if every step is resolved). Against it, a union: any pair of keys
+    j < j' < i of the matrix with s(i, j') < s(i, j) (comparing all pairs, not only neighbours, finds a slow
+    decline of many steps each within the noise: a row that peaks before its last key); p_against is the
+    Bonferroni min(1, pairs x the smallest pair p). Both then enter the ledger's Holm as one row. Value (the
+    metric, descriptive): the share of rows resolved rising by triangles.strict_increase at family_alpha,
+    Bonferroni over the pairs (no pair resolvedly decreasing, the nearest key resolvedly above the first).
+    The note gives the weakest step, the strongest decrease, and names the rows strict_increase finds
+    violated, their worst pair and where they peak (0-based positions, as in the tables).
     """
     rows_a, rows_b, rows_c = [], [], []
     variants = reference_d(select_variants(data.params, **BASE))
@@ -153,12 +158,6 @@ def spans(values) -> str:
     return ", ".join(runs)
 
 
-def strict_verdict(result: dict) -> str:
-    if result["violated"]:
-        return "not supported"
-    return "supported" if result["rising"] == result["rows"] else "inconclusive"
-
-
 def strictness_note(result: dict) -> str:
     """Where a strictness test fails: rows, their worst pair and their peaks (0-based positions)."""
     text = (f"{result['rows']} rows: {result['rising']} rising, {result['violated']} violated, "
@@ -173,10 +172,19 @@ def strictness_note(result: dict) -> str:
 
 
 def strictness_row(field: Field, variant: str, p, layer: int, th: dict) -> dict:
-    result = strict_increase(field.x, field.size, 0, th["strict_level"])
-    return row("2c", f"{setting_label(p)}, {paper_layer(layer)}", (result["rising_share"], np.nan), th,
-               note=f"variant {variant}; {strictness_note(result)}", layer=layer,
-               label=f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}", decided=strict_verdict(result))
+    result = strict_increase(field.x, field.size, 0, th["family_alpha"])
+    tests = increase_pvalues(field.x, field.size, 0)
+    note = f"variant {variant}; {strictness_note(result)}"
+    if tests["weakest"] is not None:
+        q, j, z = tests["weakest"]
+        note += f"; weakest of {tests['steps']} steps: query {q}, key {j} to {j + 1}, {z:.1f} SE"
+        q, j, jj, z = tests["strongest"]
+        if not result["violations"]:  # else strictness_note names the worst pair already
+            note += (f"; of {tests['pairs']} pairs the least increasing: query {q}, key {jj} minus key {j} "
+                     f"{z:+.1f} SE")
+    return row("2c", f"{setting_label(p)}, {paper_layer(layer)}", (result["rising_share"], np.nan), th, note=note,
+               layer=layer, label=f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}", p_value=tests["p_value"],
+               p_against=tests["p_against"])
 
 
 def claim3(data: LedgerInputs, th: dict) -> list[dict]:
@@ -234,8 +242,8 @@ def saturation_rows(data: LedgerInputs, th: dict) -> list[dict]:
     variants = reference_d(select_variants(data.params, **BASE))
     variants = variants[variants["n_layers"] >= 2] if len(variants) else variants
     for _, group in variants.groupby(["d", "seq_len"], sort=True) if len(variants) else []:
-        # one variant per alpha: the paper's law first where two laws share an alpha
-        group = group.assign(other_law=(group["law"] != PAPER_LAW)).sort_values(["alpha", "other_law"])
+        # one variant per alpha: the main law first where two laws share an alpha
+        group = group.assign(other_law=(group["law"] != MAIN_LAW)).sort_values(["alpha", "other_law"])
         group = group[~group["alpha"].duplicated()]
         for (lo, p_lo), (hi, p_hi) in zip(list(group.iterrows())[:-1], list(group.iterrows())[1:]):
             depth = min(int(p_lo["n_layers"]), int(p_hi["n_layers"]))
@@ -307,7 +315,9 @@ def claim5(data: LedgerInputs, th: dict) -> list[dict]:
     5b, the shape: the key-order concordance of claim 2a of LayerNorm + d, the smallest over layers 2+
     (paper) (> 0.75 = it increases with the key as l2 does; l2's own in the note).
     5c, the size: |log ratio| of the advantages, the largest over layers 2+ (paper): < log 2 = within a factor
-    of 2 of l2's, either way, in every layer. A ratio <= 0 (no increase at all) is not similar.
+    of 2 of l2's, either way, in every layer. A ratio <= 0 (no increase at all) is not similar: the value is
+    infinite and the p's test every layer's ratio against [1/2, 2] (intersection-union for, Bonferroni over
+    the 2 x layers one-sided tests against).
     """
     rows = {"5a": [], "5b": [], "5c": []}
     for claim_ids, scale in ((("5a",), "sqrt_d"), (("5b", "5c"), "d")):
@@ -354,8 +364,12 @@ def claim5(data: LedgerInputs, th: dict) -> list[dict]:
             with np.errstate(divide="ignore", invalid="ignore"):
                 size = np.where(ratios > 0, np.abs(np.log(np.where(ratios > 0, ratios, 1.0))), np.inf).max(axis=0)
             if not np.isfinite(size[0]):
-                rows["5c"].append(row("5c", setting, (np.inf, np.nan), th, label=label, decided="not supported",
-                                      note=note + "; no increase in some layer: not similar at any size"))
+                # no log ratio to test: the ratio itself, every layer within [1/2, 2] (family.band_pvalues)
+                bound = np.exp(th["size_log_ratio"])
+                p_for, p_against = band_pvalues(ratios[:, 0], ratios[:, 1:].std(axis=1, ddof=1), 1 / bound, bound)
+                rows["5c"].append(row("5c", setting, (np.inf, np.nan), th, label=label, p_value=p_for,
+                                      p_against=p_against, note=note + "; no increase in some layer: not similar at "
+                                      f"any size (p's: every layer's ratio against [{1 / bound:.3g}, {bound:.3g}])"))
             else:
                 size[~np.isfinite(size)] = np.nan
                 rows["5c"].append(row("5c", setting, size, th, note=note, label=label))
@@ -378,27 +392,29 @@ PAPER_FIGURES = {  # what the paper's own figures show of the left region (6b's 
 
 
 def region_row(field: Field, variant: str, p, layer: int, th: dict) -> dict:
-    """6b in one layer: every named region's deficit and verdict; the common verdict, else inconclusive."""
-    z = th["z"]
+    """6b in one layer: every named region's deficit and one-sided p's; the row's p's are the largest of the
+    regions' either way (every region must agree: an intersection-union test each way)."""
     found = {}
     for name, values in region_deficits(field.x, field.size).items():
         value, se = estimate(values)
-        found[name] = (values, value, se, verdict(value, se, th["left_deficit"], "<", z))
-    verdicts = {v[3] for v in found.values()}
-    common = verdicts.pop() if len(verdicts) == 1 else "inconclusive"
+        found[name] = (values, value, se, *one_sided(value, se, th["left_deficit"], "<"))
+    p_value = intersection_union(v[3] for v in found.values())
+    p_against = intersection_union(v[4] for v in found.values())
     # the value shown: the region nearest the threshold in standard errors (the weakest evidence)
     nearest = min(found, key=lambda n: abs(found[n][1]) / max(found[n][2], 1e-300) if np.isfinite(found[n][1])
                   else np.inf)
     parts = [f"{REGIONS[n]} {v[1]:+.3g} ± {v[2]:.2g} ({'darker' if v[1] < 0 else 'brighter'})"
              for n, v in found.items()]
     note = f"variant {variant}; " + "; ".join(parts)
-    if common == "inconclusive" and len({v[3] for v in found.values()}) > 1:
-        note += "; the regions disagree: the verdict depends on the region"
+    alone = {verdict(v[3], v[4], th["family_alpha"]) for v in found.values()}  # each region alone, unadjusted
+    if len(alone) > 1:
+        note += (f"; the regions disagree (each alone, unadjusted: {', '.join(sorted(alone))}): the verdict "
+                 "depends on the region")
     figure = PAPER_FIGURES.get(round(float(p["alpha"]), 9))
     if figure:
         note += f"; {figure}"
     return row("6b", f"{setting_label(p)}, {paper_layer(layer)}", found[nearest][0], th, note=note, layer=layer,
-               label=f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}", decided=common)
+               label=f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}", p_value=p_value, p_against=p_against)
 
 
 def claim6(data: LedgerInputs, th: dict) -> list[dict]:
@@ -413,9 +429,12 @@ def claim6(data: LedgerInputs, th: dict) -> list[dict]:
     band-centred score over the region, divided by the SD of the off-diagonal scores so that settings
     compare; < 0 = darker than its diagonals) flips with the region. So it is measured in four named regions
     (triangles.region_deficits: key 0; keys 0-1; the first quarter of keys for queries past the first
-    quarter; the first quarter of keys over all queries) and the verdict is robust only where all agree:
-    the common verdict of the four (each "< 0 by z SE"), else inconclusive. The value shown is the region
-    nearest 0 in standard errors; every region is in the note, with what the paper's figure shows.
+    quarter; the first quarter of keys over all queries) and the verdict is robust only where all agree.
+    Each region gives one-sided p's (deficit < 0 for, > 0 against); the row's p_value is the largest of the
+    four (intersection-union: supported only if every region is resolved darker) and so is its p_against
+    (not supported only if every region is resolved brighter); where they disagree neither is small, so the
+    row is inconclusive. The value shown is the region nearest 0 in standard errors; every region is in the
+    note, with what the paper's figure shows.
     6c (mask none; lower triangle, the pairs the causal variants have): the largest non-relative amplitude
     over layers 2+ (paper) must stay below the same threshold.
     6d (mask causal, layer 1 (paper)): "when the input is independent Gaussian noise, RoPE alone does not
