@@ -4,11 +4,13 @@ One layer: Y = Norm(X); Q = K = RoPE(Y) (or Y); S = QK^T / scale;
 A = softmax(mask(S)); X' = AY + X (or AY without residual).
 
 The engine streams: samples are drawn in seeded blocks and only per-entry sums
-and sums of squares of S and A are kept, so memory does not grow with N.
+and sums of squares of S and A are kept, so memory does not grow with N, and
+the score sums of each group of consecutive blocks (sampling.SE_GROUPS), from
+which the claims take a metric's standard error (`groups_frame`).
 
-The inputs (`Variant.sampler`: our exact law in the full or the reduced basis,
-or the authors' law) and the per-block seeding are in `sampling`, shared with
-the CPU kernel.
+The inputs (`Variant.sampler`: the paper's construction, "official", the
+default; or our exact-moment law in the full or the reduced basis) and the
+per-block seeding are in `sampling`, shared with the CPU kernel.
 
 Two implementations of the decoder run the samples:
 - "numba" (CPU): one sample at a time in a compiled kernel whose buffers stay

@@ -73,7 +73,8 @@ def sample_inputs(batch: int, n: int, d: int, alpha: float, gen: torch.Generator
 
 def sample_inputs_official(batch: int, n: int, d: int, alpha: float, gen: torch.Generator,
                            device="cpu", dtype=torch.float32) -> torch.Tensor:
-    """The authors' law [batch, n, d]: normalize(g_i + sqrt(alpha / (1 - alpha)) u)."""
+    """The paper's construction (Section 4.1, as the authors' notebooks draw it) [batch, n, d]:
+    normalize(g_i + sqrt(alpha / (1 - alpha)) u)."""
     shared = torch.randn(batch, 1, d, generator=gen, device=device, dtype=dtype)
     noise = torch.randn(batch, n, d, generator=gen, device=device, dtype=dtype)
     return _unit_rows(noise + math.sqrt(alpha / (1.0 - alpha)) * shared)
