@@ -234,6 +234,7 @@ def test_the_figure_shows_each_seeds_difference_and_the_tables_interval():
     bars = next(c for c in right.containers if c.get_label() == "mean, 95% CI (t)")
     drawn = sorted((seg[:, 1].min(), seg[:, 1].max()) for seg in bars.lines[2][0].get_segments())
     pair = table[(table["model"] == PAIR_ROW) & (table["factor"] != 1)]
-    assert drawn == pytest.approx(sorted(zip(pair["diff_ci_low"], pair["diff_ci_high"])))
+    np.testing.assert_allclose(np.array(drawn), np.array(sorted(zip(pair["diff_ci_low"], pair["diff_ci_high"]))),
+                               rtol=1e-9)
     labels = [t.get_text() for t in right.get_xticklabels()]
     assert all(f"p = {p:.3g}" in label for p, label in zip(pair.sort_values("seq_len")["exact_p_one_sided"], labels))
