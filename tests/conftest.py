@@ -48,7 +48,7 @@ LONG_FILES = ("test_simulate.py", "test_train.py", "test_digest.py", "test_extra
               "test_theory.py",
               # these wait for the shared run
               "test_stale.py", "test_paper_llms.py", "test_targets.py", "test_faults.py", "test_cli_stages.py",
-              "test_rerun.py", "test_workflow.py")
+              "test_rerun.py", "test_workflow.py", "test_docs_snippets.py")
 
 
 LAST_FILES = ("test_slurm_stopped.py",)  # after every test that uses the local SLURM cluster: it stops it
