@@ -217,7 +217,7 @@ def test_blocks_fold_two_to_a_line_when_one_per_line_is_too_tall(simulation, tmp
 
 
 def test_emergence_and_seed_figures_render(tmp_path):
-    from causalpos.analysis.lengths import length_seed_frame, with_gaps
+    from causalpos.analysis.lengths import length_seed_frame, paired_differences, with_gaps
     from causalpos.figures.style import save_figure
     from causalpos.figures.training import fig_length_seeds
 
@@ -231,7 +231,8 @@ def test_emergence_and_seed_figures_render(tmp_path):
                       [tmp_path / "x.png"])
     per_seed = pd.DataFrame([{"model": m, "seed": s, "factor": f, "seq_len": 32 * f, "heldout_loss": 5.0 + 0.1 * s + f}
                              for m in ("nope", "rope") for s in (0, 1, 2) for f in (1, 2, 4)])
-    tables = {"length_seeds": length_seed_frame(per_seed), "length_eval": with_gaps(per_seed)}
+    tables = {"length_seeds": length_seed_frame(per_seed), "length_eval": with_gaps(per_seed),
+              "length_pairs": paired_differences(with_gaps(per_seed))}
     out = tmp_path / "figT3_length_seeds.png"
     save_figure(lambda: fig_length_seeds(tables, PLOT), PLOT, [out])
     assert out.stat().st_size > 1000

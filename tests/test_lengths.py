@@ -226,7 +226,9 @@ def test_the_figure_shows_each_seeds_difference_and_the_tables_interval():
 
     per_seed = per_seed_table(seed=2)
     table = length_seed_frame(per_seed)
-    right = fig_length_seeds({"length_seeds": table, "length_eval": with_gaps(per_seed)}, {}).axes[1]
+    gaps = with_gaps(per_seed)
+    right = fig_length_seeds({"length_seeds": table, "length_eval": gaps, "length_pairs": paired_differences(gaps)},
+                             {}).axes[1]
     assert right.get_title().endswith("(5 seeds)")
     dots = next(line for line in right.lines if line.get_label() == "one seed")
     seeds = paired_differences(with_gaps(per_seed)).query("factor != 1")  # the figure pairs them on its own

@@ -62,6 +62,7 @@ def fig_length_seeds(tables: dict, options) -> Figure:
                                                      "diff_ci_low", "diff_ci_high", "exact_p_one_sided",
                                                      "n_negative", "n_ties"))
     per_seed = require_table(tables, "length_eval", ("model", "seed", "factor", "seq_len", "gap"))
+    pairs = require_table(tables, "length_pairs", ("seed", "factor", "seq_len", "diff"))
     fig = new_figure(11, 4)
     left, right = fig.subplots(1, 2)
     for model, rows in summary[summary["model"].isin(MODEL_COLOURS)].groupby("model", sort=True):
@@ -72,12 +73,7 @@ def fig_length_seeds(tables: dict, options) -> Figure:
         left.errorbar(rows["seq_len"], rows["gap_mean"], yerr=rows["gap_sd"].fillna(0.0), marker="s", capsize=3,
                       color=colour, label=f"{MODEL_LABELS[model]} (mean ± SD, {int(rows['n_seeds'].max())} seeds)")
     pair = summary[~summary["model"].isin(MODEL_COLOURS)].sort_values("seq_len")
-    # each seed's d as analysis.lengths pairs them, computed here: importing that module would tie every
-    # figure's code digest (rule figure imports this module) to the length tests
-    beyond = per_seed[per_seed["factor"] != 1]  # at 1x every gap is 0 by definition
-    gaps = beyond.pivot_table(index=["seed", "seq_len"], columns="model", values="gap").reset_index()
-    paired = {"nope", "rope"} <= set(gaps.columns)
-    differences = gaps.assign(diff=gaps["nope"] - gaps["rope"] if paired else float("nan")).dropna(subset=["diff"])
+    differences = pairs[pairs["factor"] != 1]  # each seed's d (analysis.lengths); at 1x every gap is 0
     n_pairs = int(pair["n_seeds"].max()) if len(pair) else 0
     if len(pair):
         right.plot(differences["seq_len"] * 0.94, differences["diff"], "o", alpha=0.5, markersize=4,

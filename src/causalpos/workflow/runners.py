@@ -143,7 +143,7 @@ def run_length_seeds(runs: list, table, figures, options: dict) -> None:
     """Length generalisation over seeds: `runs` [(model, seed, length_eval.parquet)] to a table and its figure."""
     import pandas as pd
 
-    from causalpos.analysis.lengths import length_seed_frame, with_gaps
+    from causalpos.analysis.lengths import length_seed_frame, paired_differences, with_gaps
     from causalpos.figures.style import save_figure
     from causalpos.figures.training import fig_length_seeds
 
@@ -152,7 +152,8 @@ def run_length_seeds(runs: list, table, figures, options: dict) -> None:
     frame = length_seed_frame(per_seed)
     write_parquet(frame, table, {"stage": "length_seeds", "runs": [[m, int(s)] for m, s, _ in runs],
                                  "version": __version__})
-    tables = {"length_seeds": frame, "length_eval": with_gaps(per_seed)}
+    gaps = with_gaps(per_seed)
+    tables = {"length_seeds": frame, "length_eval": gaps, "length_pairs": paired_differences(gaps)}
     save_figure(lambda: fig_length_seeds(tables, options), options, figures)
     log.info("length over seeds:\n%s", frame.to_string(index=False))
 
