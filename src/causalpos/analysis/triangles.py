@@ -218,16 +218,21 @@ def concordance(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     j' scores higher (ties count one half), pooled over rows: 1 = every row strictly increasing, 0.5 = no
     order, 0 = strictly decreasing. A Kendall-type statistic: it does not depend on the size of the steps,
     so a faint but monotone pattern counts as much as a vivid one."""
+    rows = (x[packed_size(q) + kmin:packed_size(q) + q] for q in range(kmin + 2, size))  # keys kmin .. q-1
+    return nearer_higher_share(rows, x, size, kmin)
+
+
+def nearer_higher_share(lines, x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
+    """Share of the pairs of entries within each line (a [n, N] stack of off-diagonal entries ordered so that
+    the one nearer the diagonal comes later) in which the nearer one scores higher, ties one half, pooled
+    over the lines; NaN for a replicate with a NaN among the off-diagonal entries of keys >= kmin."""
     total = np.zeros(x.shape[1])
     pairs = 0
-    for q in range(kmin + 2, size):
-        start = packed_size(q)
-        row = x[start + kmin:start + q]  # [n, N]
-        n = row.shape[0]
-        j, jj = np.triu_indices(n, 1)
-        d = row[jj] - row[j]  # [pairs, N]: s(j') - s(j), j' the nearer key
+    for line in lines:
+        far, near = np.triu_indices(line.shape[0], 1)
+        d = line[near] - line[far]  # [pairs, N]
         total += (d > 0).sum(axis=0) + 0.5 * (d == 0).sum(axis=0)
-        pairs += len(j)
+        pairs += len(far)
     if not pairs:
         return np.full(x.shape[1], np.nan)
     missing = np.isnan(x[off_diagonal(size, kmin)]).any(axis=0)  # a comparison with NaN is not an order

@@ -12,7 +12,8 @@ import numpy as np
 from causalpos.analysis.claims.replicates import LedgerInputs, debias, estimate
 from causalpos.analysis.claims.rows import (BASE, absent_row, law_suffix, paper_layer, reference_d, row,
                                             select_variants, setting_label)
-from causalpos.analysis.triangles import concordance, off_diagonal, query_share, safe_ratio, unsaturated_share
+from causalpos.analysis.triangles import (concordance, nearer_higher_share, off_diagonal, query_share, safe_ratio,
+                                          unsaturated_share)
 from causalpos.tril import packed_index
 
 # Figure 1 (d), the layer-2 scores it prints for queries and keys 0-2 at alpha = 0, (query, key) -> value.
@@ -61,19 +62,8 @@ def column_concordance(x: np.ndarray, size: int) -> np.ndarray:
     """Share of query pairs k < i < i' of every key column k (diagonal excluded) in which the nearer query i
     scores higher (ties count one half), pooled over columns: the column mirror of triangles.concordance.
     1 = every column strictly decreasing away from the diagonal, 0.5 = no order."""
-    total = np.zeros(x.shape[1])
-    pairs = 0
-    for key in range(size - 2):
-        queries = np.arange(key + 1, size)
-        column = x[packed_index(queries, np.full(queries.shape, key))]  # [n, N], nearest query first
-        a, b = np.triu_indices(len(queries), 1)
-        d = column[a] - column[b]  # s(i, k) - s(i', k), i the nearer query
-        total += (d > 0).sum(axis=0) + 0.5 * (d == 0).sum(axis=0)
-        pairs += len(a)
-    if not pairs:
-        return np.full(x.shape[1], np.nan)
-    missing = np.isnan(x[off_diagonal(size, 0)]).any(axis=0)  # a comparison with NaN is not an order
-    return np.where(missing, np.nan, total / pairs)
+    columns = (x[packed_index(np.arange(size - 1, key, -1), key)] for key in range(size - 2))  # nearest last
+    return nearer_higher_share(columns, x, size)
 
 
 def claim2_figure1_cosine(data: LedgerInputs, th: dict) -> list[dict]:
