@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from causalpos.figures.legibility import PNG_TEXT_KEY, smallest_text_px
 from causalpos.tables import require_columns
 
 PANEL_SIZE = (3.2, 2.8)  # inches per heatmap panel, colour bar included
@@ -245,11 +246,18 @@ def save_figure(draw, options: dict, outputs, label: str = "figure") -> None:
         fig.set_size_inches(fig.get_size_inches() * font_scale)  # bigger text, bigger panels
         temps = []
         try:
-            for out in outputs:
+            # PNGs last: their text sizes are measured on a drawn figure (tick labels exist only once drawn)
+            outputs = sorted(outputs, key=lambda p: p.suffix.lower() == ".png")
+            for n, out in enumerate(outputs):
+                if n == 0 and out.suffix.lower() == ".png":
+                    fig.draw_without_rendering()
                 out.parent.mkdir(parents=True, exist_ok=True)
                 tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")  # same folder: atomic rename
                 temps.append(tmp)
-                fig.savefig(tmp, format=out.suffix.lstrip(".").lower(), dpi=options.get("dpi", 150))
+                fmt, dpi = out.suffix.lstrip(".").lower(), options.get("dpi", 150)
+                # the PNG says how small its text is, so a viewer's scale tells what a reader sees
+                metadata = {PNG_TEXT_KEY: f"{smallest_text_px(fig, dpi):.2f}"} if fmt == "png" else None
+                fig.savefig(tmp, format=fmt, dpi=dpi, metadata=metadata)
             for tmp, out in zip(temps, outputs):
                 os.replace(tmp, out)
         finally:
