@@ -103,8 +103,16 @@ MEANINGS = {
     "pretrained.seq_len": "this model's own `extraction.pretrained.seq_len`",
     "pretrained.n_sequences": "this model's own `extraction.pretrained.n_sequences`",
     "pretrained.batch_size": "this model's own `extraction.batch_size`",
-    "plot.cmap": "sequential colour map of the heatmaps",
-    "plot.diverging_cmap": "centred colour map (diagonal-normalised scores)",
+    "plot.cmap": "colour map of every score heatmap, raw and diagonal-normalised (the paper's `rocket`)",
+    "plot.diverging_cmap": "centred colour map of differences (figC1), and of diagonal-normalised maps with "
+                           "`centred_diagnorm` (ours)",
+    "plot.colour_limits": "`paper`: raw simulated scores on the paper's fixed range, 0 to a token's score with itself "
+                          "(1 for l2 and LayerNorm with d scaling, sqrt(d) with sqrt(d) scaling), every other panel on "
+                          "its own range; `panel`: every panel on its own range",
+    "plot.centred_diagnorm": "diagonal-normalised maps on limits symmetric about 0 in `diverging_cmap` (ours) instead "
+                             "of the paper's own range in `cmap`",
+    "pretrained.label": "the model's name in figures (default: the embedded model's name, the Hugging Face id's last "
+                        "part, else its key)",
     "plot.font_scale": "multiplies every font size",
     # variant parameters (the columns of the simulation tables too)
     "variant.norm": "row-wise l2 normalisation (Eq. 1) or LayerNorm without affine parameters (Appendix B)",

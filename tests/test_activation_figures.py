@@ -89,7 +89,8 @@ def drawn(tables, tmp_path_factory):
 
 
 def heatmap_axes(fig):
-    return [ax for ax in fig.axes if ax.get_xlabel() == "Key position"]
+    """The heatmap panels (not their colour bars), in drawing order."""
+    return [ax for ax in fig.axes if ax.collections and getattr(ax.collections[0], "colorbar", None) is not None]
 
 
 def panel_data(ax):
@@ -100,8 +101,10 @@ def panel_data(ax):
 def test_every_figure_renders(figure_id, drawn):
     fig, path = drawn(figure_id)
     assert path.is_file() and path.stat().st_size > 5000
-    for ax in heatmap_axes(fig):
-        assert ax.get_ylabel() == "Query position"
+    panels = heatmap_axes(fig)
+    if panels:
+        assert panels[0].get_ylabel() == "Query position"  # named once per row, in the first column
+    assert {ax.get_ylabel() for ax in panels} <= {"Query position", ""}
     width, height = fig.get_size_inches()
     assert height <= MAX_ASPECT * width  # shown whole in the report's viewer
 
@@ -126,14 +129,25 @@ def test_intermediates_panels_hold_their_stage(tables):
     np.testing.assert_allclose(panel_data(heatmap_axes(fig)[7]), expected)  # NaN above the diagonal too
 
 
-def test_model_layers_diverging_and_centred(drawn):
-    fig, _ = drawn("fig08_model_layers")
+def test_model_layers_raw_then_diagonal_normalised(tables):
+    """Figure 8 as the paper draws it (raw scores, each panel its own range, rocket), then diagonal-normalised;
+    centred_diagnorm centres the second kind on 0 in the diverging map."""
+    fig = ACTIVATION_FIGURES["fig08_model_layers"](tables, {})
     panels = heatmap_axes(fig)
-    assert [ax.get_title() for ax in panels] == ["Layer 1", "Layer 2", "Layer 3"]
-    for ax in panels:
+    assert [ax.get_title() for ax in panels] == ["Layer 1", "Layer 2", "Layer 3"] * 2
+    rows = tables["scores"].query("model == 'nope' and layer == 2")
+    for ax, value in ((panels[2], "score_mean"), (panels[5], "score_diagnorm")):
+        expected = np.full((10, 10), np.nan)
+        expected[rows["query_pos"], rows["key_pos"]] = rows[value]
+        np.testing.assert_allclose(panel_data(ax), expected)
+        assert ax.collections[0].get_clim() == pytest.approx((np.nanmin(expected), np.nanmax(expected)))
+        assert ax.collections[0].get_cmap().name == "rocket"
+    centred = heatmap_axes(ACTIVATION_FIGURES["fig08_model_layers"](tables, {"centred_diagnorm": True}))
+    for ax in centred[3:]:
         low, high = ax.collections[0].get_clim()
         assert low == pytest.approx(-high) and high > 0
         assert ax.collections[0].get_cmap().name == "coolwarm"
+    assert centred[0].collections[0].get_cmap().name == "rocket"
 
 
 def test_all_layers_pages_bound_the_layers_per_page(tables):
@@ -148,9 +162,12 @@ def test_all_layers_pages_bound_the_layers_per_page(tables):
     assert sum(runs, []) == list(range(30))
 
 
-@pytest.mark.parametrize("kind, cmap", [("raw", "viridis"), ("diagnorm", "coolwarm")])
-def test_all_layers_page_fits_a_screen(kind, cmap, tables):
-    fig = ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol", "kind": kind, "layers": [1, 2, 3, 4, 5]})
+@pytest.mark.parametrize("kind, options, cmap, centred", [
+    ("raw", {}, "rocket", False), ("diagnorm", {}, "rocket", False),
+    ("diagnorm", {"centred_diagnorm": True}, "coolwarm", True), ("raw", {"cmap": "viridis"}, "viridis", False)])
+def test_all_layers_page_fits_a_screen(kind, options, cmap, centred, tables):
+    fig = ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol", "kind": kind, "layers": [1, 2, 3, 4, 5],
+                                                        **options})
     panels = heatmap_axes(fig)
     assert [ax.get_title() for ax in panels] == [f"Layer {k}" for k in range(2, 7)]
     assert {ax.get_subplotspec().get_geometry()[:2] for ax in panels} == {(2, 3)}  # 5 panels: 2 rows of 3
@@ -160,7 +177,7 @@ def test_all_layers_page_fits_a_screen(kind, cmap, tables):
     for ax in panels:
         assert ax.collections[0].get_cmap().name == cmap
     low, high = panels[0].collections[0].get_clim()
-    assert (low == pytest.approx(-high)) == (kind == "diagnorm")
+    assert (low == pytest.approx(-high)) == centred
     with pytest.raises(ValueError, match="no layer"):
         ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol", "layers": [7]})
     with pytest.raises(ValueError, match="kind"):
@@ -238,8 +255,10 @@ def test_llms_default_to_pretrained_and_clip_outliers(tables):
     fig = ACTIVATION_FIGURES["fig05_llms"]({"scores": scores}, {})
     panels = heatmap_axes(fig)
     assert [ax.get_title() for ax in panels] == [f"Layer {k}" for k in range(1, 5)]  # smol only, first 4
-    low, high = panels[1].collections[0].get_clim()
-    assert low == pytest.approx(-high) and high < 300  # the 99% quantile, not the spike
+    rows = scores.query("model == 'smol' and layer == 1")["score_diagnorm"]
+    # the caption's scale: the 1% and 99% quantiles of the panel (not symmetric about 0), not the spike
+    assert panels[1].collections[0].get_clim() == pytest.approx(tuple(np.quantile(rows, [0.01, 0.99])))
+    assert panels[1].collections[0].get_clim()[1] < 300
     full = ACTIVATION_FIGURES["fig05_llms"]({"scores": scores}, {"quantile_clip": None, "models": ["smol", "nope"]})
     assert heatmap_axes(full)[1].collections[0].get_clim()[1] == pytest.approx(1000.0)
     assert len(heatmap_axes(full)) == 4 + 3

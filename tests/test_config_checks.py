@@ -375,3 +375,24 @@ def test_the_large_config_is_a_larger_pair_in_its_own_folder(default_config):
     assert len(snapshot_steps(large)) == 8 and "figE1_emergence" in large["figures"]
     assert large["extraction"]["pretrained"]["models"] == {}
     assert list(large["simulation"]["variants"]) == ["l2_alpha0.0"]
+
+
+def test_model_labels_name_models_as_people_write_them(tmp_path):
+    """Figures name the pretrained models by their own names; a `label:` overrides, and changes the figures'
+    options only: the conversion and the extraction (their rules' params) stay as they were."""
+    from causalpos.workflow import dag
+    from causalpos.workflow.config import figure_options, model_labels
+
+    config = load_config(ROOT / "config.yaml", devices=False)
+    models = config["extraction"]["pretrained"]["models"]
+    models.update({"llama": {"name": "meta-llama/Llama-3.1-8B"}, "mine": {"path": str(tmp_path)}})
+    assert model_labels(config) == {"smollm2_135m": "SmolLM2-135M", "gemma3_270m": "Gemma-3-270M",
+                                    "llama": "Llama-3.1-8B", "mine": "mine"}
+    jobs = [("extract_pretrained", {"model": "llama"}), ("pretrained", {"model": "smollm2_135m"})]
+    before = [dag.params(config, "results", name, **wildcards) for name, wildcards in jobs]
+    models["llama"]["label"] = "Llama 3.1 8B"
+    models["smollm2_135m"]["label"] = "SmolLM2 (135M)"
+    assert figure_options(config, "fig05_llms")["model_labels"]["llama"] == "Llama 3.1 8B"
+    assert dag.params(config, "results", "figure", figure="fig05_llms")["options"]["model_labels"][
+        "smollm2_135m"] == "SmolLM2 (135M)"
+    assert [dag.params(config, "results", name, **wildcards) for name, wildcards in jobs] == before

@@ -7,10 +7,19 @@ from PIL import Image
 
 from causalpos.figures.registry import FIGURES
 from causalpos.figures.render import render_figure
-from causalpos.figures.simulation import blocks_per_line, layer_matrix, variant_label
+from causalpos.figures.simulation import (
+    blocks_per_line,
+    fig_layer_grid,
+    fig_rope,
+    layer_matrix,
+    mechanism_panels,
+    self_score,
+    variant_label,
+)
 from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE
 from causalpos.simulation.engine import result_frame, simulate
 from causalpos.simulation.variant import Variant
+from causalpos.simulation import theory as closed_form
 from causalpos.simulation.theory import theory_frame
 
 SMALL = dict(n_samples=1024, seq_len=8, d=16, n_layers=3)
@@ -102,6 +111,60 @@ def test_layer_matrix_matches_simulation(simulation):
     np.testing.assert_allclose(matrix[visible], result.score_mean[1][visible])
     assert np.isnan(matrix[~visible]).all()
     assert not np.isnan(layer_matrix(simulation, "rope_nomask", 2)).any()  # no mask: every pair visible
+
+
+def colour_axes(fig):
+    return [ax for ax in fig.axes if ax.collections and getattr(ax.collections[0], "colorbar", None) is not None]
+
+
+def test_raw_scores_on_the_papers_fixed_range(simulation):
+    """Raw panels span 0 to a token's score with itself, which no simulated score exceeds (Cauchy-Schwarz) and
+    every diagonal reaches: 1 for l2 and LayerNorm with d scaling, sqrt(d) for LayerNorm with sqrt(d) scaling."""
+    names = ["l2_a0", "ln_sqrtd", "ln_d"]
+    fig = fig_layer_grid({"simulation": simulation}, {"variants": names})
+    panels = colour_axes(fig)
+    tops = {name: self_score(simulation[simulation["variant"] == name].iloc[0]) for name in names}
+    assert tops == pytest.approx({"l2_a0": 1.0, "ln_sqrtd": np.sqrt(SMALL["d"]), "ln_d": 1.0})
+    for k, name in enumerate(names):
+        rows = simulation[simulation["variant"] == name]
+        assert rows["score_mean"].max() <= tops[name] * (1 + 1e-6)
+        diagonal = rows[rows["query_pos"] == rows["key_pos"]]["score_mean"]
+        assert diagonal.to_numpy() == pytest.approx(tops[name], rel=1e-3)  # LayerNorm's eps: not exactly
+        for ax in panels[k * SMALL["n_layers"]:(k + 1) * SMALL["n_layers"]]:
+            assert ax.collections[0].get_clim() == pytest.approx((0.0, tops[name]))
+            assert ax.collections[0].get_cmap().name == "rocket"
+    own = colour_axes(fig_layer_grid({"simulation": simulation}, {"variants": names, "colour_limits": "panel"}))
+    layer1 = layer_matrix(simulation, "l2_a0", 1)
+    assert own[1].collections[0].get_clim() == pytest.approx((np.nanmin(layer1), np.nanmax(layer1)))
+    with pytest.raises(ValueError, match="colour_limits"):
+        fig_layer_grid({"simulation": simulation}, {"variants": names, "colour_limits": "shared"})
+
+
+def test_rope_diagonal_normalised_panels_on_their_own_range(simulation):
+    panels = colour_axes(fig_rope({"simulation": simulation}, {"variants": ["rope"]}))
+    layers = SMALL["n_layers"]
+    assert len(panels) == 2 * layers
+    normalised = layer_matrix(simulation, "rope", 1, "score_diagnorm")
+    assert panels[layers + 1].collections[0].get_clim() == pytest.approx(
+        (np.nanmin(normalised), np.nanmax(normalised)))
+    centred = colour_axes(fig_rope({"simulation": simulation}, {"variants": ["rope"], "centred_diagnorm": True}))
+    low, high = centred[layers + 1].collections[0].get_clim()
+    assert low == pytest.approx(-high) and centred[layers + 1].collections[0].get_cmap().name == "coolwarm"
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.2, 0.6])
+def test_mechanism_panels_compose(alpha):
+    """Figure 1's panels agree with each other: (c) is (b) with unit-norm rows under the inputs' Gram matrix
+    (1 on the diagonal, alpha elsewhere), and (d) = (c) Gram (c)^T is Eq. 4."""
+    n = 5
+    (a, _), (b, _), (c, _), (d, _) = mechanism_panels(n, alpha)
+    gram = np.full((n, n), alpha) + (1 - alpha) * np.eye(n)
+    lower = np.tril(np.ones((n, n), dtype=bool))
+    np.testing.assert_allclose(a[lower], gram[lower])
+    np.testing.assert_allclose(b.sum(axis=1), 2.0)  # attention weights sum to 1, plus the residual x_i
+    np.testing.assert_allclose(np.einsum("ij,jk,ik->i", c, gram, c), 1.0)
+    np.testing.assert_allclose((c @ gram @ c.T)[lower], d[lower], rtol=1e-12)
+    np.testing.assert_allclose(d, closed_form.layer2_scores(n, alpha), rtol=1e-12)
 
 
 def test_variant_labels(simulation):
@@ -199,21 +262,26 @@ def _toy_emergence_table() -> pd.DataFrame:
     return frame
 
 
-def test_blocks_fold_two_to_a_line_when_one_per_line_is_too_tall(simulation, tmp_path):
+def test_blocks_make_the_narrowest_figure_the_report_shows_whole(simulation, tmp_path):
+    """Blocks of panels go side by side only where that makes a narrower figure than widening one block per line
+    (the report shows every figure equally wide: the narrowest has the largest text), and every figure's
+    height / width stays under MAX_ASPECT."""
     block = (PANEL_SIZE[0] * 4, PANEL_SIZE[1] + 0.3)  # four layers
-    assert blocks_per_line(3, *block) == 1 and blocks_per_line(4, *block) == 2 and blocks_per_line(1, *block) == 1
+
+    def width(n, per_line):
+        return max(per_line * block[0], -(-n // per_line) * block[1] / MAX_ASPECT)
     for n in range(1, 13):
         per_line = blocks_per_line(n, *block)
-        lines = -(-n // per_line)
-        assert lines * block[1] <= MAX_ASPECT * per_line * block[0]
-        assert per_line == 1 or -(-n // (per_line - 1)) * block[1] > MAX_ASPECT * (per_line - 1) * block[0]
-    names = ["ln_sqrtd", "ln_d", "l2_a0", "l2_a0.2"]  # 4 variants x 3 layers: one per line would be 1.3 x as tall
+        assert all(width(n, per_line) <= width(n, other) for other in range(1, n + 1))
+    assert blocks_per_line(4, *block) == 1 and blocks_per_line(12, *block) == 2
+    names = ["ln_sqrtd", "ln_d", "l2_a0", "l2_a0.2"]  # 4 variants x 3 layers: one per line, widened
     options = {**PLOT, "variants": names}
     outputs = [tmp_path / "fig07_layernorm.png"]
     render_figure("fig07_layernorm", {"simulation": simulation[simulation["variant"].isin(names)]}, options, outputs)
-    width, height = Image.open(outputs[0]).size
-    assert width == pytest.approx(2 * PANEL_SIZE[0] * SMALL["n_layers"] * PLOT["dpi"], abs=2)
-    assert height == pytest.approx(2 * (PANEL_SIZE[1] + 0.3) * PLOT["dpi"], abs=2)
+    width_px, height_px = Image.open(outputs[0]).size
+    assert height_px == pytest.approx(4 * (PANEL_SIZE[1] + 0.3) * PLOT["dpi"], abs=2)
+    assert height_px <= MAX_ASPECT * width_px + 2
+    assert width_px < 2 * PANEL_SIZE[0] * SMALL["n_layers"] * PLOT["dpi"]  # narrower than two blocks a line
 
 
 def test_emergence_and_seed_figures_render(tmp_path):

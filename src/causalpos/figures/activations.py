@@ -14,7 +14,11 @@ Options (unknown keys are ignored):
   models           fig05: models, one row each (default: every model of kind "pretrained")
   first_layers     fig05: how many layers from the first (default 4)
   compare          figC1: the two models to compare (default ["nope", "rope"])
-  cmap, diverging_cmap   sequential (default "viridis") and centred (default "coolwarm") colour maps
+  cmap             colour map of every score map (default: the paper's "rocket")
+  diverging_cmap   colour map of differences (figC1's third row; default "coolwarm")
+  centred_diagnorm diagonal-normalised scores on limits symmetric about 0 in diverging_cmap (default False:
+                   the paper's own range in cmap)
+  model_labels     {model: name in titles} (the workflow's config.model_labels; default: the key)
   quantile_clip    [low, high] quantiles that bound each panel's colour scale, or None for the
                    full range; default [0.01, 0.99] for fig05 and fig_all_layers, None elsewhere
   max_columns      panels per row before wrapping (default 6; fig_all_layers 4)
@@ -37,30 +41,25 @@ from causalpos.figures.style import (
     built,
     clip_option,
     colour_limits,
+    diagnorm_style,
+    difference_cmap,
     heatmap,
     max_size_option,
     model_label,
     require_table,
+    score_cmap,
     square_matrix,
 )
 from causalpos.tables import FIGURE3_STAGES
 
 # the columns each figure reads
-SCORE_NEEDS = ("model", "layer", "query_pos", "key_pos", "score_mean", "score_diagnorm", "seq_len")
+SCORE_NEEDS = ("model", "layer", "query_pos", "key_pos", "score_mean", "score_diagnorm", "seq_len", "n_sequences")
 INTERMEDIATE_NEEDS = ("model", "layer", "stage", "query_pos", "key_pos", "value", "seq_len")
 DEFAULT_CLIP = (0.01, 0.99)
 DIAGNORM = "scores minus their diagonal's mean"
 
 
-
-
 # ---------------------------------------------------------------- helpers
-
-
-
-
-
-
 
 
 def _model_rows(table: pd.DataFrame, name: str, model: str) -> pd.DataFrame:
@@ -74,23 +73,18 @@ def _by_layer(rows: pd.DataFrame) -> dict[int, pd.DataFrame]:
     return {int(layer): group for layer, group in rows.groupby("layer", sort=True)}
 
 
-
-
-
-
-
-
-
-
-
-
 def _wrapped_panels(container, panels: list[tuple[np.ndarray, str]], ncols: int, cmap: str,
                     center: float | None, clip, max_size) -> None:
-    """Heatmaps in rows of ncols panels; unused cells of the last row are hidden."""
+    """Heatmaps in rows of ncols panels; unused cells of the last row are hidden. Only the first column
+    names the query axis and only the bottom panel of each column the key axis."""
     nrows = math.ceil(len(panels) / ncols)
     axes = np.atleast_1d(container.subplots(nrows, ncols)).ravel()
-    for ax, (matrix, title) in zip(axes, panels):
+    for k, (ax, (matrix, title)) in enumerate(zip(axes, panels)):
         heatmap(ax, matrix, cmap, title, center=center, clip=clip, max_size=max_size)
+        if k % ncols:
+            ax.set_ylabel("")
+        if k + ncols < len(panels):
+            ax.set_xlabel("")
     for ax in axes[len(panels):]:
         ax.set_axis_off()
 
@@ -105,6 +99,15 @@ def _grid_shape(n_panels: int, options: dict) -> tuple[int, int]:
 
 def _layer_panels(rows: pd.DataFrame, value: str) -> list[tuple[np.ndarray, str]]:
     return [(square_matrix(group, value), f"Layer {layer + 1}") for layer, group in _by_layer(rows).items()]
+
+
+def averaged_over(rows: pd.DataFrame) -> str:
+    """What a model's mean scores average: "64 sequences of 256 tokens" (and every head)."""
+    return f"{int(rows['n_sequences'].max()):,} sequences of {int(rows['seq_len'].max()):,} tokens"
+
+
+def clip_text(clip) -> str:
+    return f"colour scale: the {clip[0]:.0%} and {clip[1]:.0%} quantiles of each panel" if clip else ""
 
 
 # ---------------------------------------------------------------- heatmap figures
@@ -123,11 +126,10 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
             raise ValueError(f"intermediates table has no stage 'a' rows for model {model!r}")
         layer = int(first.min())
     layer = int(layer)
-    cmap = options.get("cmap", "viridis")
     clip = clip_option(options, None)
     # 2 rows of 5 (not the paper's 3 x 3): wider than tall, so the report shows it whole
     fig = build_figure(PANEL_SIZE[0] * 5 + 0.6, (PANEL_SIZE[1] + 0.3) * 2 + 0.6)
-    fig.suptitle(f"{model_label(model)}: Gram matrices of the attention intermediates, "
+    fig.suptitle(f"{model_label(model, options)}: Gram matrices of the attention intermediates, "
                  f"Layer {layer + 1} (a-g) into Layer {layer + 2} (h-i)", fontweight="bold")
     axes = fig.subplots(2, 5).ravel()
     axes[-1].set_axis_off()
@@ -137,21 +139,28 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
         if panel.empty:
             raise ValueError(f"intermediates table has no stage {stage!r} at layer {stage_layer} (0-based) "
                              f"for model {model!r}")
-        heatmap(ax, square_matrix(panel, "value"), cmap, FIGURE3_STAGES[stage][1], clip=clip, max_size=max_size_option(options))
+        heatmap(ax, square_matrix(panel, "value"), score_cmap(options), FIGURE3_STAGES[stage][1], clip=clip,
+                max_size=max_size_option(options))
     return fig
 
 
 @built
 def fig_model_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
-    """Figure 8: diagonal-normalised scores of every layer of one model, centred colour map."""
+    """Figure 8: the scores of every layer of one model as the paper draws them (raw, each panel its own
+    range), then the same diagonal-normalised."""
     table = require_table(tables, "scores", SCORE_NEEDS)
     model = options.get("model", "nope")
-    panels = _layer_panels(_model_rows(table, "scores", model), "score_diagnorm")
-    nrows, ncols = _grid_shape(len(panels), options)
-    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * nrows + 0.4)
-    fig.suptitle(f"{model_label(model)}: {DIAGNORM}", fontweight="bold")
-    _wrapped_panels(fig, panels, ncols, options.get("diverging_cmap", "coolwarm"), 0.0,
-                    clip_option(options, None), max_size_option(options))
+    rows = _model_rows(table, "scores", model)
+    kinds = [(score_cmap(options), None, "scores", _layer_panels(rows, "score_mean"))]
+    cmap, center = diagnorm_style(options)
+    kinds.append((cmap, center, DIAGNORM, _layer_panels(rows, "score_diagnorm")))
+    nrows, ncols = _grid_shape(len(kinds[0][3]), options)
+    height = ((PANEL_SIZE[1] + 0.3) * nrows + 0.4) * 2 + 0.4
+    fig = build_figure(max(PANEL_SIZE[0] * ncols, height / MAX_ASPECT), height)
+    fig.suptitle(f"{model_label(model, options)}: every layer ({averaged_over(rows)})", fontweight="bold")
+    for sub, (cmap, center, what, panels) in zip(np.atleast_1d(fig.subfigures(2, 1)).ravel(), kinds):
+        sub.suptitle(what[0].upper() + what[1:])
+        _wrapped_panels(sub, panels, ncols, cmap, center, clip_option(options, None), max_size_option(options))
     return fig
 
 
@@ -169,20 +178,22 @@ def fig_llms(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
             raise ValueError("scores table has no model of kind 'pretrained' and options['models'] is empty")
     first = int(options.get("first_layers", 4))
     clip = clip_option(options, DEFAULT_CLIP)
-    rows = [(m, _layer_panels(_model_rows(table, "scores", m), "score_diagnorm")[:first]) for m in models]
-    ncols = max(len(panels) for _, panels in rows)
-    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * len(rows) + 0.4)
-    scale = f", colour scale {clip[0]:.0%}-{clip[1]:.0%} quantiles" if clip else ""
-    fig.suptitle(f"Pretrained models: {DIAGNORM}{scale}", fontweight="bold")
+    cmap, center = diagnorm_style(options)
+    rows = [(m, _model_rows(table, "scores", m)) for m in models]
+    panels = {m: _layer_panels(r, "score_diagnorm")[:first] for m, r in rows}
+    ncols = max(len(p) for p in panels.values())
+    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * len(rows) + 0.7)
+    fig.suptitle(f"Pretrained models, first {ncols} layers: {DIAGNORM}\n{clip_text(clip)}".rstrip(),
+                 fontweight="bold")
     subfigs = np.atleast_1d(fig.subfigures(len(rows), 1)).ravel()
-    for sub, (model, panels) in zip(subfigs, rows):
-        sub.suptitle(model_label(model), fontweight="bold")
-        _wrapped_panels(sub, panels, ncols, options.get("diverging_cmap", "coolwarm"), 0.0, clip,
-                        max_size_option(options))
+    for sub, (model, model_rows) in zip(subfigs, rows):
+        sub.suptitle(f"{model_label(model, options)} (mean over {averaged_over(model_rows)} and every head)",
+                     fontweight="bold")
+        _wrapped_panels(sub, panels[model], ncols, cmap, center, clip, max_size_option(options))
     return fig
 
 
-ALL_LAYERS_KINDS = {  # kind -> (value column, title, diverging)
+ALL_LAYERS_KINDS = {  # kind -> (value column, title, diagonal-normalised)
     "raw": ("score_mean", "attention scores", False),
     "diagnorm": ("score_diagnorm", DIAGNORM, True),
 }
@@ -209,15 +220,16 @@ def all_layers_pages(tables: dict[str, pd.DataFrame], options: dict) -> list[tup
 @built
 def fig_all_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     """Figures 11-16, one page: options["layers"] (0-based; default every layer) of options["model"],
-    options["kind"] "raw" (scores, sequential colour map) or "diagnorm" (default; scores minus their
-    diagonal's mean, centred colour map), in at most PAGE_COLUMNS columns (option max_columns)."""
+    options["kind"] "raw" (scores) or "diagnorm" (default; scores minus their diagonal's mean), in at most
+    PAGE_COLUMNS columns (option max_columns), each panel bounded by the quantile_clip quantiles."""
     table = require_table(tables, "scores", SCORE_NEEDS)
     model = options.get("model", "nope")
     kind = options.get("kind", "diagnorm")
     if kind not in ALL_LAYERS_KINDS:
         raise ValueError(f"options['kind'] must be one of {sorted(ALL_LAYERS_KINDS)}, got {kind!r}")
-    value, what, diverging = ALL_LAYERS_KINDS[kind]
-    by_layer = _by_layer(_model_rows(table, "scores", model))
+    value, what, diagonal_normalised = ALL_LAYERS_KINDS[kind]
+    rows_of_model = _model_rows(table, "scores", model)
+    by_layer = _by_layer(rows_of_model)
     layers = [int(k) for k in options.get("layers") or sorted(by_layer)]
     missing = sorted(set(layers) - set(by_layer))
     if missing:
@@ -225,21 +237,22 @@ def fig_all_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     panels = [(square_matrix(by_layer[k], value), f"Layer {k + 1}") for k in layers]
     rows = math.ceil(len(panels) / int(options.get("max_columns", PAGE_COLUMNS)))
     ncols = math.ceil(len(panels) / rows)
-    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * rows + 0.5)
+    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * rows + 0.8)
     clip = clip_option(options, DEFAULT_CLIP)
-    scale = f" (colour scale {clip[0]:.0%}-{clip[1]:.0%} quantiles)" if clip else ""
     span = f"layer {layers[0] + 1}" if len(layers) == 1 else f"layers {layers[0] + 1}-{layers[-1] + 1}"
-    fig.suptitle(f"{model_label(model)}: {what}, {span} of {len(by_layer)}{scale}", fontweight="bold")
-    cmap = options.get("diverging_cmap", "coolwarm") if diverging else options.get("cmap", "viridis")
-    _wrapped_panels(fig, panels, ncols, cmap, 0.0 if diverging else None, clip, max_size_option(options))
+    # two lines: a page of three columns is too narrow for one (the title would run off both edges)
+    fig.suptitle(f"{model_label(model, options)}: {what}, {span} of {len(by_layer)}\n"
+                 f"{averaged_over(rows_of_model)}; {clip_text(clip)}".rstrip("; "), fontweight="bold")
+    cmap, center = diagnorm_style(options) if diagonal_normalised else (score_cmap(options), None)
+    _wrapped_panels(fig, panels, ncols, cmap, center, clip, max_size_option(options))
     return fig
 
 
 @built
 def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     """NoPE against RoPE, one column per layer: the diagonal-normalised scores of each (one colour scale
-    per layer, shared by the two) and their difference (first minus second). Rows, not columns, are the
-    three kinds so that the figure stays wide (MAX_ASPECT); the raw scores are in fig_all_layers."""
+    per layer, shared by the two) and their difference (first minus second, centred diverging map). Rows, not
+    columns, are the three kinds so that the figure stays wide (MAX_ASPECT); the raw scores are in fig_all_layers."""
     table = require_table(tables, "scores", SCORE_NEEDS)
     first, second = list(options.get("compare") or ["nope", "rope"])
     a, b = (_by_layer(_model_rows(table, "scores", m)) for m in (first, second))
@@ -248,8 +261,8 @@ def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
         raise ValueError(f"models {first!r} and {second!r} share no layer")
     if a[layers[0]]["seq_len"].iloc[0] != b[layers[0]]["seq_len"].iloc[0]:
         raise ValueError(f"models {first!r} and {second!r} have different seq_len; cannot subtract")
-    la, lb = model_label(first), model_label(second)
-    diverging = options.get("diverging_cmap", "coolwarm")
+    la, lb = model_label(first, options), model_label(second, options)
+    cmap, center = diagnorm_style(options)
     clip, size = clip_option(options, None), max_size_option(options)
     height = (PANEL_SIZE[1] + 0.1) * 3 + 0.4
     fig = build_figure(max(PANEL_SIZE[0] * len(layers), height / MAX_ASPECT), height)
@@ -262,27 +275,15 @@ def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     for col, layer in enumerate(layers):
         norm_a, norm_b = square_matrix(a[layer], "score_diagnorm"), square_matrix(b[layer], "score_diagnorm")
         title = f"Layer {layer + 1}"
-        shared = colour_limits(np.concatenate([norm_a.ravel(), norm_b.ravel()]), clip, 0.0)
-        heatmap(grid[0][col], norm_a, diverging, title, center=0.0, limits=shared, max_size=size)
-        heatmap(grid[1][col], norm_b, diverging, title, center=0.0, limits=shared, max_size=size)
-        heatmap(grid[2][col], norm_a - norm_b, diverging, title, center=0.0, clip=clip, max_size=size)
+        shared = colour_limits(np.concatenate([norm_a.ravel(), norm_b.ravel()]), clip, center)
+        heatmap(grid[0][col], norm_a, cmap, title, center=center, limits=shared, max_size=size)
+        heatmap(grid[1][col], norm_b, cmap, title, center=center, limits=shared, max_size=size)
+        heatmap(grid[2][col], norm_a - norm_b, difference_cmap(options), title, center=0.0, clip=clip,
+                max_size=size)
+    for row in grid:  # the query axis is named in the first column only, the key axis in the bottom row only
+        for col, ax in enumerate(row):
+            if col:
+                ax.set_ylabel("")
+            if row is not grid[-1]:
+                ax.set_xlabel("")
     return fig
-
-
-# ---------------------------------------------------------------- summary plots
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -16,9 +16,12 @@ from matplotlib.lines import Line2D
 
 from causalpos.analysis.claims.family import interval_z
 from causalpos.figures.ledger import VERDICT_STYLE
-from causalpos.figures.style import model_label, new_figure
+from causalpos.figures.style import layer_axis, model_label, new_figure
 
 PANEL = (4.2, 2.8)  # inches per panel
+# the smallest text: "small" (10 pt in the notebook context) stays >= legibility.MIN_TEXT_PX at the report's
+# width for a figure up to 17.8 inches wide (four claims: 16.8); "x-small" would not
+SMALLEST = "small"
 OVER_LAYERS = ("8b", "8c")
 
 
@@ -51,8 +54,8 @@ def plot_convergence(frame: pd.DataFrame, options: dict | None = None):
             ax.axhline(float(first["threshold"]), ls="--", color="black", lw=1)
             ax.set_title(f"{claim_id}, {model_label(model)} (S = {int(first['seq_len'])})", fontsize="small",
                          loc="left")
-            ax.set_ylabel(f"value ({first['direction']} {float(first['threshold']):g})", fontsize="x-small")
-            ax.tick_params(labelsize="x-small")
+            ax.set_ylabel(f"value ({first['direction']} {float(first['threshold']):g})", fontsize=SMALLEST)
+            ax.tick_params(labelsize=SMALLEST)
     handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()
                if v != "by construction"]  # claim 8 is measured
     handles += [Line2D([], [], color=colour[n], label=f"N = {n}") for n in sizes]
@@ -75,7 +78,7 @@ def _over_n(ax, rows: pd.DataFrame, z: float) -> None:
                         color=colour, ms=5, capsize=2, lw=1)
     ax.set_xscale("log", base=2)
     ax.set_xticks(rows["n_sequences"], [str(n) for n in rows["n_sequences"]])
-    ax.set_xlabel("sequences N", fontsize="x-small")
+    ax.set_xlabel("sequences N", fontsize=SMALLEST)
 
 
 def _per_layer(ax, rows: pd.DataFrame, z: float, colour: dict) -> None:
@@ -89,4 +92,5 @@ def _per_layer(ax, rows: pd.DataFrame, z: float, colour: dict) -> None:
     changed = [layer for layer, at in rows.groupby("layer") if at["verdict"].nunique() > 1]
     if changed:
         ax.plot(np.asarray(changed, float) + 1, last.loc[changed, "value"], "o", mfc="none", mec="tab:red", ms=8)
-    ax.set_xlabel("layer (paper)", fontsize="x-small")
+    layer_axis(ax, "layer (paper)")  # whole layers: no 2.5, 7.5 between them
+    ax.xaxis.label.set_fontsize(SMALLEST)

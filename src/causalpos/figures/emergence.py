@@ -43,7 +43,7 @@ def fig_emergence(tables: dict, options) -> Figure:
     for ax, ((metric, stage, title, ylabel), drawn_models) in zip(axes, panels):
         rows_of = frame[(frame["metric"] == metric) & (frame["stage"] == stage)]
         for model in drawn_models:
-            _draw_model(ax, rows_of[rows_of["model"] == model], model, metric, per_layer=metric == PER_MODEL)
+            _draw_model(ax, rows_of[rows_of["model"] == model], model, per_layer=metric == PER_MODEL)
         if metric == "concordance":
             ax.axhline(0.5, ls=":", lw=1, color="gray", label="no order")
         if metric == "strength_ratio" and len(rows_of) and (rows_of["value"] > 0).all():
@@ -54,16 +54,29 @@ def fig_emergence(tables: dict, options) -> Figure:
         ax.set_title(prefix + title, fontsize="small")
         ax.set_ylabel(ylabel)
         ax.set_xlabel("Tokens seen")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="x-small")
+        if metric == PER_MODEL and ax.get_legend_handles_labels()[0]:  # its layers' shades, beside it
+            ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
         if rows_of.empty:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     for ax in axes[len(panels):]:
         ax.set_axis_off()
+    shared_legend(fig, [ax for ax, (panel, _) in zip(axes, panels) if panel[0] != PER_MODEL])
     return fig
 
 
-def _draw_model(ax, rows, model: str, metric: str, per_layer: bool) -> None:
+def shared_legend(fig, axes) -> None:
+    """One key for the models and the reference lines of every panel but the per-layer ones, below the panels:
+    inside a panel it would cover data (the curves cross the whole range of tokens)."""
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    if entries:
+        fig.legend(entries.values(), entries.keys(), loc="outside lower center", ncols=len(entries),
+                   fontsize="small")
+
+
+def _draw_model(ax, rows, model: str, per_layer: bool) -> None:
     """One model's line(s) in a panel and its reference (dashed), in the model's colour or a shade per layer."""
     layers = sorted(rows["layer"].dropna().unique()) if per_layer else [None]
     layers = layers or [None]
@@ -79,8 +92,8 @@ def _draw_model(ax, rows, model: str, metric: str, per_layer: bool) -> None:
         if layer is not None:  # the simulation's amplitude of this layer
             ax.axhline(float(reference.iloc[0]), ls="--", lw=1, color=colours[layer])
         elif not any(np.isclose(float(reference.iloc[0]), y) for y in _reference_levels(ax)):  # the same for every model
-            ax.axhline(float(reference.iloc[0]), ls="--", lw=1, color="gray",
-                       label="α = 0 simulation" if metric != "strength_ratio" else "as strong as α = 0 simulation")
+            # the ratio panel's line at 1 is the simulation's strength too: one key entry for both
+            ax.axhline(float(reference.iloc[0]), ls="--", lw=1, color="gray", label="α = 0 simulation")
 
 
 def _reference_levels(ax) -> list[float]:

@@ -16,6 +16,15 @@ def _summary_models(frame: pd.DataFrame) -> list[str]:
     return list(pd.unique(frame["model"]))
 
 
+def legend_beside(ax, models, colours, styles: list[tuple[str, str]]) -> None:
+    """style.style_legend's key (models, line styles), right of the axes: lines run across every layer, so
+    no place inside the axes is free of data for every model; constrained layout makes room beside it."""
+    style_legend(ax, models, colours, styles)
+    legend = ax.get_legend()
+    legend.set_loc("upper left")
+    legend.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
+
+
 @built
 def fig_nonrelativeness(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     """Per layer and model: the non-relativeness index, the left-region deficit and the size of the
@@ -39,16 +48,16 @@ def fig_nonrelativeness(tables: dict[str, pd.DataFrame], options: dict) -> Figur
     ax_index.axhline(0.0, color="grey", lw=0.8)
     ax_index.set_ylabel("Var(diag.-normalised) / Var(scores)")
     ax_index.set_title("Non-relativeness index (0 = relative)")
-    style_legend(ax_index, models, colours, [("-", "all keys"), ("--", "without key 0"),
+    legend_beside(ax_index, models, colours, [("-", "all keys"), ("--", "without key 0"),
                                               (":", "sampling-noise floor")])
     ax_deficit.axhline(0.0, color="grey", lw=0.8)
     ax_deficit.set_ylabel("Mean diag.-normalised score, left region")
     ax_deficit.set_title("Left-region deficit (< 0: left darker)")
-    style_legend(ax_deficit, models, colours, [("-", "all keys"), ("--", "without key 0")])
+    legend_beside(ax_deficit, models, colours, [("-", "all keys"), ("--", "without key 0")])
     ax_scale.set_ylim(bottom=0)
     ax_scale.set_ylabel("Standard deviation (off-diagonal)")
     ax_scale.set_title("Size: raw scores vs pattern")
-    style_legend(ax_scale, models, colours, [("-", "raw scores"), ("--", "diag.-normalised")])
+    legend_beside(ax_scale, models, colours, [("-", "raw scores"), ("--", "diag.-normalised")])
     for ax in (ax_index, ax_deficit, ax_scale):
         layer_axis(ax)
     return fig
@@ -74,7 +83,7 @@ def fig_increasing_fraction(tables: dict[str, pd.DataFrame], options: dict) -> F
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("Fraction of steps j → j+1 with higher score")
     ax.set_title("Nearer keys score higher (0.5 = no preference)")
-    style_legend(ax, models, colours, [("-", "all keys"), ("--", "without key 0")])
+    legend_beside(ax, models, colours, [("-", "all keys"), ("--", "without key 0")])
     layer_axis(ax)
     return fig
 
@@ -98,12 +107,12 @@ def fig_position_probe(tables: dict[str, pd.DataFrame], options: dict) -> Figure
     xlabel = "Hidden state (0 = embeddings, k = output of Layer k)"
     ax_mae.set_ylabel("Held-out mean absolute error (positions)")
     ax_mae.set_title("Linear position probe")
-    style_legend(ax_mae, models, colours, [("-", "probe"), (":", "mean-position baseline")])
+    legend_beside(ax_mae, models, colours, [("-", "probe"), (":", "mean-position baseline")])
     ax_ratio.axhline(1.0, color="grey", lw=0.8)
     ax_ratio.set_ylim(bottom=0)
     ax_ratio.set_ylabel("Probe MAE / baseline MAE")
     ax_ratio.set_title("Relative error (1 = no positional information)")
-    style_legend(ax_ratio, models, colours, [])
+    legend_beside(ax_ratio, models, colours, [])
     for ax in (ax_mae, ax_ratio):
         layer_axis(ax, xlabel)
     return fig

@@ -6,6 +6,7 @@ Drawn from the simulation and theory tables; each is a function (tables, options
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,17 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE, draw_heatmap, new_figure, square_matrix
+from causalpos.figures.style import (
+    MAX_ASPECT,
+    PANEL_SIZE,
+    diagnorm_style,
+    draw_heatmap,
+    fixed_limits,
+    heatmap,
+    new_figure,
+    score_cmap,
+    square_matrix,
+)
 from causalpos.simulation import theory as closed_form
 from causalpos.tables import require_columns
 from causalpos.tril import packed_size
@@ -25,18 +36,12 @@ GRID_COLUMNS = ("variant", "layer", "query_pos", "key_pos", "score_mean") + PARA
 # ---------------------------------------------------------------- helpers
 
 
-
-
 def layer_matrix(table: pd.DataFrame, variant: str, layer: int, value: str = "score_mean") -> np.ndarray:
     """One layer of one variant as an n x n array [query_pos, key_pos]; NaN where no row (invisible)."""
     rows = table[(table["variant"] == variant) & (table["layer"] == layer)]
     if rows.empty:
         raise ValueError(f"no rows for variant {variant!r}, layer {layer}")
     return square_matrix(rows, value, f"variant {variant!r}")
-
-
-
-
 
 
 def variant_label(params) -> str:
@@ -55,8 +60,6 @@ def variant_label(params) -> str:
         parts.append("no residual")
     parts.append(f"α = {float(params['alpha']):g}")
     return ", ".join(parts)
-
-
 
 
 def _select(simulation: pd.DataFrame | None, options: dict, columns) -> tuple[pd.DataFrame, list[str]]:
@@ -81,96 +84,128 @@ def _n_layers(table: pd.DataFrame, variant: str) -> int:
 
 
 def blocks_per_line(n_blocks: int, block_width: float, block_height: float) -> int:
-    """How many blocks (a labelled row of panels each) to set side by side so that the figure's
-    height / width stays under MAX_ASPECT: one per line unless that makes the figure too tall."""
-    for per_line in range(1, n_blocks + 1):
-        if math.ceil(n_blocks / per_line) * block_height <= MAX_ASPECT * per_line * block_width:
-            return per_line
-    return max(n_blocks, 1)
+    """How many blocks (a labelled row of panels each) to set side by side: the narrowest figure whose
+    height / width stays under MAX_ASPECT once blocks are widened to it (the report shows every figure
+    equally wide, so the narrowest figure has the largest text)."""
+    def width(per_line: int) -> float:
+        return max(per_line * block_width, math.ceil(n_blocks / per_line) * block_height / MAX_ASPECT)
+    return min(range(1, max(n_blocks, 1) + 1), key=lambda per_line: (width(per_line), per_line))
 
 
-def _layer_grid(rows: list[tuple[str, list[np.ndarray], str, float | None]]) -> Figure:
-    """One block of heatmaps per (label, matrices by layer, cmap, centre); columns of a block are layers.
-    Blocks stack in reading order, two or more to a line where one per line would be too tall for the report."""
-    ncols = max(len(mats) for _, mats, _, _ in rows)
-    block = (PANEL_SIZE[0] * ncols, PANEL_SIZE[1] + 0.3)
-    per_line = blocks_per_line(len(rows), *block)
-    lines = math.ceil(len(rows) / per_line)
-    fig = new_figure(block[0] * per_line, block[1] * lines)
+class Block(NamedTuple):
+    """A labelled row of heatmaps, one per layer: its colour map, centre and fixed limits (None: own range)."""
+    label: str
+    matrices: list
+    cmap: str
+    center: float | None = None
+    limits: tuple[float, float] | None = None
+
+
+def _layer_grid(blocks: list[Block]) -> Figure:
+    """One row of heatmaps per Block; columns of a block are layers. Blocks stack in reading order, widened (or
+    set two or more to a line) where one per line would be too tall for the report (blocks_per_line)."""
+    ncols = max(len(block.matrices) for block in blocks)
+    size = (PANEL_SIZE[0] * ncols, PANEL_SIZE[1] + 0.3)
+    per_line = blocks_per_line(len(blocks), *size)
+    lines = math.ceil(len(blocks) / per_line)
+    fig = new_figure(max(size[0] * per_line, size[1] * lines / MAX_ASPECT), size[1] * lines)
     subfigs = np.atleast_1d(fig.subfigures(lines, per_line)).ravel()
-    for sub in subfigs[len(rows):]:
+    for sub in subfigs[len(blocks):]:
         sub.set_visible(False)
-    for sub, (label, mats, cmap, center) in zip(subfigs, rows):
-        sub.suptitle(label, fontweight="bold")
+    for sub, block in zip(subfigs, blocks):
+        sub.suptitle(block.label, fontweight="bold")
         axes = np.atleast_1d(sub.subplots(1, ncols)).ravel()
         for layer, ax in enumerate(axes):
-            if layer < len(mats):
-                draw_heatmap(ax, mats[layer], cmap, f"Layer {layer + 1}", center=center)
+            if layer < len(block.matrices):
+                heatmap(ax, block.matrices[layer], block.cmap, f"Layer {layer + 1}", center=block.center,
+                        limits=block.limits, max_size=None)
+                if layer:  # the query axis is named once per row
+                    ax.set_ylabel("")
             else:
                 ax.set_axis_off()
     return fig
 
 
+def self_score(params) -> float:
+    """A token's score with itself, <y, y> / scale with |y|^2 = 1 (l2) or d (LayerNorm): the diagonal of every
+    layer and, by Cauchy-Schwarz, the largest score. The paper's raw panels span [0, self_score] (0-1 for l2 and
+    LayerNorm with d scaling, 0-sqrt(d) for LayerNorm with sqrt(d) scaling)."""
+    d = float(params["d"])
+    norm_sq = 1.0 if params["norm"] == "l2" else d
+    return norm_sq / {"none": 1.0, "sqrt_d": math.sqrt(d), "d": d}[params["scale"]]
+
+
+def raw_limits(params, options: dict) -> tuple[float, float] | None:
+    return (0.0, self_score(params)) if fixed_limits(options) else None
+
+
 # ---------------------------------------------------------------- figures
 
 
-def fig_mechanism(tables: dict, options) -> Figure:
-    """Figure 1: the 3 x 3 mechanism from layer-1 scores to layer-2 scores, values annotated."""
-    theory = tables.get("theory")
-    alpha = float(options.get("alpha", 0.0))
-    n = 3
-    i = np.arange(1, n + 1)
+def mechanism_panels(n: int, alpha: float, theory: pd.DataFrame | None = None) -> list[tuple[np.ndarray, str]]:
+    """The four panels of Figure 1 on n tokens, [row, column], 0 above the diagonal:
+    (a) layer-1 scores <x_i, x_j> (1 on the diagonal, alpha in expectation elsewhere);
+    (b) x_i^(1) = sum_j A_ij x_j + x_i as the weight of each input x_j (row i);
+    (c) y_i^(2) = x_i^(1) / h(i), the same weights after l2 normalisation;
+    (d) layer-2 scores <y_i^(2), y_j^(2)> = g(i) / (h(i) h(j)) (Eq. 4; from the theory table where it has them)."""
     below = np.tril(np.ones((n, n), dtype=bool), k=-1)
-    upper = np.triu(np.ones((n, n), dtype=bool), k=1)
-
-    scores1 = np.where(below, alpha, 1.0)
-    attention1 = closed_form.layer1_attention(n, alpha)
-    gram1 = np.where(below, closed_form.g(i, alpha)[:, None], np.diag(closed_form.h(i, alpha) ** 2))
+    scores1 = np.where(below, alpha, np.eye(n))
+    weights1 = closed_form.layer1_attention(n, alpha) + np.eye(n)  # attention, then the residual
+    norms = closed_form.h(np.arange(1, n + 1), alpha)
     scores2 = closed_form.layer2_scores(n, alpha)
     if theory is not None:  # use the table's top-left corner: g and h do not depend on seq_len
         corner = theory[np.isclose(theory["alpha"], alpha) & theory["residual"].astype(bool)
                         & (theory["query_pos"] < n) & (theory["key_pos"] <= theory["query_pos"])]
         if len(corner) == packed_size(n):
             scores2[corner["query_pos"].to_numpy(int), corner["key_pos"].to_numpy(int)] = corner["score"]
-    panels = [
+    return [
         (scores1, "(a) Layer-1 scores"),
-        (attention1, "(b) Layer-1 attention"),
-        (gram1, "(c) Gram of $x^{(1)}$: $h(i)^2$, $g(i)$"),
+        (weights1, "(b) $x^{(1)}_i$: weight of $x_j$"),
+        (weights1 / norms[:, None], "(c) $y^{(2)}_i$ (normalised): weight of $x_j$"),
         (scores2, "(d) Layer-2 scores $g(i)/(h(i)h(j))$"),
     ]
+
+
+def fig_mechanism(tables: dict, options) -> Figure:
+    """Figure 1: the mechanism on three tokens, from layer-1 scores to layer-2 scores, values annotated."""
+    alpha = float(options.get("alpha", 0.0))
+    n = 3
+    upper = np.triu(np.ones((n, n), dtype=bool), k=1)
     fig = new_figure(3.6 * 4, PANEL_SIZE[1] + 0.4)
-    fig.suptitle(f"How the causal mask creates positional information, α = {alpha:g} (positions 1-based)",
-                 fontweight="bold")
-    for ax, (matrix, title) in zip(fig.subplots(1, 4), panels):
-        matrix = np.where(upper, np.nan, matrix)
-        draw_heatmap(ax, matrix, options.get("cmap", "viridis"), title, annot=True, one_based=True)
+    fig.suptitle(f"How the causal mask creates positional information, α = {alpha:g}", fontweight="bold")
+    for k, (ax, (matrix, title)) in enumerate(zip(fig.subplots(1, 4), mechanism_panels(n, alpha, tables.get("theory")))):
+        draw_heatmap(ax, np.where(upper, np.nan, matrix), score_cmap(options), title, annot=True)
+        if k in (1, 2):  # rows are positions i, columns the inputs x_j they are made of
+            ax.set_xlabel("Input $x_j$, j")
+            ax.set_ylabel("Position i")
     return fig
 
 
 def fig_layer_grid(tables: dict, options) -> Figure:
     """Figures 2, 6, 7: rows are variants, columns are layers, raw mean scores."""
-    table, names = _select(tables.get("simulation"), options, GRID_COLUMNS)
-    cmap = options.get("cmap", "viridis")
-    rows = []
+    table, names = _select(tables.get("simulation"), options, GRID_COLUMNS + ("d",))
+    blocks = []
     for name in names:
+        params = _params(table, name)
         mats = [layer_matrix(table, name, layer) for layer in range(_n_layers(table, name))]
-        rows.append((variant_label(_params(table, name)), mats, cmap, None))
-    return _layer_grid(rows)
+        blocks.append(Block(variant_label(params), mats, score_cmap(options), None, raw_limits(params, options)))
+    return _layer_grid(blocks)
 
 
 def fig_rope(tables: dict, options) -> Figure:
     """Figures 4, 9, 10: per variant, raw scores then diagonal-normalised scores, columns are layers."""
-    table, names = _select(tables.get("simulation"), options, GRID_COLUMNS + ("score_diagnorm",))
-    rows = []
+    table, names = _select(tables.get("simulation"), options, GRID_COLUMNS + ("d", "score_diagnorm"))
+    cmap, center = diagnorm_style(options)
+    blocks = []
     for name in names:
-        label = variant_label(_params(table, name))
+        params = _params(table, name)
+        label = variant_label(params)
         layers = range(_n_layers(table, name))
-        rows.append((f"{label}: scores", [layer_matrix(table, name, k) for k in layers],
-                     options.get("cmap", "viridis"), None))
-        rows.append((f"{label}: scores minus their diagonal's mean",
-                     [layer_matrix(table, name, k, "score_diagnorm") for k in layers],
-                     options.get("diverging_cmap", "coolwarm"), 0.0))
-    return _layer_grid(rows)
+        blocks.append(Block(f"{label}: scores", [layer_matrix(table, name, k) for k in layers],
+                            score_cmap(options), None, raw_limits(params, options)))
+        blocks.append(Block(f"{label}: scores minus their diagonal's mean",
+                            [layer_matrix(table, name, k, "score_diagnorm") for k in layers], cmap, center))
+    return _layer_grid(blocks)
 
 
 def fig_mc_vs_closed_form(tables: dict, options) -> Figure:
@@ -233,18 +268,4 @@ def fig_mc_vs_closed_form(tables: dict, options) -> Figure:
     return fig
 
 
-
-
-
-
-
-
-
-
-
-
 # ---------------------------------------------------------------- entry point
-
-
-
-

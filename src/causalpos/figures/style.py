@@ -35,6 +35,13 @@ MAX_ASPECT = 0.74
 BUILD_DPI = 20  # see build_figure
 IMAGE_ABOVE = 64  # heatmaps with more rows than this are drawn as one image (see heatmap)
 
+# The paper's colour conventions (the authors' figure files): seaborn's rocket for every score map, raw and
+# diagonal-normalised. A centred diverging map is ours, for differences (and diagonal-normalised scores with
+# plot.centred_diagnorm). Defaults of plot.cmap / plot.diverging_cmap / plot.colour_limits in the config schema.
+SCORE_CMAP = "rocket"
+DIFFERENCE_CMAP = "coolwarm"
+COLOUR_LIMITS = ("paper", "panel")  # plot.colour_limits: see fixed_limits
+
 MODEL_COLOURS = {"nope": "tab:red", "rope": "tab:blue"}
 MODEL_LABELS = {"nope": "NoPE", "rope": "RoPE"}
 
@@ -76,8 +83,10 @@ def require_table(tables: dict, name: str, columns) -> pd.DataFrame:
     return require_columns(tables.get(name), columns, name, allow_empty=True)
 
 
-def model_label(model: str) -> str:
-    return MODEL_LABELS.get(model, model)
+def model_label(model: str, options: dict | None = None) -> str:
+    """A model's name as people write it: options["model_labels"] (the config's pretrained models), else
+    MODEL_LABELS, else its key."""
+    return (options or {}).get("model_labels", {}).get(model) or MODEL_LABELS.get(model, model)
 
 
 def model_colours(models) -> dict:
@@ -212,6 +221,31 @@ def heatmap(ax, matrix: np.ndarray, cmap: str, title: str, center: float | None 
         ax.set_xticklabels([str(int(t.get_text()) * factor) for t in ax.get_xticklabels()])
         ax.set_yticklabels([str(int(t.get_text()) * factor) for t in ax.get_yticklabels()], rotation=0)
     return limits
+
+
+def score_cmap(options: dict) -> str:
+    return options.get("cmap") or SCORE_CMAP
+
+
+def difference_cmap(options: dict) -> str:
+    return options.get("diverging_cmap") or DIFFERENCE_CMAP
+
+
+def diagnorm_style(options: dict) -> tuple[str, float | None]:
+    """Colour map and centre of diagonal-normalised scores: the paper's (score map, each panel's own range) or,
+    with options["centred_diagnorm"], a diverging map on limits symmetric about 0."""
+    if options.get("centred_diagnorm"):
+        return difference_cmap(options), 0.0
+    return score_cmap(options), None
+
+
+def fixed_limits(options: dict) -> bool:
+    """True (options["colour_limits"] "paper", the default): raw simulation scores on the paper's fixed range;
+    "panel": every panel on its own range."""
+    choice = options.get("colour_limits", "paper")
+    if choice not in COLOUR_LIMITS:
+        raise ValueError(f"options['colour_limits'] must be one of {list(COLOUR_LIMITS)}, got {choice!r}")
+    return choice == "paper"
 
 
 def max_size_option(options: dict):

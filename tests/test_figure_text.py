@@ -1,0 +1,245 @@
+"""Every figure family is readable: no clipped or overlapping text, no legend over data, integer ticks on layer
+axes, and text of at least MIN_TEXT_PX pixels where the report shows the figure REPORT_WIDTH_PX wide.
+
+The figures are drawn from the shared finished tiny run's tables through the production paths (the runners
+of workflow.runners, or figures.style.save_figure with the runner's drawing), into PNGs under a temporary
+folder; save_figure is wrapped so that each Figure is kept, with the seaborn plotting context and style that
+save_figure drew it in (read back inside the drawing with seaborn's own getters): the checks lay the figure out
+again in that context (figures.legibility), as it was when its PNG was written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import seaborn as sns
+from matplotlib.figure import Figure
+
+import causalpos.figures.render as render
+import causalpos.figures.style as style
+from causalpos.analysis.claims.catalogue import PAGES
+from causalpos.figures.convergence import plot_convergence
+from causalpos.figures.legibility import (MIN_TEXT_PX, clipped_texts, displayed_text_px, drawn_tick_labels,
+                                          legends_over_data, overlapping_texts)
+from causalpos.figures.ledger import plot_ledger
+from causalpos.figures.registry import (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, FIGURES,
+                                        LENGTH_SEEDS_FIGURE)
+from causalpos.io import read_table
+from causalpos.workflow import dag, paths
+from causalpos.workflow.config import extracted_models, load_config
+from causalpos.workflow.runners import run_all_layers, run_figure, run_length_seeds
+
+FIGURE_IDS = [figure for figure in render.DRAW if figure != ALL_LAYERS_FIGURE]  # rule figure's
+KINDS = ("raw", "diagnorm")
+FAMILIES = [*FIGURE_IDS, *(f"{ALL_LAYERS_FIGURE}/{kind}" for kind in KINDS), CLAIMS_FIGURE, CONVERGENCE_FIGURE,
+            LENGTH_SEEDS_FIGURE]
+DEEP_LAYERS = 18  # a model with this many layers or more has several all-layers pages (Gemma-3-270M: 18)
+
+
+@dataclass
+class Drawn:
+    """A figure as save_figure wrote it: the Figure and the seaborn context and style it was drawn in."""
+
+    name: str
+    fig: Figure
+    context: dict
+    style: dict
+
+    def check(self, measure):
+        with sns.plotting_context(self.context), sns.axes_style(self.style):
+            return measure(self.fig)
+
+
+# ---------------------------------------------------------------- drawing every family
+
+
+class Recorder:
+    """Wraps save_figure: every figure it writes is kept, under the name of the family being drawn."""
+
+    def __init__(self, real):
+        self.real, self.family, self.drawn = real, None, {}
+
+    def __call__(self, draw, options, outputs, label="figure"):
+        def recorded():
+            fig = draw()
+            # the context save_figure opened, as seaborn reports it (not its constants copied here)
+            self.drawn.setdefault(self.family, []).append(
+                Drawn(f"{self.family} {Path(list(outputs)[0]).name}", fig, sns.plotting_context(), sns.axes_style()))
+            return fig
+        self.real(recorded, options, outputs, label)
+
+
+def deepest(scores: pd.DataFrame) -> int:
+    return int(scores.groupby("model")["layer"].nunique().max())
+
+
+def with_deep_model(scores: pd.DataFrame) -> pd.DataFrame:
+    """The extracted scores, plus an 18-layer model (layers of the deepest model repeated) if none has that
+    many: its pages (6, 6, 6) and Gemma's name in the titles."""
+    if deepest(scores) >= DEEP_LAYERS:
+        return scores
+    source = scores[scores["model"] == scores.groupby("model")["layer"].nunique().idxmax()]
+    layers = sorted(source["layer"].unique())
+    copies = [source[source["layer"] == layers[k % len(layers)]].assign(layer=k) for k in range(DEEP_LAYERS)]
+    return pd.concat([scores, pd.concat(copies).assign(model="gemma3_270m")], ignore_index=True)
+
+
+def draw_rule_figures(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
+    results = str(run / "results")
+    for figure in FIGURE_IDS:
+        recorder.family = figure
+        run_figure(figure, dag.inputs(config, results, "figure", figure=figure), dag.params(config, results, "figure", figure=figure)["options"],
+                   [out / f"{figure}.png"])
+
+
+def draw_all_layers(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
+    results = str(run / "results")
+    scores = pd.concat([read_table(paths.activation_table(m, "scores", results)) for m in extracted_models(config)],
+                       ignore_index=True)
+    scores = with_deep_model(scores)
+    table = out / "scores.parquet"
+    scores.to_parquet(table)
+    for model in scores["model"].unique():
+        recorder.family = ALL_LAYERS_FIGURE
+        stage = "model_figure_trained" if model in ("nope", "rope") else "model_figure_pretrained"
+        options = dag.params(config, results, stage, model=str(model))["options"]
+        run_all_layers(table, {**options, "formats": ["png"]}, out / f"{ALL_LAYERS_FIGURE}_{model}")
+    for drawn in recorder.drawn.pop(ALL_LAYERS_FIGURE):  # by kind, from the page's file name
+        kind = drawn.name.split()[-1].split("_")[0]
+        drawn.name = f"{ALL_LAYERS_FIGURE}/{kind} {drawn.fig.get_suptitle() or drawn.name}"
+        recorder.drawn.setdefault(f"{ALL_LAYERS_FIGURE}/{kind}", []).append(drawn)
+
+
+def draw_claims(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
+    options = dag.params(config, str(run / "results"), "claims")["options"]
+    ledger = read_table(run / paths.summary_file("claims.parquet"))
+    recorder.family = CLAIMS_FIGURE
+    for page in PAGES:
+        recorder(lambda page=page: plot_ledger(ledger, page, options), options, [out / f"claims{page}.png"])
+    convergence = read_table(run / paths.summary_file("convergence.parquet"))
+    recorder.family = CONVERGENCE_FIGURE
+    recorder(lambda: plot_convergence(convergence, options), options, [out / f"{CONVERGENCE_FIGURE}.png"])
+
+
+def draw_length_seeds(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
+    """figT3 over three seeds: the run's length evaluation of each model as seed 1, and two more seeds made
+    from it (its loss shifted up with the length by 0.01 and 0.02 per doubling, NoPE less than RoPE)."""
+    runs = []
+    for model, slope in (("nope", 0.01), ("rope", 0.02)):
+        table = read_table(run / paths.model_file(model, "length_eval.parquet"))
+        for seed, scale in ((1, 0.0), (2, 1.0), (3, 2.0)):
+            path = out / f"{model}_seed{seed}.parquet"
+            table.assign(heldout_loss=table["heldout_loss"] + scale * slope * np.log2(table["factor"])).to_parquet(path)
+            runs.append((model, seed, path))
+    recorder.family = LENGTH_SEEDS_FIGURE
+    run_length_seeds(runs, out / "length_seeds.parquet", [out / f"{LENGTH_SEEDS_FIGURE}.png"],
+                     dag.params(config, str(run / "results"), "length_seeds")["options"])
+
+
+@pytest.fixture(scope="module")
+def figures(finished_run, tmp_path_factory) -> dict[str, list[Drawn]]:
+    """Every family's figures (family -> [Drawn]), drawn once from the finished run's tables."""
+    out = tmp_path_factory.mktemp("figure_text")
+    config = load_config(finished_run / "config.yaml", devices=False)
+    recorder = Recorder(style.save_figure)
+    with pytest.MonkeyPatch.context() as patch:  # the runners import save_figure from style when they run
+        patch.setattr(style, "save_figure", recorder)
+        patch.setattr(render, "save_figure", recorder)
+        for draw in (draw_rule_figures, draw_all_layers, draw_claims, draw_length_seeds):
+            draw(finished_run, config, out, recorder)
+    return recorder.drawn
+
+
+# ---------------------------------------------------------------- the checks
+
+
+def where(text) -> str:
+    """A text, and the panel it is in (its axes' title), for a failure message."""
+    ax = text.axes
+    title = next((ax.get_title(loc) for loc in ("center", "left", "right") if ax and ax.get_title(loc)), "")
+    return f"{text.get_text()!r}" + (f" (panel {title!r})" if title else "")
+
+
+def layer_tick_problems(fig: Figure) -> list[str]:
+    """Tick labels of a layer axis (its label names a layer) that are not whole numbers."""
+    problems = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if "layer" not in axis.get_label_text().lower():
+                continue
+            shown, _ = drawn_tick_labels(axis)
+            labels = [t for t in axis.get_ticklabels(minor=False) + axis.get_ticklabels(minor=True)
+                      if id(t) in shown and t.get_visible() and t.get_text().strip()]
+            bad = [t.get_text() for t in labels if not re.fullmatch(r"-?\d+", t.get_text().replace("\u2212", "-"))]
+            if bad:
+                problems.append(f"layer axis {axis.get_label_text()!r} has ticks {bad}")
+    return problems
+
+
+def problems_of(drawn: Drawn) -> list[str]:
+    """Every problem of one figure, as text."""
+    found = [f"clipped: {where(t)}" for t in drawn.check(clipped_texts)]
+    found += [f"overlap: {where(a)} and {where(b)}" for a, b in drawn.check(overlapping_texts)]
+    found += [f"legend over data: legend {[t.get_text() for t in legend.get_texts()][:3]}... over panel "
+              f"{ax.get_title() or ax.get_title(loc='left')!r}" for legend, ax in drawn.check(legends_over_data)]
+    found += drawn.check(layer_tick_problems)
+    size = drawn.check(displayed_text_px)
+    if size < MIN_TEXT_PX:
+        found.append(f"smallest text {size:.1f} px at the report's width (< {MIN_TEXT_PX:g})")
+    return found
+
+
+def test_the_families_are_every_figure():
+    assert set(FIGURE_IDS) | {ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE} == set(FIGURES)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_text_is_readable(figures, family):
+    drawn = figures.get(family, [])
+    assert drawn, f"{family}: no figure drawn"
+    if family.startswith(ALL_LAYERS_FIGURE):  # a deep model's several pages are among them
+        assert len(drawn) >= 3
+    if family == CLAIMS_FIGURE:
+        assert len(drawn) == len(PAGES)
+    report = {d.name: problems for d in drawn if (problems := problems_of(d))}
+    assert not report, "\n".join(f"{name}:\n  " + "\n  ".join(problems) for name, problems in report.items())
+
+
+# ---------------------------------------------------------------- the checks can fail
+
+
+def test_the_checks_find_clipped_and_overlapping_text_and_a_legend_over_data():
+    fig = style.new_figure(4, 3)
+    ax = fig.subplots()
+    ax.plot([0, 1, 2], [0, 1, 0], label="data")
+    ax.set_title("a title far too long to fit on a figure only four inches wide, cut at both edges")
+    one = ax.text(0.5, 0.5, "overlapping", transform=ax.transAxes)
+    two = ax.text(0.52, 0.51, "overlapping", transform=ax.transAxes)
+    ax.legend(loc="center", bbox_to_anchor=(1.0, 1.0), bbox_transform=ax.transData)  # on the peak at (1, 1)
+    ax.set_xlabel("Layer")
+    ax.set_xlim(0, 2.2)
+    assert [t.get_text() for t in clipped_texts(fig)] == [ax.get_title()]
+    assert {frozenset(map(id, pair)) for pair in overlapping_texts(fig)} == {frozenset((id(one), id(two)))}
+    assert [found_ax for _, found_ax in legends_over_data(fig)] == [ax]
+    assert layer_tick_problems(fig)  # 0.0, 0.5, ...: not whole layers
+    assert displayed_text_px(fig) > MIN_TEXT_PX
+    assert fig.canvas.__class__.__name__ == "FigureCanvasBase"  # the measurement gave the bare canvas back
+
+
+def test_touching_and_slanted_texts_are_no_overlap():
+    """Two texts set edge to edge, and slanted labels whose upright boxes overlap but whose text does not."""
+    fig = style.new_figure(6, 3)
+    flat, slanted = fig.subplots(1, 2)
+    left = flat.text(0.5, 0.5, "ends here", ha="right", transform=flat.transAxes)
+    flat.text(0.5, 0.5, "starts here", ha="left", transform=flat.transAxes)
+    slanted.set_xticks(range(8), [f"label number {k}" for k in range(8)], rotation=50, ha="right")
+    assert overlapping_texts(fig) == []
+    left.set_x(0.52)  # now they share a few pixels
+    assert len(overlapping_texts(fig)) == 1
+    slanted.set_xticks(range(8), [f"label number {k}" for k in range(8)], rotation=10, ha="right")
+    assert len(overlapping_texts(fig)) > 1  # nearly flat: the labels run into each other
