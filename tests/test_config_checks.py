@@ -386,7 +386,7 @@ def test_model_labels_name_models_as_people_write_them(tmp_path):
     config = load_config(ROOT / "config.yaml", devices=False)
     models = config["extraction"]["pretrained"]["models"]
     models.update({"llama": {"name": "meta-llama/Llama-3.1-8B"}, "mine": {"path": str(tmp_path)}})
-    assert model_labels(config) == {"smollm2_135m": "SmolLM2-135M", "gemma3_270m": "Gemma-3-270M",
+    assert model_labels(config) == {"nope": "NoPE", "rope": "RoPE", "smollm2_135m": "SmolLM2-135M", "gemma3_270m": "Gemma-3-270M",
                                     "llama": "Llama-3.1-8B", "mine": "mine"}
     jobs = [("extract_pretrained", {"model": "llama"}), ("pretrained", {"model": "smollm2_135m"})]
     before = [dag.params(config, "results", name, **wildcards) for name, wildcards in jobs]

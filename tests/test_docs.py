@@ -315,15 +315,16 @@ def test_figures_page_shows_every_figure():
 # ---------------------------------------------------------------- report/ captions
 
 
-def render_caption(name: str, **wildcards) -> str:
-    """A report caption as `snakemake --report` renders it: Jinja with the job's wildcards, then docutils."""
+def render_caption(name: str, params: dict | None = None, **wildcards) -> str:
+    """A report caption as `snakemake --report` renders it: Jinja with the job's wildcards and params, then
+    docutils."""
     from types import SimpleNamespace
 
     from docutils.core import publish_parts
     from jinja2 import Environment
 
     rst = Environment().from_string(text(ROOT / "report" / name)).render(
-        snakemake=SimpleNamespace(wildcards=wildcards, rule="?"))
+        snakemake=SimpleNamespace(wildcards=wildcards, params=SimpleNamespace(**(params or {})), rule="?"))
     return publish_parts(rst, writer="html", settings_overrides={"report_level": 1})["body"]
 
 
@@ -334,7 +335,12 @@ def test_report_captions_say_what_to_look_for_once():
     listed = re.findall(r'^\s+"(\w+)": "', text(ROOT / "report" / "figure.rst"), re.M)
     assert sorted(listed) == sorted(CONFIGURABLE)
     pages = [render_caption("figure.rst", figure=f) for f in CONFIGURABLE]
-    pages += [render_caption("all_layers.rst", model="m", kind=k, layers="01-08") for k in ("raw", "diagnorm")]
+    labels = {"options": {"model_labels": {"nope": "NoPE", "smol": "SmolLM2-135M"}}}
+    pages += [render_caption("all_layers.rst", labels, model=m, kind=k, layers="01-08")
+              for k in ("raw", "diagnorm") for m in ("nope", "smol")]
+    # the paper's Figures 11-16 are its LLMs: a trained model's pages are ours, named as such
+    assert "Figures 11-16" in pages[-1] and "SmolLM2-135M" in pages[-1] and "smol" not in pages[-1]
+    assert "Figures 11-16" not in pages[-2] and "trained NoPE model" in pages[-2]
     pages += [render_caption("length_seeds.rst")]
     for html in pages:
         assert "Look for" in html and "system-message" not in html

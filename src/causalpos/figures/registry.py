@@ -1,4 +1,5 @@
-"""Every figure id, with its report section and the tables it is drawn from; the file names of figL1_claims's pages.
+"""Every figure id, with its report section and the tables it is drawn from; the file names of figL1_claims's pages;
+the trained models' names in figures.
 
 The one list of figures: the config check, the rules, the CLI and figures.render all read it.
 Plain data (no plotting import), so the workflow can read it while Snakemake builds the DAG.
@@ -14,6 +15,7 @@ ALL_LAYERS_PAGE = "{kind}_layers{layers}.{ext}"  # a page of ALL_LAYERS_FIGURE i
 CLAIMS_PAGE = "claims{claims}.{ext}"  # a page of CLAIMS_FIGURE in its folder, claims a key of catalogue.PAGES
 LENGTH_SEEDS_FIGURE = "figT3_length_seeds"  # drawn by rule length_seeds (its own target), beside its table
 CONVERGENCE_FIGURE = "figL2_convergence"  # drawn by rule convergence, beside results/summary/convergence.parquet
+TRAINED_LABELS = {"nope": "NoPE", "rope": "RoPE"}  # the pretrained models' names: workflow.config.model_labels
 
 
 @dataclass(frozen=True)

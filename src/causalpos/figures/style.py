@@ -25,6 +25,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from causalpos.figures.legibility import PNG_TEXT_KEY, smallest_text_px
+from causalpos.figures.registry import TRAINED_LABELS
 from causalpos.tables import require_columns
 
 PANEL_SIZE = (3.2, 2.8)  # inches per heatmap panel, colour bar included
@@ -43,7 +44,7 @@ DIFFERENCE_CMAP = "coolwarm"
 COLOUR_LIMITS = ("paper", "panel")  # plot.colour_limits: see fixed_limits
 
 MODEL_COLOURS = {"nope": "tab:red", "rope": "tab:blue"}
-MODEL_LABELS = {"nope": "NoPE", "rope": "RoPE"}
+MODEL_LABELS = TRAINED_LABELS
 
 
 # ---------------------------------------------------------------- figures and tables

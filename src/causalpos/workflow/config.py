@@ -9,7 +9,7 @@ import jsonschema
 import yaml
 
 from causalpos.errors import UserError
-from causalpos.figures.registry import CONFIGURABLE, FIGURES
+from causalpos.figures.registry import CONFIGURABLE, FIGURES, TRAINED_LABELS
 from causalpos.models.data import check_sources
 from causalpos.models.pretrained import SOURCE_KEYS, check_gguf, gguf_file, model_label, source_kind
 from causalpos.models.probe import MIN_SEQUENCES as PROBE_MIN_SEQUENCES  # its 60/20/20 split by sequence
@@ -497,8 +497,9 @@ def figure_variants(config: dict, figure: str) -> list[str]:
 
 
 def model_labels(config: dict) -> dict[str, str]:
-    """The pretrained models' names in figures (SmolLM2-135M, ...), by key (the trained twins': figures.style)."""
-    return {key: model_label(spec, key) for key, spec in config["extraction"]["pretrained"]["models"].items()}
+    """Every extracted model's name in figures (NoPE, RoPE, SmolLM2-135M, ...), by its key."""
+    models = config["extraction"]["pretrained"]["models"]
+    return {**TRAINED_LABELS, **{key: model_label(spec, key) for key, spec in models.items()}}
 
 
 def plot_options(config: dict, **extra) -> dict:
