@@ -1,3 +1,4 @@
+import os
 import re
 
 from causalpos.analysis.claims.catalogue import ledger_pages
@@ -15,6 +16,7 @@ from causalpos.workflow.config import (
     MODELS,
     check_duplicate_keys,
     extracted_models,
+    model_labels,
     paper_llms_figures,
     paper_llms_results,
     pretrained_models,
@@ -101,6 +103,20 @@ def all_simulations():
     return [paths.simulation_table(v, RESULTS) for v in VARIANTS]
 
 
+# The report (Snakemake 9's html_reporter, template/components/abstract_results.js) shows a label other than
+# the first as a toggle when it has exactly two values, each on half of a table's results, and only when no
+# other label qualifies; the toggle starts on the first of its two values in JavaScript's sort order ("yes"
+# if that is the second). So "format" is the one two-valued label of every table, and PNG's value sorts first:
+# a figure opens as its PNG, fitted to the window, not as a PDF at 31-48% zoom. Other formats are vectors.
+PNG_FORMAT_LABEL = "png"
+
+
+def format_label(ext):
+    """The report's "format" label of a figure file with extension `ext`: "png", or "vector pdf" / "vector svg",
+    which sort after it."""
+    return PNG_FORMAT_LABEL if ext == "png" else f"vector {ext}"
+
+
 def report_formats(files, caption, category, subcategory, labels):
     """One figure's files (a format each), each shown in `snakemake --report` with `labels` and its format."""
     return [
@@ -109,7 +125,7 @@ def report_formats(files, caption, category, subcategory, labels):
             caption=caption,
             category=category,
             subcategory=subcategory,
-            labels={**labels, "format": path.rsplit(".", 1)[1]},
+            labels={**labels, "format": format_label(path.rsplit(".", 1)[1])},
         )
         for path in files
     ]
@@ -144,15 +160,34 @@ def report_all_layers(model):
 
 
 def all_layers_labels(wildcards):
-    """The report's labels of one page of fig_all_layers (the wildcards of ALL_LAYERS_PAGE)."""
-    kinds = {"raw": "scores", "diagnorm": "diagonal-normalised"}
+    """The report's labels of one page of fig_all_layers (the wildcards of ALL_LAYERS_PAGE): its model as
+    people write it, the page (kind and layers) and the format. The report sorts a table's rows by their
+    labels as strings, so the page label sorts by kind (attention scores first, as the paper's Figures 11-13
+    before 14-16), then by layer: numbers zero-padded to the widest in the model's folder (01-06, 07-12,
+    13-18). Kind and layers share one label: a label of its own with two values would be a second toggle
+    beside "format", and the report then shows no toggle at all (see format_label). Short labels keep the
+    table beside the figure narrow, and the figure wide."""
     first, last = (int(layer) for layer in wildcards.layers.split("-"))
+    width = all_layers_digits(wildcards.model)
     return {
-        "figure": f"{ALL_LAYERS_FIGURE}_{wildcards.model}",
-        "kind": kinds.get(wildcards.kind, wildcards.kind),
-        "layers": f"{first}-{last}",
-        "format": wildcards.ext,
+        "model": model_labels(config).get(wildcards.model, wildcards.model),
+        "page": f"{ALL_LAYERS_KIND_LABELS.get(wildcards.kind, wildcards.kind)}, "
+        f"layers {first:0{width}d}-{last:0{width}d}",
+        "format": format_label(wildcards.ext),
     }
+
+
+# fig_all_layers' kinds in the report, in the order they sort (figures.activations.ALL_LAYERS_KINDS)
+ALL_LAYERS_KIND_LABELS = {"raw": "attention scores", "diagnorm": "diagonal-normalised"}
+
+
+def all_layers_digits(model):
+    """Digits of the highest layer among a model's fig_all_layers pages on disk (at least 2, as in their
+    file names): the report's labels are made after the run, from the pages found."""
+    found = snakemake_io.glob_wildcards(
+        os.path.join(paths.all_layers_dir(model, RESULTS), ALL_LAYERS_PAGE)
+    ).layers
+    return max([2] + [len(layers.split("-")[1].lstrip("0")) for layers in found])
 
 
 def claims_page_files(results, claim=None):

@@ -335,7 +335,7 @@ def test_report_captions_say_what_to_look_for_once():
     listed = re.findall(r'^\s+"(\w+)": "', text(ROOT / "report" / "figure.rst"), re.M)
     assert sorted(listed) == sorted(CONFIGURABLE)
     pages = [render_caption("figure.rst", figure=f) for f in CONFIGURABLE]
-    labels = {"options": {"model_labels": {"nope": "NoPE", "smol": "SmolLM2-135M"}}}
+    labels = {"kwargs": {"options": {"model_labels": {"nope": "NoPE", "smol": "SmolLM2-135M"}}}}  # rule params
     pages += [render_caption("all_layers.rst", labels, model=m, kind=k, layers="01-08")
               for k in ("raw", "diagnorm") for m in ("nope", "smol")]
     # the paper's Figures 11-16 are its LLMs: a trained model's pages are ours, named as such

@@ -8,6 +8,7 @@ from PIL import Image
 from causalpos.figures.registry import FIGURES
 from causalpos.figures.render import render_figure
 from causalpos.figures.simulation import (
+    BLOCK_HEIGHT,
     blocks_per_line,
     fig_layer_grid,
     fig_rope,
@@ -84,7 +85,7 @@ def test_render_every_figure(figure_id, simulation, theory, tmp_path):
         # heatmap grids: one column per layer, one row per variant (two for RoPE)
         rows = 2 * len(names) if "rope" in figure_id else len(names)
         assert width == pytest.approx(PANEL_SIZE[0] * SMALL["n_layers"] * PLOT["dpi"], abs=2)
-        assert height == pytest.approx((PANEL_SIZE[1] + 0.3) * rows * PLOT["dpi"], abs=2)
+        assert height == pytest.approx(BLOCK_HEIGHT * rows * PLOT["dpi"], abs=2)
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == sorted(p.name for p in outputs)
 
 
@@ -266,7 +267,7 @@ def test_blocks_make_the_narrowest_figure_the_report_shows_whole(simulation, tmp
     """Blocks of panels go side by side only where that makes a narrower figure than widening one block per line
     (the report shows every figure equally wide: the narrowest has the largest text), and every figure's
     height / width stays under MAX_ASPECT."""
-    block = (PANEL_SIZE[0] * 4, PANEL_SIZE[1] + 0.3)  # four layers
+    block = (PANEL_SIZE[0] * 4, BLOCK_HEIGHT)  # four layers
 
     def width(n, per_line):
         return max(per_line * block[0], -(-n // per_line) * block[1] / MAX_ASPECT)
@@ -279,7 +280,7 @@ def test_blocks_make_the_narrowest_figure_the_report_shows_whole(simulation, tmp
     outputs = [tmp_path / "fig07_layernorm.png"]
     render_figure("fig07_layernorm", {"simulation": simulation[simulation["variant"].isin(names)]}, options, outputs)
     width_px, height_px = Image.open(outputs[0]).size
-    assert height_px == pytest.approx(4 * (PANEL_SIZE[1] + 0.3) * PLOT["dpi"], abs=2)
+    assert height_px == pytest.approx(4 * BLOCK_HEIGHT * PLOT["dpi"], abs=2)
     assert height_px <= MAX_ASPECT * width_px + 2
     assert width_px < 2 * PANEL_SIZE[0] * SMALL["n_layers"] * PLOT["dpi"]  # narrower than two blocks a line
 

@@ -127,8 +127,9 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
         layer = int(first.min())
     layer = int(layer)
     clip = clip_option(options, None)
-    # 2 rows of 5 (not the paper's 3 x 3): wider than tall, so the report shows it whole
-    fig = build_figure(PANEL_SIZE[0] * 5 + 0.6, (PANEL_SIZE[1] + 0.3) * 2 + 0.6)
+    # 2 rows of 5 (not the paper's 3 x 3): wider than tall, so the report shows it whole; narrower panels than
+    # elsewhere, so that its text is as large as the other figures' in the report
+    fig = build_figure(PANEL_SIZE[0] * 4.5, (PANEL_SIZE[1] + 0.3) * 2 + 0.6)
     fig.suptitle(f"{model_label(model, options)}: Gram matrices of the attention intermediates, "
                  f"Layer {layer + 1} (a-g) into Layer {layer + 2} (h-i)", fontweight="bold")
     axes = fig.subplots(2, 5).ravel()
@@ -141,6 +142,8 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
                              f"for model {model!r}")
         heatmap(ax, square_matrix(panel, "value"), score_cmap(options), FIGURE3_STAGES[stage][1], clip=clip,
                 max_size=max_size_option(options))
+        if stage not in "af":  # the query axis is named in the first column only
+            ax.set_ylabel("")
     return fig
 
 

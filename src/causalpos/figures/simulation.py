@@ -30,6 +30,7 @@ from causalpos.tables import require_columns
 from causalpos.tril import packed_size
 
 PARAMS = ("norm", "scale", "alpha", "pe", "rope_theta", "mask", "residual", "seq_len")
+BLOCK_HEIGHT = PANEL_SIZE[1] + 0.1  # inches of a line of panels with its label (the key axis: last line only)
 GRID_COLUMNS = ("variant", "layer", "query_pos", "key_pos", "score_mean") + PARAMS
 
 
@@ -105,14 +106,14 @@ def _layer_grid(blocks: list[Block]) -> Figure:
     """One row of heatmaps per Block; columns of a block are layers. Blocks stack in reading order, widened (or
     set two or more to a line) where one per line would be too tall for the report (blocks_per_line)."""
     ncols = max(len(block.matrices) for block in blocks)
-    size = (PANEL_SIZE[0] * ncols, PANEL_SIZE[1] + 0.3)
+    size = (PANEL_SIZE[0] * ncols, BLOCK_HEIGHT)
     per_line = blocks_per_line(len(blocks), *size)
     lines = math.ceil(len(blocks) / per_line)
     fig = new_figure(max(size[0] * per_line, size[1] * lines / MAX_ASPECT), size[1] * lines)
     subfigs = np.atleast_1d(fig.subfigures(lines, per_line)).ravel()
     for sub in subfigs[len(blocks):]:
         sub.set_visible(False)
-    for sub, block in zip(subfigs, blocks):
+    for index, (sub, block) in enumerate(zip(subfigs, blocks)):
         sub.suptitle(block.label, fontweight="bold")
         axes = np.atleast_1d(sub.subplots(1, ncols)).ravel()
         for layer, ax in enumerate(axes):
@@ -121,6 +122,8 @@ def _layer_grid(blocks: list[Block]) -> Figure:
                         limits=block.limits, max_size=None)
                 if layer:  # the query axis is named once per row
                     ax.set_ylabel("")
+                if index < len(blocks) - per_line:  # and the key axis once per column, in the last line
+                    ax.set_xlabel("")
             else:
                 ax.set_axis_off()
     return fig
@@ -171,7 +174,7 @@ def fig_mechanism(tables: dict, options) -> Figure:
     alpha = float(options.get("alpha", 0.0))
     n = 3
     upper = np.triu(np.ones((n, n), dtype=bool), k=1)
-    fig = new_figure(3.6 * 4, PANEL_SIZE[1] + 0.4)
+    fig = new_figure(PANEL_SIZE[0] * 4, PANEL_SIZE[1] + 0.4)
     fig.suptitle(f"How the causal mask creates positional information, α = {alpha:g}", fontweight="bold")
     for k, (ax, (matrix, title)) in enumerate(zip(fig.subplots(1, 4), mechanism_panels(n, alpha, tables.get("theory")))):
         draw_heatmap(ax, np.where(upper, np.nan, matrix), score_cmap(options), title, annot=True)

@@ -29,10 +29,9 @@ from causalpos.figures.registry import TRAINED_LABELS
 from causalpos.tables import require_columns
 
 PANEL_SIZE = (3.2, 2.8)  # inches per heatmap panel, colour bar included
-# The report's viewer centres a figure and cannot scroll: in a 1280 x 800 window it shows an image 1,029 px
-# wide with 776 px of height (measured with scripts/check-report.py), so a figure taller than 0.754 of its
-# width loses its top. Figures keep height / width under this.
-MAX_ASPECT = 0.74
+# The report's viewer cannot scroll: a figure shown WIDEST_REPORT_WIDTH_PX wide loses its top when taller than
+# REPORT_HEIGHT_PX (776 / 959 = 0.809). Figures keep height / width under this.
+MAX_ASPECT = 0.8
 BUILD_DPI = 20  # see build_figure
 IMAGE_ABOVE = 64  # heatmaps with more rows than this are drawn as one image (see heatmap)
 
@@ -281,11 +280,12 @@ def save_figure(draw, options: dict, outputs, label: str = "figure") -> None:
         fig.set_size_inches(fig.get_size_inches() * font_scale)  # bigger text, bigger panels
         temps = []
         try:
-            # PNGs last: their text sizes are measured on a drawn figure (tick labels exist only once drawn)
-            outputs = sorted(outputs, key=lambda p: p.suffix.lower() == ".png")
-            for n, out in enumerate(outputs):
-                if n == 0 and out.suffix.lower() == ".png":
-                    fig.draw_without_rendering()
+            # One layout pass before the saved one: constrained layout sizes the margins from the texts of the
+            # previous draw (colour-bar ticks set after the panels, tick labels made only at a draw), and one
+            # pass leaves long colour-bar ticks and the bottom axis labels over the edge. The PNG's text sizes
+            # are also measured on the drawn figure.
+            fig.draw_without_rendering()
+            for out in outputs:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")  # same folder: atomic rename
                 temps.append(tmp)
