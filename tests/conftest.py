@@ -45,10 +45,10 @@ FINISHED_TARGET = "all"  # every table and figure of the default run (all_figure
 # other, short files last, so that the two workers end together.
 LONG_FILES = ("test_simulate.py", "test_train.py", "test_digest.py", "test_extract.py", "test_emergence.py",
               "test_activation_figures.py", "test_config_checks.py", "test_figures.py", "test_claims.py",
-              "test_theory.py",
+              "test_theory.py", "test_recursion.py",
               # these wait for the shared run
               "test_stale.py", "test_paper_llms.py", "test_targets.py", "test_faults.py", "test_cli_stages.py",
-              "test_rerun.py", "test_workflow.py", "test_docs_snippets.py")
+              "test_rerun.py", "test_workflow.py", "test_figure_text.py", "test_docs_snippets.py")
 
 
 LAST_FILES = ("test_slurm_stopped.py",)  # after every test that uses the local SLURM cluster: it stops it

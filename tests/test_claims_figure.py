@@ -12,13 +12,14 @@ from causalpos.analysis.claims.catalogue import (CLAIMS, MAX_PAGE_CLAIMS, PAGES,
 from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.figures.ledger import COLUMNS, PANEL, plot_ledger
 from causalpos.figures.registry import claims_page, claims_pages
+from causalpos.figures.style import MAX_ASPECT
 from causalpos.workflow.dag import stage_writing
 from causalpos.workflow.paths import claims_dir
 from causalpos.workflow.runners import run_claims
 from helpers import R, small_inputs
 
 PLOT = {"cmap": "viridis", "dpi": 40, "font_scale": 1.0, "formats": ["png"]}
-ASPECT = 0.7  # height / width: a report viewer (Chromium, 1280 x 800) cuts off the top of a taller image
+ASPECT = MAX_ASPECT  # height / width: a report viewer (Chromium, 1280 x 800) cuts off the top of a taller image
 
 
 @pytest.fixture(scope="module")

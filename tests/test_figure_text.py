@@ -24,7 +24,7 @@ import causalpos.figures.render as render
 import causalpos.figures.style as style
 from causalpos.analysis.claims.catalogue import PAGES
 from causalpos.figures.convergence import plot_convergence
-from causalpos.figures.legibility import (MIN_TEXT_PX, clipped_texts, displayed_text_px, drawn_tick_labels,
+from causalpos.figures.legibility import (MIN_TEXT_PX, clipped_texts, displayed_text_px, drawn, drawn_tick_labels,
                                           legends_over_data, overlapping_texts)
 from causalpos.figures.ledger import plot_ledger
 from causalpos.figures.registry import (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, FIGURES,
@@ -39,6 +39,7 @@ KINDS = ("raw", "diagnorm")
 FAMILIES = [*FIGURE_IDS, *(f"{ALL_LAYERS_FIGURE}/{kind}" for kind in KINDS), CLAIMS_FIGURE, CONVERGENCE_FIGURE,
             LENGTH_SEEDS_FIGURE]
 DEEP_LAYERS = 18  # a model with this many layers or more has several all-layers pages (Gemma-3-270M: 18)
+DEEP_MODEL = "llm_18_layers"  # a made-up model of DEEP_LAYERS layers, where the run has none (a name no run has)
 
 
 @dataclass
@@ -59,17 +60,19 @@ class Drawn:
 
 
 class Recorder:
-    """Wraps save_figure: every figure it writes is kept, under the name of the family being drawn."""
+    """Wraps save_figure: every figure it writes is kept, under the family being drawn, named by its file
+    (relative to `out`, the folder every figure is written to)."""
 
-    def __init__(self, real):
-        self.real, self.family, self.drawn = real, None, {}
+    def __init__(self, real, out: Path):
+        self.real, self.out, self.family, self.drawn = real, out, None, {}
 
     def __call__(self, draw, options, outputs, label="figure"):
         def recorded():
             fig = draw()
             # the context save_figure opened, as seaborn reports it (not its constants copied here)
+            name = Path(list(outputs)[0]).relative_to(self.out)
             self.drawn.setdefault(self.family, []).append(
-                Drawn(f"{self.family} {Path(list(outputs)[0]).name}", fig, sns.plotting_context(), sns.axes_style()))
+                Drawn(str(name), fig, sns.plotting_context(), sns.axes_style()))
             return fig
         self.real(recorded, options, outputs, label)
 
@@ -80,21 +83,21 @@ def deepest(scores: pd.DataFrame) -> int:
 
 def with_deep_model(scores: pd.DataFrame) -> pd.DataFrame:
     """The extracted scores, plus an 18-layer model (layers of the deepest model repeated) if none has that
-    many: its pages (6, 6, 6) and Gemma's name in the titles."""
+    many: its pages (6, 6, 6), as Gemma-3-270M's."""
     if deepest(scores) >= DEEP_LAYERS:
         return scores
     source = scores[scores["model"] == scores.groupby("model")["layer"].nunique().idxmax()]
     layers = sorted(source["layer"].unique())
     copies = [source[source["layer"] == layers[k % len(layers)]].assign(layer=k) for k in range(DEEP_LAYERS)]
-    return pd.concat([scores, pd.concat(copies).assign(model="gemma3_270m")], ignore_index=True)
+    return pd.concat([scores, pd.concat(copies).assign(model=DEEP_MODEL)], ignore_index=True)
 
 
 def draw_rule_figures(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
     results = str(run / "results")
     for figure in FIGURE_IDS:
         recorder.family = figure
-        run_figure(figure, dag.inputs(config, results, "figure", figure=figure), dag.params(config, results, "figure", figure=figure)["options"],
-                   [out / f"{figure}.png"])
+        options = dag.params(config, results, "figure", figure=figure)["options"]
+        run_figure(figure, dag.inputs(config, results, "figure", figure=figure), options, [out / f"{figure}.png"])
 
 
 def draw_all_layers(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
@@ -109,10 +112,9 @@ def draw_all_layers(run: Path, config: dict, out: Path, recorder: Recorder) -> N
         stage = "model_figure_trained" if model in ("nope", "rope") else "model_figure_pretrained"
         options = dag.params(config, results, stage, model=str(model))["options"]
         run_all_layers(table, {**options, "formats": ["png"]}, out / f"{ALL_LAYERS_FIGURE}_{model}")
-    for drawn in recorder.drawn.pop(ALL_LAYERS_FIGURE):  # by kind, from the page's file name
-        kind = drawn.name.split()[-1].split("_")[0]
-        drawn.name = f"{ALL_LAYERS_FIGURE}/{kind} {drawn.fig.get_suptitle() or drawn.name}"
-        recorder.drawn.setdefault(f"{ALL_LAYERS_FIGURE}/{kind}", []).append(drawn)
+    for page in recorder.drawn.pop(ALL_LAYERS_FIGURE):  # by kind, from the page's file name (raw_layers01-08.png)
+        kind = Path(page.name).name.split("_")[0]
+        recorder.drawn.setdefault(f"{ALL_LAYERS_FIGURE}/{kind}", []).append(page)
 
 
 def draw_claims(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
@@ -122,6 +124,10 @@ def draw_claims(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
     for page in PAGES:
         recorder(lambda page=page: plot_ledger(ledger, page, options), options, [out / f"claims{page}.png"])
     convergence = read_table(run / paths.summary_file("convergence.parquet"))
+    # and an 18-layer LLM (the first 18 layers' rows of the deepest): its layer axis is where 2.5, 7.5 showed
+    deep = convergence[convergence["model"] == convergence.groupby("model")["layer"].nunique().idxmax()]
+    convergence = pd.concat([convergence, deep[deep["layer"].isna() | (deep["layer"] < DEEP_LAYERS)]
+                             .assign(model=DEEP_MODEL)], ignore_index=True)
     recorder.family = CONVERGENCE_FIGURE
     recorder(lambda: plot_convergence(convergence, options), options, [out / f"{CONVERGENCE_FIGURE}.png"])
 
@@ -146,7 +152,7 @@ def figures(finished_run, tmp_path_factory) -> dict[str, list[Drawn]]:
     """Every family's figures (family -> [Drawn]), drawn once from the finished run's tables."""
     out = tmp_path_factory.mktemp("figure_text")
     config = load_config(finished_run / "config.yaml", devices=False)
-    recorder = Recorder(style.save_figure)
+    recorder = Recorder(style.save_figure, out)
     with pytest.MonkeyPatch.context() as patch:  # the runners import save_figure from style when they run
         patch.setattr(style, "save_figure", recorder)
         patch.setattr(render, "save_figure", recorder)
@@ -165,33 +171,42 @@ def where(text) -> str:
     return f"{text.get_text()!r}" + (f" (panel {title!r})" if title else "")
 
 
+# an axis of layers (or of hidden states, one per layer) is labelled so: "Layer", "layer (paper)", "Hidden state
+# (0 = embeddings, ...)"; not "Layer-2 score", a score's axis
+LAYER_AXIS = re.compile(r"(layer|hidden state)\b(?!-)", re.IGNORECASE)
+
+
 def layer_tick_problems(fig: Figure) -> list[str]:
-    """Tick labels of a layer axis (its label names a layer) that are not whole numbers."""
+    """Tick labels of a layer axis that are not whole numbers."""
     problems = []
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            if "layer" not in axis.get_label_text().lower():
+            if not LAYER_AXIS.match(axis.get_label_text()):
                 continue
             shown, _ = drawn_tick_labels(axis)
             labels = [t for t in axis.get_ticklabels(minor=False) + axis.get_ticklabels(minor=True)
                       if id(t) in shown and t.get_visible() and t.get_text().strip()]
             bad = [t.get_text() for t in labels if not re.fullmatch(r"-?\d+", t.get_text().replace("\u2212", "-"))]
             if bad:
-                problems.append(f"layer axis {axis.get_label_text()!r} has ticks {bad}")
+                problems.append(f"layer ticks: axis {axis.get_label_text()!r} has ticks {bad}")
     return problems
 
 
-def problems_of(drawn: Drawn) -> list[str]:
-    """Every problem of one figure, as text."""
-    found = [f"clipped: {where(t)}" for t in drawn.check(clipped_texts)]
-    found += [f"overlap: {where(a)} and {where(b)}" for a, b in drawn.check(overlapping_texts)]
-    found += [f"legend over data: legend {[t.get_text() for t in legend.get_texts()][:3]}... over panel "
-              f"{ax.get_title() or ax.get_title(loc='left')!r}" for legend, ax in drawn.check(legends_over_data)]
-    found += drawn.check(layer_tick_problems)
-    size = drawn.check(displayed_text_px)
-    if size < MIN_TEXT_PX:
-        found.append(f"smallest text {size:.1f} px at the report's width (< {MIN_TEXT_PX:g})")
-    return found
+def problems_of(drawn_figure: Drawn) -> list[str]:
+    """Every problem of one figure, as text (one layout for all the measurements)."""
+    def measure(fig):
+        with drawn(fig) as renderer:
+            found = [f"clipped: {where(t)}" for t in clipped_texts(fig, renderer)]
+            found += [f"overlap: {where(a)} and {where(b)}" for a, b in overlapping_texts(fig, renderer)]
+            found += [f"legend over data: legend {[t.get_text() for t in legend.get_texts()][:3]}... over panel "
+                      f"{ax.get_title() or ax.get_title(loc='left')!r}"
+                      for legend, ax in legends_over_data(fig, renderer)]
+            found += layer_tick_problems(fig)
+        size = displayed_text_px(fig)
+        if size < MIN_TEXT_PX:
+            found.append(f"small text: the smallest is {size:.1f} px at the report's width (< {MIN_TEXT_PX:g})")
+        return found
+    return drawn_figure.check(measure)
 
 
 def test_the_families_are_every_figure():
@@ -227,8 +242,15 @@ def test_the_checks_find_clipped_and_overlapping_text_and_a_legend_over_data():
     assert {frozenset(map(id, pair)) for pair in overlapping_texts(fig)} == {frozenset((id(one), id(two)))}
     assert [found_ax for _, found_ax in legends_over_data(fig)] == [ax]
     assert layer_tick_problems(fig)  # 0.0, 0.5, ...: not whole layers
-    assert displayed_text_px(fig) > MIN_TEXT_PX
     assert fig.canvas.__class__.__name__ == "FigureCanvasBase"  # the measurement gave the bare canvas back
+    assert "small text" not in categories(problems_of(Drawn("bad", fig, {}, {})))
+    ax.set_ylabel("tiny", fontsize=2)  # 2 pt on a 4-inch figure: 5.4 px at the report's width (780 px)
+    assert categories(problems_of(Drawn("bad", fig, {}, {}))) == {"clipped", "overlap", "legend over data",
+                                                                  "layer ticks", "small text"}
+
+
+def categories(problems: list[str]) -> set[str]:
+    return {problem.split(":")[0] for problem in problems}
 
 
 def test_touching_and_slanted_texts_are_no_overlap():

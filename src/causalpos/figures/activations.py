@@ -35,6 +35,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from causalpos.figures.style import (
+    HEATMAP_W_PAD,
     MAX_ASPECT,
     PANEL_SIZE,
     build_figure,
@@ -49,6 +50,7 @@ from causalpos.figures.style import (
     require_table,
     score_cmap,
     square_matrix,
+    suptitle,
 )
 from causalpos.tables import FIGURE3_STAGES
 
@@ -110,6 +112,12 @@ def clip_text(clip) -> str:
     return f"colour scale: the {clip[0]:.0%} and {clip[1]:.0%} quantiles of each panel" if clip else ""
 
 
+def stage_title(stage: str) -> str:
+    """A Figure 3 panel's title (tables.FIGURE3_STAGES), in two lines where one is wider than a panel."""
+    title = FIGURE3_STAGES[stage][1].replace(", next layer", "\n(next layer)")
+    return title.replace("$X' = ", "$X'$ =\n$") if stage == "g" else title
+
+
 # ---------------------------------------------------------------- heatmap figures
 
 
@@ -129,8 +137,8 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     clip = clip_option(options, None)
     # 2 rows of 5 (not the paper's 3 x 3): wider than tall, so the report shows it whole; narrower panels than
     # elsewhere, so that its text is as large as the other figures' in the report
-    fig = build_figure(PANEL_SIZE[0] * 4.5, (PANEL_SIZE[1] + 0.3) * 2 + 0.6)
-    fig.suptitle(f"{model_label(model, options)}: Gram matrices of the attention intermediates, "
+    fig = build_figure(PANEL_SIZE[0] * 4.5, (PANEL_SIZE[1] + 0.3) * 2 + 0.6, HEATMAP_W_PAD)
+    suptitle(fig, f"{model_label(model, options)}: Gram matrices of the attention intermediates, "
                  f"Layer {layer + 1} (a-g) into Layer {layer + 2} (h-i)", fontweight="bold")
     axes = fig.subplots(2, 5).ravel()
     axes[-1].set_axis_off()
@@ -140,7 +148,7 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
         if panel.empty:
             raise ValueError(f"intermediates table has no stage {stage!r} at layer {stage_layer} (0-based) "
                              f"for model {model!r}")
-        heatmap(ax, square_matrix(panel, "value"), score_cmap(options), FIGURE3_STAGES[stage][1], clip=clip,
+        heatmap(ax, square_matrix(panel, "value"), score_cmap(options), stage_title(stage), clip=clip,
                 max_size=max_size_option(options))
         if stage not in "af":  # the query axis is named in the first column only
             ax.set_ylabel("")
@@ -159,10 +167,10 @@ def fig_model_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     kinds.append((cmap, center, DIAGNORM, _layer_panels(rows, "score_diagnorm")))
     nrows, ncols = _grid_shape(len(kinds[0][3]), options)
     height = ((PANEL_SIZE[1] + 0.3) * nrows + 0.4) * 2 + 0.4
-    fig = build_figure(max(PANEL_SIZE[0] * ncols, height / MAX_ASPECT), height)
-    fig.suptitle(f"{model_label(model, options)}: every layer ({averaged_over(rows)})", fontweight="bold")
+    fig = build_figure(max(PANEL_SIZE[0] * ncols, height / MAX_ASPECT), height, HEATMAP_W_PAD)
+    suptitle(fig, f"{model_label(model, options)}: every layer ({averaged_over(rows)})", fontweight="bold")
     for sub, (cmap, center, what, panels) in zip(np.atleast_1d(fig.subfigures(2, 1)).ravel(), kinds):
-        sub.suptitle(what[0].upper() + what[1:])
+        suptitle(sub, what[0].upper() + what[1:])
         _wrapped_panels(sub, panels, ncols, cmap, center, clip_option(options, None), max_size_option(options))
     return fig
 
@@ -185,12 +193,12 @@ def fig_llms(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     rows = [(m, _model_rows(table, "scores", m)) for m in models]
     panels = {m: _layer_panels(r, "score_diagnorm")[:first] for m, r in rows}
     ncols = max(len(p) for p in panels.values())
-    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * len(rows) + 0.7)
-    fig.suptitle(f"Pretrained models, first {ncols} layers: {DIAGNORM}\n{clip_text(clip)}".rstrip(),
+    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * len(rows) + 0.7, HEATMAP_W_PAD)
+    suptitle(fig, f"Pretrained models, first {ncols} layers: {DIAGNORM}\n{clip_text(clip)}".rstrip(),
                  fontweight="bold")
     subfigs = np.atleast_1d(fig.subfigures(len(rows), 1)).ravel()
     for sub, (model, model_rows) in zip(subfigs, rows):
-        sub.suptitle(f"{model_label(model, options)} (mean over {averaged_over(model_rows)} and every head)",
+        suptitle(sub, f"{model_label(model, options)} (mean over {averaged_over(model_rows)} and every head)",
                      fontweight="bold")
         _wrapped_panels(sub, panels[model], ncols, cmap, center, clip, max_size_option(options))
     return fig
@@ -240,11 +248,11 @@ def fig_all_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     panels = [(square_matrix(by_layer[k], value), f"Layer {k + 1}") for k in layers]
     rows = math.ceil(len(panels) / int(options.get("max_columns", PAGE_COLUMNS)))
     ncols = math.ceil(len(panels) / rows)
-    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * rows + 0.8)
+    fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * rows + 0.8, HEATMAP_W_PAD)
     clip = clip_option(options, DEFAULT_CLIP)
     span = f"layer {layers[0] + 1}" if len(layers) == 1 else f"layers {layers[0] + 1}-{layers[-1] + 1}"
     # two lines: a page of three columns is too narrow for one (the title would run off both edges)
-    fig.suptitle(f"{model_label(model, options)}: {what}, {span} of {len(by_layer)}\n"
+    suptitle(fig, f"{model_label(model, options)}: {what}, {span} of {len(by_layer)}\n"
                  f"{averaged_over(rows_of_model)}; {clip_text(clip)}".rstrip("; "), fontweight="bold")
     cmap, center = diagnorm_style(options) if diagonal_normalised else (score_cmap(options), None)
     _wrapped_panels(fig, panels, ncols, cmap, center, clip, max_size_option(options))
@@ -268,12 +276,12 @@ def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     cmap, center = diagnorm_style(options)
     clip, size = clip_option(options, None), max_size_option(options)
     height = (PANEL_SIZE[1] + 0.1) * 3 + 0.4
-    fig = build_figure(max(PANEL_SIZE[0] * len(layers), height / MAX_ASPECT), height)
-    fig.suptitle(f"{la} vs {lb}: {DIAGNORM}; the {la} and {lb} panels of a layer share one colour scale",
+    fig = build_figure(max(PANEL_SIZE[0] * len(layers), height / MAX_ASPECT), height, HEATMAP_W_PAD)
+    suptitle(fig, f"{la} vs {lb}: {DIAGNORM}; the {la} and {lb} panels of a layer share one colour scale",
                  fontweight="bold")
     rows = np.atleast_1d(fig.subfigures(3, 1)).ravel()
     for sub, label in zip(rows, (la, lb, f"{la} − {lb}")):
-        sub.suptitle(f"{label}, diagonal-normalised")
+        suptitle(sub, f"{label}, diagonal-normalised")
     grid = [np.atleast_1d(sub.subplots(1, len(layers))).ravel() for sub in rows]
     for col, layer in enumerate(layers):
         norm_a, norm_b = square_matrix(a[layer], "score_diagnorm"), square_matrix(b[layer], "score_diagnorm")

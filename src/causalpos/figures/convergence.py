@@ -18,9 +18,10 @@ from causalpos.analysis.claims.family import interval_z
 from causalpos.figures.ledger import VERDICT_STYLE
 from causalpos.figures.style import layer_axis, model_label, new_figure
 
-PANEL = (4.2, 2.8)  # inches per panel
-# the smallest text: "small" (10 pt in the notebook context) stays >= legibility.MIN_TEXT_PX at the report's
-# width for a figure up to 17.8 inches wide (four claims: 16.8); "x-small" would not
+PANEL = (3.3, 2.8)  # inches per panel
+# The smallest text: "small" (10 pt in the notebook context) is at least legibility.MIN_TEXT_PX high where the
+# report shows the figure legibility.REPORT_WIDTH_PX (780 px) wide, for a figure of up to 13.5 inches (four
+# claims: 13.2); "x-small" would not be.
 SMALLEST = "small"
 OVER_LAYERS = ("8b", "8c")
 
@@ -52,8 +53,8 @@ def plot_convergence(frame: pd.DataFrame, options: dict | None = None):
             else:
                 _per_layer(ax, rows, z, colour)
             ax.axhline(float(first["threshold"]), ls="--", color="black", lw=1)
-            ax.set_title(f"{claim_id}, {model_label(model)} (S = {int(first['seq_len'])})", fontsize="small",
-                         loc="left")
+            ax.set_title(f"{claim_id}, {model_label(model, options)} (S = {int(first['seq_len'])})",
+                         fontsize="small", loc="left")
             ax.set_ylabel(f"value ({first['direction']} {float(first['threshold']):g})", fontsize=SMALLEST)
             ax.tick_params(labelsize=SMALLEST)
     handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()

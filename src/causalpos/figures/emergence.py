@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from causalpos.figures.style import MODEL_COLOURS, model_label, new_figure, require_table
+from causalpos.figures.training import shared_legend
 
 # (metric, stage or None for every stage, panel title, y label); every model is drawn in each panel but the
 # per-layer amplitude's, which gets a panel per model (one line per layer would be unreadable twice over)
@@ -21,6 +23,9 @@ PANELS = [
 ]
 PER_MODEL = "nonrelative_amplitude"
 COLUMNS = 3
+TITLE_CHARS = 36  # characters per line of a panel's title: a panel's axes are some 2.5 inches wide at 10 pt
+# The smallest text is "small" (10 pt in the notebook context): 8.2 px where the report shows the 13.2-inch
+# figure legibility.REPORT_WIDTH_PX (780 px) wide; "x-small" would be 6.8 px.
 
 
 def fig_emergence(tables: dict, options) -> Figure:
@@ -48,14 +53,14 @@ def fig_emergence(tables: dict, options) -> Figure:
             ax.axhline(0.5, ls=":", lw=1, color="gray", label="no order")
         if metric == "strength_ratio" and len(rows_of) and (rows_of["value"] > 0).all():
             ax.set_yscale("log")
-        ax.set_xscale("symlog", linthresh=linthresh)
-        ax.set_xlim(-0.3 * linthresh, right)  # step 0 at the left edge, no empty negative decades
-        prefix = f"{model_label(drawn_models[0])}: " if len(drawn_models) == 1 and len(models) > 1 else ""
-        ax.set_title(prefix + title, fontsize="small")
+        token_axis(ax, linthresh, right)
+        prefix = f"{model_label(drawn_models[0], options)}: " if len(drawn_models) == 1 and len(models) > 1 else ""
+        # two lines where needed: a title wider than its panel runs into the next one or off the figure
+        ax.set_title(textwrap.fill(prefix + title, TITLE_CHARS), fontsize="small")
         ax.set_ylabel(ylabel)
         ax.set_xlabel("Tokens seen")
         if metric == PER_MODEL and ax.get_legend_handles_labels()[0]:  # its layers' shades, beside it
-            ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
         if rows_of.empty:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
     for ax in axes[len(panels):]:
@@ -64,16 +69,14 @@ def fig_emergence(tables: dict, options) -> Figure:
     return fig
 
 
-def shared_legend(fig, axes) -> None:
-    """One key for the models and the reference lines of every panel but the per-layer ones, below the panels:
-    inside a panel it would cover data (the curves cross the whole range of tokens)."""
-    entries = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
-    if entries:
-        fig.legend(entries.values(), entries.keys(), loc="outside lower center", ncols=len(entries),
-                   fontsize="small")
+def token_axis(ax, linthresh: float, right: float) -> None:
+    """Tokens seen on a symmetric log axis, linear up to the first snapshot: step 0 at the left edge (no empty
+    negative decades), ticks at 0 and at the decades past the linear part (a decade inside it would sit
+    beside the 0, their labels touching)."""
+    ax.set_xscale("symlog", linthresh=linthresh)
+    ax.set_xlim(-0.3 * linthresh, right)
+    decades = 10.0 ** np.arange(np.ceil(np.log10(linthresh)), np.floor(np.log10(right)) + 1)
+    ax.set_xticks([0.0, *decades])
 
 
 def _draw_model(ax, rows, model: str, per_layer: bool) -> None:

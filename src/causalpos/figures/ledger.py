@@ -12,14 +12,32 @@ from matplotlib.lines import Line2D
 from causalpos.analysis.claims.catalogue import PAGES, TOPICS, claim_number, page_of
 from causalpos.analysis.claims.family import interval_z
 from causalpos.analysis.claims.ledger import ledger_alpha
-from causalpos.figures.style import new_figure
+from causalpos.figures.style import model_label, new_figure
 
 
 VERDICT_STYLE = {"supported": ("tab:green", "o"), "not supported": ("tab:red", "X"), "inconclusive": ("tab:gray", "s"),
                  "by construction": ("tab:blue", "D")}
-PANEL = (3.6, 3.0)  # inches per panel, whatever the number of claims: the grid wraps, the panels keep their size
+PANEL = (2.6, 3.0)  # inches per panel, whatever the number of claims: the grid wraps, the panels keep their size
 COLUMNS = 5  # panels per row, and the width of every page (a page of fewer panels leaves the rest blank)
 MARGIN = 1.0  # inches for the page's title and the legend
+# The smallest text of a page, and the page's width: text of s points on a page W inches wide is
+# s / 72 * legibility.REPORT_WIDTH_PX / W pixels high in the report (780 px wide: 8.3 px for "small", 10 pt in
+# the notebook context, on 5 x 2.6 = 13 inches; "x-small", 8.3 pt, would need a page of 11 inches). Three rows
+# (catalogue.MAX_PAGE_CLAIMS panels) then stay within style.MAX_ASPECT: (3 x 3.0 + 1.0) / 13 = 0.77; four
+# columns would need four rows, too tall.
+SMALLEST = "small"
+TITLE_CHARS = 25  # characters per line of a panel's title (two lines): about the width of its axes at 10 pt
+LABEL_CHARS = 16  # characters of a setting's (slanted) tick label
+# slanted labels per panel: at 10 the lines of text of neighbouring labels touch in a 2.6-inch panel
+MAX_LABELS = 7
+
+
+def display_label(label, model, options: dict | None) -> str:
+    """A setting's tick label with its model's key (the ledger's identifier) shown as people write the model."""
+    label = str(label)
+    if isinstance(model, str) and label.startswith(model):
+        return model_label(model, options) + label[len(model):]
+    return label
 
 
 def page_rows(ledger: pd.DataFrame, page: str) -> pd.DataFrame:
@@ -76,26 +94,27 @@ def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
             ax.axhline(threshold, ls="--", color="black", lw=1)
         if not rows["value"].notna().any():
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="tab:gray")
-        labels = [textwrap.shorten(str(label), 22, placeholder="…") for label in rows["label"]]
-        step = max(1, math.ceil(len(rows) / 10))
+        labels = [textwrap.shorten(display_label(label, model, options), LABEL_CHARS, placeholder="…")
+                  for label, model in zip(rows["label"], rows.get("model", [None] * len(rows)))]
+        step = max(1, math.ceil(len(rows) / MAX_LABELS))
         turn = len(rows) > 3 or max(len(label) for label in labels) > 10
         ax.set_xticks(x[::step], labels[::step], rotation=50 if turn else 0, ha="right" if turn else "center",
-                      fontsize="x-small")
+                      fontsize=SMALLEST)
         ax.set_xlim(-0.6, len(rows) - 0.4)
         first = rows.iloc[0]
         title = first["title"] if "title" in rows.columns and isinstance(first["title"], str) else first["statement"]
         # a long title on two lines: one line would run past the panel (off the page in the last column)
-        ax.set_title(textwrap.fill(textwrap.shorten(f"{claim_id}: {title}", 76, placeholder="…"), 38),
-                     fontsize="small", loc="left")
-        ax.set_ylabel(textwrap.fill(f"{first['unit']} ({first['direction']} {first['threshold']:g})", 30),
-                      fontsize="x-small")
-        ax.tick_params(axis="y", labelsize="x-small")
+        ax.set_title(textwrap.fill(textwrap.shorten(f"{claim_id}: {title}", 2 * TITLE_CHARS, placeholder="…"),
+                                   TITLE_CHARS), fontsize=SMALLEST, loc="left")
+        ax.set_ylabel(textwrap.fill(f"{first['unit']} ({first['direction']} {first['threshold']:g})", 26),
+                      fontsize=SMALLEST)
+        ax.tick_params(axis="y", labelsize=SMALLEST)
     for ax in axes[len(claim_ids):]:
         ax.set_axis_off()
     handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()]
     handles.append(Line2D([], [], color="black", ls="--", label="threshold"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize="small",
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=SMALLEST,
                title=f"error bars: ±{z:.3g} standard errors, {1 - alpha:.0%} one-sided bounds (unadjusted; "
-                     f"verdicts: Holm-adjusted, family-wise {alpha:g})", title_fontsize="small")
+                     f"verdicts: Holm-adjusted, family-wise {alpha:g})", title_fontsize=SMALLEST)
     fig.suptitle(page_title(claim_ids, page), fontweight="bold")
     return fig

@@ -21,7 +21,12 @@ from matplotlib.path import Path
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-REPORT_WIDTH_PX = 1029  # the report's viewer in a 1280 x 800 window (measured with scripts/check-report.py)
+# The report in a 1280 x 800 window (measured with scripts/check-report.py) shows a figure beside its table's list
+# column: 780 px wide (all-layers pages) to 959 px (claims pages), 776 px high at most, and cannot scroll. Text is
+# checked at the narrowest width; the height limit (style.MAX_ASPECT) holds at the widest.
+REPORT_WIDTH_PX = 780
+REPORT_HEIGHT_PX = 776
+WIDEST_REPORT_WIDTH_PX = 959
 MIN_TEXT_PX = 8.0
 PNG_TEXT_KEY = "Smallest text px"  # PNG tEXt key: the smallest font size, in pixels of the file
 MEASURE_DPI = 100.0  # extents are compared at this dpi, so TOLERANCE_PX means the same for every figure
@@ -35,7 +40,7 @@ TOLERANCE_PX = 1.0
 def drawn_tick_labels(axis) -> tuple[set[int], set[int]]:
     """(ids of the tick labels `axis` draws, ids of all its tick labels): matplotlib keeps tick objects left
     over from earlier draws and ticks outside the view limits, which it does not draw (as Axis._update_ticks)."""
-    drawn, every = set(), set()
+    shown, every = set(), set()
     transform = axis.get_transform()
     low, high = sorted(transform.transform(np.asarray(axis.get_view_interval(), float)))
     slack = 1e-10 * max(abs(low), abs(high), 1.0)
@@ -44,8 +49,8 @@ def drawn_tick_labels(axis) -> tuple[set[int], set[int]]:
             labels = {id(tick.label1), id(tick.label2)}
             every |= labels
             if n < len(locs) and low - slack <= transform.transform(np.asarray([locs[n]], float))[0] <= high + slack:
-                drawn |= labels
-    return drawn, every
+                shown |= labels
+    return shown, every
 
 
 def visible_texts(fig: Figure) -> list[Text]:
@@ -54,8 +59,8 @@ def visible_texts(fig: Figure) -> list[Text]:
     hidden = set()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            drawn, every = drawn_tick_labels(axis)
-            hidden |= every - drawn
+            shown, every = drawn_tick_labels(axis)
+            hidden |= every - shown
     found, seen = [], set()
     for text in fig.findobj(Text):
         if id(text) in seen or id(text) in hidden or not text.get_text().strip() or not text.get_visible():
@@ -88,15 +93,22 @@ def displayed_text_px(fig: Figure, width_px: float = REPORT_WIDTH_PX) -> float:
 
 
 @contextmanager
-def drawn(fig: Figure):
+def drawn(fig: Figure, renderer=None):
     """The figure laid out on an Agg canvas at MEASURE_DPI, as for drawing it (every text placed, tick labels
     made) but without painting pixels; yields the canvas's renderer. Its previous canvas and dpi are put back
-    afterwards."""
+    afterwards. Given the renderer of an enclosing drawn(fig), yields it as it is: several measurements of one
+    layout (a layout costs more than all of them)."""
+    if renderer is not None:
+        yield renderer
+        return
     previous, dpi = fig.canvas, fig.dpi
     canvas = FigureCanvasAgg(fig)
     fig.set_dpi(MEASURE_DPI)
     try:
-        fig.draw_without_rendering()  # on the canvas just attached: its renderer is the one measured with
+        # on the canvas just attached (its renderer is the one measured with), twice: as style.save_figure
+        # does, since constrained layout sizes its margins from the previous draw's texts
+        fig.draw_without_rendering()
+        fig.draw_without_rendering()
         yield canvas.get_renderer()
     finally:
         fig.set_dpi(dpi)
@@ -137,9 +149,10 @@ def overlap_depth(a: np.ndarray, b: np.ndarray) -> float:
     return float(depth)
 
 
-def clipped_texts(fig: Figure) -> list[Text]:
-    """Visible texts that lie partly outside the figure's canvas (by more than TOLERANCE_PX)."""
-    with drawn(fig) as renderer:
+def clipped_texts(fig: Figure, renderer=None) -> list[Text]:
+    """Visible texts that lie partly outside the figure's canvas (by more than TOLERANCE_PX); `renderer`: as
+    in drawn()."""
+    with drawn(fig, renderer) as renderer:
         width, height = fig.bbox.width, fig.bbox.height
         clipped = []
         for text in visible_texts(fig):
@@ -150,10 +163,11 @@ def clipped_texts(fig: Figure) -> list[Text]:
     return clipped
 
 
-def overlapping_texts(fig: Figure) -> list[tuple[Text, Text]]:
+def overlapping_texts(fig: Figure, renderer=None) -> list[tuple[Text, Text]]:
     """Pairs of visible texts whose boxes overlap by more than TOLERANCE_PX (any two texts of the figure:
-    a title and a neighbouring panel's tick labels, a colour bar's ticks and the next panel's axis label)."""
-    with drawn(fig) as renderer:
+    a title and a neighbouring panel's tick labels, a colour bar's ticks and the next panel's axis label);
+    `renderer`: as in drawn()."""
+    with drawn(fig, renderer) as renderer:
         texts = visible_texts(fig)
         corners = [text_corners(text, renderer) for text in texts]
     if len(texts) < 2:
@@ -194,11 +208,11 @@ def finite_runs(points: np.ndarray) -> list[np.ndarray]:
     return [run for run, ok in zip(np.split(points, breaks), np.split(finite, breaks)) if ok.all() and len(run)]
 
 
-def legends_over_data(fig: Figure) -> list[tuple]:
+def legends_over_data(fig: Figure, renderer=None) -> list[tuple]:
     """(legend, axes) for every legend (of an axes or of the figure) that covers a data point, a line between
-    two, or an error bar of any axes (data_paths), by more than TOLERANCE_PX."""
+    two, or an error bar of any axes (data_paths), by more than TOLERANCE_PX; `renderer`: as in drawn()."""
     found = []
-    with drawn(fig) as renderer:
+    with drawn(fig, renderer) as renderer:
         legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
         for legend in legends:
             if not legend.get_visible():

@@ -7,22 +7,23 @@ from __future__ import annotations
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from causalpos.analysis import summary
-from causalpos.figures.style import build_figure, built, layer_axis, model_colours, require_table, style_legend
+from causalpos.figures.style import build_figure, built, layer_axis, model_colours, model_label, require_table
 
 
 def _summary_models(frame: pd.DataFrame) -> list[str]:
     return list(pd.unique(frame["model"]))
 
 
-def legend_beside(ax, models, colours, styles: list[tuple[str, str]]) -> None:
-    """style.style_legend's key (models, line styles), right of the axes: lines run across every layer, so
-    no place inside the axes is free of data for every model; constrained layout makes room beside it."""
-    style_legend(ax, models, colours, styles)
-    legend = ax.get_legend()
-    legend.set_loc("upper left")
-    legend.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
+def legend_beside(ax, models, colours, styles: list[tuple[str, str]], options: dict) -> None:
+    """The key of a panel (each model's colour by its name, options["model_labels"]; then the line styles),
+    right of the axes: lines run across every layer, so no place inside the axes is free of data for every
+    model; constrained layout makes room beside it."""
+    handles = [Line2D([], [], color=colours[m], lw=2, label=model_label(m, options)) for m in models]
+    handles += [Line2D([], [], color="black", ls=ls, label=label) for ls, label in styles]
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
 
 
 @built
@@ -33,8 +34,11 @@ def fig_nonrelativeness(tables: dict[str, pd.DataFrame], options: dict) -> Figur
     stats = summary.nonrelativeness(table)
     models = _summary_models(stats)
     colours = model_colours(models)
-    fig = build_figure(16, 4.4)
-    ax_index, ax_deficit, ax_scale = fig.subplots(1, 3)
+    # two rows of two (the fourth cell empty): three panels in a row, each with its key beside it, would need
+    # a figure too wide for its text (legibility.REPORT_WIDTH_PX: 10 pt is 8.3 px on 13 inches)
+    fig = build_figure(13, 8)
+    panels = fig.subplot_mosaic([["index", "deficit"], ["scale", "."]])
+    ax_index, ax_deficit, ax_scale = panels["index"], panels["deficit"], panels["scale"]
     for model in models:
         rows = stats[stats["model"] == model].sort_values("layer")
         x, c = rows["layer"] + 1, colours[model]
@@ -49,15 +53,15 @@ def fig_nonrelativeness(tables: dict[str, pd.DataFrame], options: dict) -> Figur
     ax_index.set_ylabel("Var(diag.-normalised) / Var(scores)")
     ax_index.set_title("Non-relativeness index (0 = relative)")
     legend_beside(ax_index, models, colours, [("-", "all keys"), ("--", "without key 0"),
-                                              (":", "sampling-noise floor")])
+                                               (":", "sampling-noise floor")], options)
     ax_deficit.axhline(0.0, color="grey", lw=0.8)
     ax_deficit.set_ylabel("Mean diag.-normalised score, left region")
     ax_deficit.set_title("Left-region deficit (< 0: left darker)")
-    legend_beside(ax_deficit, models, colours, [("-", "all keys"), ("--", "without key 0")])
+    legend_beside(ax_deficit, models, colours, [("-", "all keys"), ("--", "without key 0")], options)
     ax_scale.set_ylim(bottom=0)
     ax_scale.set_ylabel("Standard deviation (off-diagonal)")
     ax_scale.set_title("Size: raw scores vs pattern")
-    legend_beside(ax_scale, models, colours, [("-", "raw scores"), ("--", "diag.-normalised")])
+    legend_beside(ax_scale, models, colours, [("-", "raw scores"), ("--", "diag.-normalised")], options)
     for ax in (ax_index, ax_deficit, ax_scale):
         layer_axis(ax)
     return fig
@@ -83,7 +87,7 @@ def fig_increasing_fraction(tables: dict[str, pd.DataFrame], options: dict) -> F
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("Fraction of steps j → j+1 with higher score")
     ax.set_title("Nearer keys score higher (0.5 = no preference)")
-    legend_beside(ax, models, colours, [("-", "all keys"), ("--", "without key 0")])
+    legend_beside(ax, models, colours, [("-", "all keys"), ("--", "without key 0")], options)
     layer_axis(ax)
     return fig
 
@@ -104,15 +108,15 @@ def fig_position_probe(tables: dict[str, pd.DataFrame], options: dict) -> Figure
         ax_mae.plot(rows["layer"], rows["mae"], "o-", ms=4, color=c)
         ax_mae.plot(rows["layer"], rows["mae_baseline"], ":", color=c)
         ax_ratio.plot(rows["layer"], rows["ratio"], "o-", ms=4, color=c)
-    xlabel = "Hidden state (0 = embeddings, k = output of Layer k)"
+    xlabel = "Hidden state\n(0 = embeddings, k = output of Layer k)"  # two lines: one is wider than a panel
     ax_mae.set_ylabel("Held-out mean absolute error (positions)")
     ax_mae.set_title("Linear position probe")
-    legend_beside(ax_mae, models, colours, [("-", "probe"), (":", "mean-position baseline")])
+    legend_beside(ax_mae, models, colours, [("-", "probe"), (":", "mean-position baseline")], options)
     ax_ratio.axhline(1.0, color="grey", lw=0.8)
     ax_ratio.set_ylim(bottom=0)
     ax_ratio.set_ylabel("Probe MAE / baseline MAE")
     ax_ratio.set_title("Relative error (1 = no positional information)")
-    legend_beside(ax_ratio, models, colours, [])
+    legend_beside(ax_ratio, models, colours, [], options)
     for ax in (ax_mae, ax_ratio):
         layer_axis(ax, xlabel)
     return fig

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from causalpos.figures.style import (
+    HEATMAP_W_PAD,
     MAX_ASPECT,
     PANEL_SIZE,
     diagnorm_style,
@@ -24,6 +25,7 @@ from causalpos.figures.style import (
     new_figure,
     score_cmap,
     square_matrix,
+    suptitle,
 )
 from causalpos.simulation import theory as closed_form
 from causalpos.tables import require_columns
@@ -109,12 +111,12 @@ def _layer_grid(blocks: list[Block]) -> Figure:
     size = (PANEL_SIZE[0] * ncols, BLOCK_HEIGHT)
     per_line = blocks_per_line(len(blocks), *size)
     lines = math.ceil(len(blocks) / per_line)
-    fig = new_figure(max(size[0] * per_line, size[1] * lines / MAX_ASPECT), size[1] * lines)
+    fig = new_figure(max(size[0] * per_line, size[1] * lines / MAX_ASPECT), size[1] * lines, HEATMAP_W_PAD)
     subfigs = np.atleast_1d(fig.subfigures(lines, per_line)).ravel()
     for sub in subfigs[len(blocks):]:
         sub.set_visible(False)
     for index, (sub, block) in enumerate(zip(subfigs, blocks)):
-        sub.suptitle(block.label, fontweight="bold")
+        suptitle(sub, block.label, fontweight="bold")
         axes = np.atleast_1d(sub.subplots(1, ncols)).ravel()
         for layer, ax in enumerate(axes):
             if layer < len(block.matrices):
@@ -174,8 +176,8 @@ def fig_mechanism(tables: dict, options) -> Figure:
     alpha = float(options.get("alpha", 0.0))
     n = 3
     upper = np.triu(np.ones((n, n), dtype=bool), k=1)
-    fig = new_figure(PANEL_SIZE[0] * 4, PANEL_SIZE[1] + 0.4)
-    fig.suptitle(f"How the causal mask creates positional information, α = {alpha:g}", fontweight="bold")
+    fig = new_figure(PANEL_SIZE[0] * 4, PANEL_SIZE[1] + 0.4, HEATMAP_W_PAD)
+    suptitle(fig, f"How the causal mask creates positional information, α = {alpha:g}", fontweight="bold")
     for k, (ax, (matrix, title)) in enumerate(zip(fig.subplots(1, 4), mechanism_panels(n, alpha, tables.get("theory")))):
         draw_heatmap(ax, np.where(upper, np.nan, matrix), score_cmap(options), title, annot=True)
         if k in (1, 2):  # rows are positions i, columns the inputs x_j they are made of

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import textwrap
 import uuid
 import warnings
 from pathlib import Path
@@ -21,6 +22,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
@@ -49,14 +51,23 @@ MODEL_LABELS = TRAINED_LABELS
 # ---------------------------------------------------------------- figures and tables
 
 
-def new_figure(width: float, height: float) -> Figure:
+HEATMAP_W_PAD = 0.15  # inches; see new_figure
+
+
+def new_figure(width: float, height: float, w_pad: float | None = None) -> Figure:
+    """A Figure with constrained layout; w_pad (inches) pads each panel left and right. Grids of square
+    heatmaps in subfigures need HEATMAP_W_PAD: with the default pad, constrained layout's passes do not settle
+    and leave a line's first "Query position" label over the left edge."""
     # A bare Figure keeps matplotlib's no-op base canvas until savefig picks Agg (png) or the
     # PDF backend: seaborn's heatmap forces a full redraw of the figure after every panel, which
     # is free on the base canvas but quadratic in the number of panels on a real one.
-    return Figure(figsize=(width, height), layout="constrained")
+    fig = Figure(figsize=(width, height), layout="constrained")
+    if w_pad is not None:
+        fig.get_layout_engine().set(w_pad=w_pad)
+    return fig
 
 
-def build_figure(width: float, height: float) -> Figure:
+def build_figure(width: float, height: float, w_pad: float | None = None) -> Figure:
     """new_figure at a low dpi while the panels are added.
 
     seaborn's heatmap measures its tick labels, and on the base canvas every measurement
@@ -64,7 +75,7 @@ def build_figure(width: float, height: float) -> Figure:
     time of large grids. Text and axes scale together with the dpi, so the measurement gives the
     same answer; `built` restores matplotlib's default dpi before the figure is returned.
     """
-    fig = new_figure(width, height)
+    fig = new_figure(width, height, w_pad)
     fig.set_dpi(BUILD_DPI)
     return fig
 
@@ -76,6 +87,18 @@ def built(function):
         fig.set_dpi(matplotlib.rcParams["figure.dpi"])
         return fig
     return wrapper
+
+
+BOLD_CHAR_EM = 0.66  # mean advance of a bold DejaVu Sans character, in em: how many fit a line
+
+
+def suptitle(container, text: str, **kwargs) -> None:
+    """container.suptitle (a Figure or SubFigure) with each line of `text` wrapped to the container's width, so
+    that a title longer than a narrow page (two panels) wraps instead of running off both edges."""
+    size = FontProperties(size=kwargs.get("fontsize", matplotlib.rcParams["figure.titlesize"])).get_size_in_points()
+    width_in = container.bbox.width / container.figure.dpi
+    chars = max(int(width_in * 72 / (BOLD_CHAR_EM * size)), 20)
+    container.suptitle("\n".join(textwrap.fill(line, chars) for line in text.split("\n")), **kwargs)
 
 
 def require_table(tables: dict, name: str, columns) -> pd.DataFrame:

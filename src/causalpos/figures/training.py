@@ -26,8 +26,20 @@ def fig_training_loss(tables: dict, options) -> Figure:
         ax.set_xlabel("Tokens seen")
         ax.set_ylabel("Loss (nats/token)")
         ax.set_title(title)
-        ax.legend(fontsize="small")
+    shared_legend(fig, axes)
     return fig
+
+
+def shared_legend(fig, axes) -> None:
+    """One key for the lines of all `axes` (each label once), below them: inside a panel, a key can cover
+    curves that span the whole axis."""
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    if entries:
+        fig.legend(entries.values(), entries.keys(), loc="outside lower center", ncols=len(entries),
+                   fontsize="small")
 
 
 def fig_length_generalization(tables: dict, options) -> Figure:
@@ -49,7 +61,8 @@ def fig_length_generalization(tables: dict, options) -> Figure:
     ax.set_xlabel("Sequence length (tokens)")
     ax.set_ylabel("Held-out loss (nats/token)")
     ax.set_title("Length generalisation")
-    ax.legend(fontsize="small")
+    # beside the axes: the curves and their error bars fill the middle of the panel
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 
 
