@@ -121,6 +121,9 @@ MEANINGS = {
     "variant.pe": "RoPE applied to the normalised vectors (queries and keys; values unrotated)",
     "variant.rope_theta": "RoPE base, 10000 in the paper",
     "variant.mask": "decoder, or encoder (Figure 10)",
+    "variant.window": "sliding window, causal mask only: query i sees keys i - window < j <= i (Gemma's local "
+                      "layers); null: every key. A window >= seq_len hides nothing and is recorded as null (the "
+                      "unwindowed variant); the tables' `window` column is a nullable integer, empty for null",
     "variant.residual": "X' = AY + X, or X' = AY (Appendix A.2)",
     "variant.d": "hidden size (even with RoPE)",
     "variant.seq_len": "tokens",

@@ -412,8 +412,15 @@ def _mirror(S):
 
 
 @_kernel
-def _softmax(S, P, n8, inv_div, causal):
-    """P = softmax(S * inv_div) over the visible keys; zero elsewhere (padding included)."""
+def _first_key(i, window):
+    """The first key query i sees: i - window + 1 under a sliding window (window >= 1), else 0 (window 0)."""
+    return max(i - window + 1, 0) if window else 0
+
+
+@_kernel
+def _softmax(S, P, n8, inv_div, causal, window):
+    """P = softmax(S * inv_div) over the visible keys; zero elsewhere (padding and, under a sliding window
+    (window > 0; causal only), the keys j <= i - window included)."""
     n, width = P.shape
     for i in range(n):
         visible = i + 1 if causal else n
@@ -422,6 +429,8 @@ def _softmax(S, P, n8, inv_div, causal):
         for t in range(0, span, _PAD):
             vstore(P, i, t, vexp(vload(S, i, t), inv_div, diag))
         for j in range(visible, span):
+            P[i, j] = _ZERO
+        for j in range(_first_key(i, window)):  # no iteration without a window
             P[i, j] = _ZERO
         total = _vzero()
         for t in range(0, span, _PAD):
@@ -441,9 +450,9 @@ def _accumulate(V, scale, shift, acc1, acc2, n8, causal):
 
 
 @_kernel
-def _mix_row(X, Y, P, i, hi, wp):
-    """X[i] += sum_{j < hi} P[i, j] Y[j]; row j of Y is zero past wp[j]. Four keys per pass."""
-    j = 0
+def _mix_row(X, Y, P, i, lo, hi, wp):
+    """X[i] += sum_{lo <= j < hi} P[i, j] Y[j]; row j of Y is zero past wp[j]. Four keys per pass."""
+    j = lo
     while j + 4 <= hi:
         e0, e1, e2, e3 = P[i, j], P[i, j + 1], P[i, j + 2], P[i, j + 3]
         for k in range(0, wp[j + 3], _PAD):  # widths grow with j
@@ -457,10 +466,10 @@ def _mix_row(X, Y, P, i, hi, wp):
 
 
 @_kernel
-def _mix_row_pair(X, Y, P, i, hi, wp):
+def _mix_row_pair(X, Y, P, i, lo, hi, wp):
     """`_mix_row` for rows i and i + 1 at once, sharing every load of Y."""
     i1 = i + 1
-    j = 0
+    j = lo
     while j + 4 <= hi:
         e0, e1, e2, e3 = P[i, j], P[i, j + 1], P[i, j + 2], P[i, j + 3]
         f0, f1, f2, f3 = P[i1, j], P[i1, j + 1], P[i1, j + 2], P[i1, j + 3]
@@ -478,16 +487,20 @@ def _mix_row_pair(X, Y, P, i, hi, wp):
 
 
 @_kernel
-def _mix(X, Y, P, wp, causal, residual):
-    """X = P Y + X (or P Y); Y holds the normalised old X, so X is updated in place."""
+def _mix(X, Y, P, wp, causal, residual, window):
+    """X = P Y + X (or P Y); Y holds the normalised old X, so X is updated in place.
+
+    Under a sliding window (window > 0) the keys before row i's first visible key have P = 0 and are skipped
+    (adding them would add exact zeros: the same numbers)."""
     n = X.shape[0]
     if not residual:
         X[:] = 0
     for i in range(0, n - 1, 2):
-        # under the mask P[i, i + 1] = 0, so both rows can take keys up to i + 1
-        _mix_row_pair(X, Y, P, i, i + 2 if causal else n, wp)
+        # under the mask P[i, i + 1] = 0, so both rows can take keys up to i + 1; row i + 1 sees no key
+        # before row i's first
+        _mix_row_pair(X, Y, P, i, _first_key(i, window), i + 2 if causal else n, wp)
     if n % 2:
-        _mix_row(X, Y, P, n - 1, n, wp)
+        _mix_row(X, Y, P, n - 1, _first_key(n - 1, window), n, wp)
 
 
 @_kernel
@@ -506,8 +519,12 @@ def _set_widths(w, wp, lo8, triangular, lead, D):
 
 @_kernel
 def _decode_block(normals, chi, law, shared, consts, d, D, n_layers, layernorm, ln_eps, inv_div,
-                  causal, residual, rope_cos, rope_sin, use_rope, shift, acc):
+                  causal, window, residual, rope_cos, rope_sin, use_rope, shift, acc):
     """Run the decoder on every sample of one block (inputs as `_build`); add shifted moments to acc.
+
+    window: the sliding window (query i sees keys i - window < j <= i; causal only), 0 for every key. The
+    scores are still computed and summed for every pair of the lower triangle; the probabilities of the
+    hidden keys are zero.
 
     acc and shift: [layer, 4 | 2, n, n_pad] for (sum S, sum S^2, sum P, sum P^2) | (S, P).
     """
@@ -544,11 +561,11 @@ def _decode_block(normals, chi, law, shared, consts, d, D, n_layers, layernorm, 
             _scores(QT, S, w, lo8, n8)
             if not causal:
                 _mirror(S)
-            _softmax(S, P, n8, inv_div, causal)
+            _softmax(S, P, n8, inv_div, causal, window)
             _accumulate(S, inv_div, shift[layer, 0], acc[layer, 0], acc[layer, 1], n8, causal)
             _accumulate(P, _ONE, shift[layer, 1], acc[layer, 2], acc[layer, 3], n8, causal)
             if layer + 1 < n_layers:
-                _mix(X, Y, P, wp, causal, residual)
+                _mix(X, Y, P, wp, causal, residual, window)
                 if not causal and reduced:
                     _set_widths(w, wp, lo8, False, lead, D)  # unmasked mixing fills every column
 
@@ -601,10 +618,11 @@ class KernelPlan:
         v = self.v
         normals, chi = self.draw(block, size)
         acc = np.zeros((v.n_layers, 4, v.seq_len, self.n_pad), np.float32)
-        # eps is an argument, not a global: numba's cache would keep a global of another module stale
+        # eps and the window are arguments, not globals: numba's cache would keep a global of another module
+        # stale (window 0: every key; Variant normalises a window >= seq_len to None)
         _decode_block(normals, chi, self.law, self.shared, self.consts, v.d, self.width, v.n_layers,
                       v.norm == "layernorm", _F32(LAYERNORM_EPS), _F32(1.0 / v.score_divisor), v.mask == "causal",
-                      v.residual, self.cos, self.sin, v.pe == "rope", shift, acc)
+                      v.window or 0, v.residual, self.cos, self.sin, v.pe == "rope", shift, acc)
         return acc
 
 

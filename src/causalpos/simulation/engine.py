@@ -1,7 +1,8 @@
 """Monte Carlo engine for the parameter-free decoder of Eq. 1 (Sections 4.1, 5.1, App. B, D).
 
 One layer: Y = Norm(X); Q = K = RoPE(Y) (or Y); S = QK^T / scale;
-A = softmax(mask(S)); X' = AY + X (or AY without residual).
+A = softmax(mask(S)); X' = AY + X (or AY without residual). The mask is causal
+(optionally a sliding window: query i sees keys i - window < j <= i) or none.
 
 The engine streams: samples are drawn in seeded blocks and only per-entry sums
 and sums of squares of S and A are kept, so memory does not grow with N, and
@@ -45,9 +46,9 @@ BACKENDS = ("auto", "numba", "torch")
 @dataclass
 class SimulationResult:
     variant: Variant
-    score_mean: np.ndarray  # [layer, query_pos, key_pos], float64
+    score_mean: np.ndarray  # [layer, query_pos, key_pos], float64; every pair's score q.k, masked or not
     score_sem: np.ndarray
-    prob_mean: np.ndarray
+    prob_mean: np.ndarray  # 0 where the mask hides the key
     prob_sem: np.ndarray
     sampler: str
     device: str
@@ -57,6 +58,26 @@ class SimulationResult:
 
 
 # ---------------------------------------------------------------- the decoder (torch)
+
+
+def visible(v: Variant) -> np.ndarray:
+    """[n, n] bool, query x key: the pairs the variant's mask lets through (causal j <= i, within the sliding
+    window i - j < window when there is one; every pair without a mask). The tables hold these pairs only."""
+    pairs = visible_pairs(v.seq_len, v.mask)
+    if v.window is not None:
+        pairs &= np.tri(v.seq_len, k=-v.window, dtype=bool) == 0  # drop j <= i - window
+    return pairs
+
+
+def additive_mask(v: Variant, dev) -> torch.Tensor | None:
+    """The mask added to the scores before the softmax: -inf where `visible` is False; None without a mask."""
+    if v.mask != "causal":
+        return None
+    n = v.seq_len
+    mask = torch.full((n, n), float("-inf"), device=dev).triu_(1)
+    if v.window is not None:
+        mask += torch.full((n, n), float("-inf"), device=dev).tril_(-v.window)  # disjoint from triu(1)
+    return mask
 
 
 def apply_rope(y: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -118,9 +139,7 @@ def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int
     draw = INPUT_SAMPLERS[sampler]
     chunk_size = max(RNG_BLOCK, chunk_size - chunk_size % RNG_BLOCK)
     n = v.seq_len
-    mask = None
-    if v.mask == "causal":
-        mask = torch.full((n, n), float("-inf"), device=dev).triu_(1)
+    mask = additive_mask(v, dev)
     rope = rope_tables(n, v.d, v.rope_theta, dev) if v.pe == "rope" else None
 
     def run(blocks):
@@ -205,11 +224,12 @@ def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
 
 
 def result_frame(result: SimulationResult, name: str) -> pd.DataFrame:
-    """Long table: one row per layer and visible (query_pos, key_pos), 0-based."""
+    """Long table: one row per layer and visible (query_pos, key_pos), 0-based: the pairs a sliding window
+    hides are left out, as those above the causal diagonal. `window` is a nullable integer, <NA> for None."""
     v = result.variant
-    visible = visible_pairs(v.seq_len, v.mask)
-    query, key = np.nonzero(visible)
-    diagnorm = diagonal_normalise(result.score_mean, visible)
+    shown = visible(v)
+    query, key = np.nonzero(shown)
+    diagnorm = diagonal_normalise(result.score_mean, shown)
     frames = []
     for layer in range(v.n_layers):
         frames.append(pd.DataFrame({
@@ -227,16 +247,22 @@ def result_frame(result: SimulationResult, name: str) -> pd.DataFrame:
     for key_name, value in v.params().items():
         frame[key_name] = value
     frame["sampler"] = result.sampler  # the resolved name, never "auto"
+    frame["window"] = pd.array([v.window] * len(frame), dtype="Int64")  # <NA>: every key (not an object column)
     return frame
 
 
 def groups_frame(result: SimulationResult, name: str) -> pd.DataFrame:
     """The score sums of every group of blocks (sampling.SE_GROUPS), per layer: one row per layer and group
     with `sums`, the packed lower triangle (causalpos.tril's order, diagonal included) of the group's score
-    sums over its `n_samples` samples. The claims' standard errors come from these (a bootstrap over groups)."""
+    sums over its `n_samples` samples. The claims' standard errors come from these (a bootstrap over groups).
+    The vectors keep their length S (S + 1) / 2; the pairs a sliding window hides (absent from the simulation
+    table) are NaN."""
     v = result.variant
     query, key = packed_pairs(v.seq_len)
+    hidden = ~visible(v)[query, key]
+    sums = result.group_score_sums[:, :, query, key]  # [group, layer, pair], a copy
+    sums[:, :, hidden] = np.nan
     rows = [{"variant": name, "layer": layer, "group": group, "n_samples": int(result.group_sizes[group]),
-             "seq_len": v.seq_len, "sums": result.group_score_sums[group, layer][query, key]}
+             "seq_len": v.seq_len, "sums": sums[group, layer]}
             for layer in range(v.n_layers) for group in range(len(result.group_sizes))]
     return pd.DataFrame(rows, columns=SIMULATION_GROUP_COLUMNS)

@@ -168,7 +168,9 @@ def concentrates(v: Variant) -> bool:
     return not (v.norm == "layernorm" and v.scale in ("none", "sqrt_d"))
 
 
-def _windows(window, n_layers: int) -> tuple:
+def _windows(window, n_layers: int, variant_window: int | None = None) -> tuple:
+    if window is None:
+        window = variant_window  # the variant's own sliding window (Variant.window), None: every key
     if window is None or isinstance(window, (int, float, np.number)):
         windows = (window,) * n_layers
     else:
@@ -319,7 +321,7 @@ def recursion(variant: Variant, window=None, *, rope_theta=None, correction: boo
     sampler do not enter, except the sampler in the correction (the laws differ at order 1/d).
     """
     n, n_layers = variant.seq_len, variant.n_layers
-    windows = _windows(window, n_layers)
+    windows = _windows(window, n_layers, variant.window)
     plan = _plan(variant, windows, _thetas(variant, rope_theta, n_layers))
     scores, probs, grams = run(input_gram(n, variant.alpha), plan, n_layers, keep_grams)
     score_corr = prob_corr = None
@@ -479,7 +481,7 @@ def finite_d_correction(variant: Variant, window=None, *, plan: _Plan | None = N
                          "do not concentrate (their fluctuations are as large as the softmax's temperature)")
     n, n_layers = variant.seq_len, variant.n_layers
     if plan is None:
-        plan = _plan(variant, _windows(window, n_layers), (variant.rope_theta,) * n_layers)
+        plan = _plan(variant, _windows(window, n_layers, variant.window), (variant.rope_theta,) * n_layers)
     if variant.pe == "rope":
         if variant.alpha != 0.0:
             raise ValueError("the finite-d correction under RoPE is derived for alpha = 0 only")
@@ -549,7 +551,8 @@ def recursion_frame(name: str, variant: Variant, window=None, *, rope_theta=None
     frame = pd.concat(frames, ignore_index=True)
     frame["concentrates"] = result.concentrates
     for key_name, value in result.variant.params().items():
-        frame[key_name] = value
+        if key_name != "window":  # the per-layer column above is the window that applies
+            frame[key_name] = value
     frame["sampler"] = result.variant.resolved_sampler
     if len(set(result.rope_thetas)) > 1:  # rope_theta given per layer
         frame["rope_theta"] = np.asarray(result.rope_thetas)[frame["layer"].to_numpy()]

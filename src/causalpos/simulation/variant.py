@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 
 NORMS = ("l2", "layernorm")
@@ -27,6 +28,9 @@ class Variant:
     """One simulated decoder. Field names are the config keys and the Parquet columns.
 
     The `sampler` column holds `resolved_sampler` ("exact" is never written: its basis is).
+    `window` (causal mask only): query i sees keys i - window < j <= i, a sliding window as in Gemma's local
+    layers; None, every key. A window of seq_len or more hides nothing and is stored as None, so it is the
+    unwindowed variant (same table, same numbers). The tables hold it as a nullable integer, <NA> for None.
     """
 
     norm: str = "l2"
@@ -41,7 +45,8 @@ class Variant:
     n_layers: int = 4
     n_samples: int = 100_000
     seed: int = 0
-    sampler: str = "official"  # last, so the table's columns keep their order (it was written after seed)
+    sampler: str = "official"  # after seed, so the table's columns keep their order (it was written after seed)
+    window: int | None = None  # last, for the same reason: the tables gained it after sampler
 
     def __post_init__(self):
         def bad(key, value, allowed):
@@ -74,6 +79,14 @@ class Variant:
             bad("sampler", self.sampler, list(SAMPLERS))
         if self.sampler == "exact_reduced" and not self.rotation_invariant:
             bad("sampler", self.sampler, "'exact_reduced' only with norm 'l2' and pe 'none' (rotation invariant)")
+        if self.window is not None:
+            if isinstance(self.window, bool) or not isinstance(self.window, numbers.Integral) or self.window < 1:
+                bad("window", self.window, "None (every key) or an integer >= 1")
+            if self.mask != "causal":
+                bad("window", self.window, f"None unless mask is 'causal' (a query sees its last `window` keys, "
+                                           f"j <= i); mask is {self.mask!r}")
+            # a window of seq_len or more hides no key: the unwindowed decoder, recorded as such
+            object.__setattr__(self, "window", None if self.window >= self.seq_len else int(self.window))
 
     @property
     def score_divisor(self) -> float:

@@ -223,12 +223,12 @@ def extra_seeds(config: dict) -> list[int]:
 
 def emergence_variants(config: dict) -> list[str]:
     """The alpha = 0 simulations claim 7b and the emergence table compare with: l2, no scaling, no PE, causal
-    mask, residual (the ledger picks among them by d and seq_len; claims.models.alpha0_reference)."""
+    mask without a window, residual (the ledger picks among them by d and seq_len; claims.models.alpha0_reference)."""
     chosen = []
     for name in config["simulation"]["variants"]:
         p = Variant(**variant_params(config, name)).params()
         if (float(p["alpha"]) == 0.0 and p["norm"] == "l2" and p["scale"] == "none" and p["pe"] == "none"
-                and p["mask"] == "causal" and bool(p["residual"])):
+                and p["mask"] == "causal" and bool(p["residual"]) and p.get("window") is None):
             chosen.append(name)
     return chosen
 

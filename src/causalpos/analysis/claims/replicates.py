@@ -156,7 +156,7 @@ class LedgerInputs:
         self._counts = {}
         self._cache = {}
         self.first_groups = None  # first_groups_view: the models measured on their first groups only
-        self.params = self.all_params = None
+        self.params = self.all_params = self.windowed_params = None
         self.twins = {}  # main-law variant -> its exact-law twin
         self._identity = {}
         if self.sim is not None:
@@ -174,6 +174,11 @@ class LedgerInputs:
                 if params.loc[v, "law"] != MAIN_LAW:
                     ident += (params.loc[v, "law"],)
                 self._identity[v] = repr(ident)
+            # a sliding window (issue 25) makes another decoder than the paper's: windowed variants are not
+            # settings of the paper's claims (an older table without the column has none)
+            windowed = first["window"].notna() if "window" in first.columns else pd.Series(False, first.index)
+            self.windowed_params = params[windowed.reindex(params.index).to_numpy()].sort_index()
+            params = params[~windowed.reindex(params.index).to_numpy()]
             self.all_params = params.sort_index()
             self.twins = find_twins(self.all_params)
             # the ledger's settings: every main-law variant, and exact-law ones that have no main-law twin
