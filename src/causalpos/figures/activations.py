@@ -21,7 +21,7 @@ Options (unknown keys are ignored):
   model_labels     {model: name in titles} (the workflow's config.model_labels; default: the key)
   quantile_clip    [low, high] quantiles that bound each panel's colour scale, or None for the
                    full range; default [0.01, 0.99] for fig05 and fig_all_layers, None elsewhere
-  max_columns      panels per row before wrapping (default 6; fig_all_layers 4)
+  max_columns      panels per row before wrapping (default 4, PAGE_COLUMNS: a row stays readable in the report)
   heatmap_max_size matrices larger than this are block-averaged to at most this many cells a side
                    for drawing (default 256; ticks keep the real positions); None to disable
 """
@@ -92,7 +92,7 @@ def _wrapped_panels(container, panels: list[tuple[np.ndarray, str]], ncols: int,
 
 
 def _grid_shape(n_panels: int, options: dict) -> tuple[int, int]:
-    max_columns = int(options.get("max_columns", 6))
+    max_columns = int(options.get("max_columns", PAGE_COLUMNS))
     if max_columns < 1:
         raise ValueError(f"options['max_columns'] must be >= 1, got {max_columns}")
     ncols = min(n_panels, max_columns)
