@@ -115,9 +115,12 @@ def test_editing_recursion_code_reruns_the_recursion_and_its_figure_only(finishe
     assert planned_jobs(finished_copy) == {("recursion", ""), ("figure", "figR1_recursion")}
 
 
-def test_a_window_change_reruns_the_variant_and_the_recursion(finished_copy):
+def test_a_window_change_reruns_the_variant_the_recursion_and_what_reads_them(finished_copy):
+    """A variant no figure shows: its simulation and what reads every simulation, the recursion (its table holds
+    every variant) and the figure drawn from that table."""
     edit_config(finished_copy, lambda c: c["simulation"]["variants"]["l2_alpha0.0_window4"].update(window=5))
-    assert planned_jobs(finished_copy) == with_ledger({("simulate", "l2_alpha0.0_window4"), ("recursion", "")}) | CONFIG_PAGE
+    expected = {("simulate", "l2_alpha0.0_window4"), ("recursion", ""), ("figure", "figR1_recursion")}
+    assert planned_jobs(finished_copy) == with_ledger(expected) | CONFIG_PAGE
 
 
 def test_editing_theory_code_reruns_theory_and_figures_not_simulations(finished_copy):
