@@ -46,6 +46,7 @@ include: "rules/paper_llms.smk"
 rule all:
     input:
         paths.theory_table(RESULTS),
+        paths.recursion_table(RESULTS),
         rules.tokenizer.output,
         [paths.model_file(m, "length_eval.parquet", RESULTS) for m in MODELS],
         all_simulations(),

@@ -48,11 +48,11 @@ def test_cli_data_and_training_stages_give_the_rule_outputs(finished_copy):
 
 
 def test_cli_theory_simulate_and_plot_give_the_rule_outputs(finished_copy):
-    """`causalpos theory`, `simulate` (two variants) and `plot` from nothing, under by_cli/: the closed forms and
-    Monte Carlo tables the rules wrote (seeded), and Figure S1 in every format."""
+    """`causalpos theory`, `recursion`, `simulate` (two variants) and `plot` from nothing, under by_cli/: the closed
+    forms, the recursion and the Monte Carlo tables the rules wrote (seeded), and Figure S1 in every format."""
     env = {**os.environ, "PYTHONPATH": str(finished_copy / "src")}
-    for stage in (["theory"], ["simulate", "l2_alpha0.0_d16", "--threads", "1"], ["simulate", "l2_alpha0.0", "--threads", "1"],
-                  ["plot", "figS1_mc_vs_closed_form"]):
+    for stage in (["theory"], ["recursion"], ["simulate", "l2_alpha0.0_d16", "--threads", "1"],
+                  ["simulate", "l2_alpha0.0", "--threads", "1"], ["plot", "figS1_mc_vs_closed_form"]):
         subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "--results", "by_cli", *stage],
                        cwd=finished_copy, env=env, check=True, capture_output=True, text=True)
     by_rule, by_cli = finished_copy / "results", finished_copy / "by_cli"
@@ -61,8 +61,8 @@ def test_cli_theory_simulate_and_plot_give_the_rule_outputs(finished_copy):
     for variant in ("l2_alpha0.0", "l2_alpha0.0_d16"):
         pd.testing.assert_frame_equal(pd.read_parquet(by_cli / "simulation" / f"{variant}.parquet"),
                                       pd.read_parquet(by_rule / "simulation" / f"{variant}.parquet"))
-    theory = "theory/layer2_scores.parquet"
-    pd.testing.assert_frame_equal(pd.read_parquet(by_cli / theory), pd.read_parquet(by_rule / theory))
+    for theory in ("theory/layer2_scores.parquet", "theory/recursion.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(by_cli / theory), pd.read_parquet(by_rule / theory))
     for fmt in ("pdf", "png"):
         assert (by_cli / "figures" / f"figS1_mc_vs_closed_form.{fmt}").stat().st_size > 1000
 

@@ -98,6 +98,7 @@ def edit(root, relative: str) -> None:
     ("models/snapshots.py", {"run_train", "run_length_eval", "run_emergence"}),
     ("models/emergence.py", {"run_emergence"}),
     ("simulation/engine.py", {"run_simulation"}),
+    ("simulation/recursion.py", {"run_recursion"}),
     ("simulation/theory.py", {"run_theory", "run_figure", "run_all_layers"}),
     ("analysis/triangles.py", {"run_summary", "run_figure", "run_all_layers", "run_claims", "run_emergence_summary", "run_convergence"}),
     ("analysis/emergence.py", {"run_emergence_summary"}),

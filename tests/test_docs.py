@@ -222,7 +222,8 @@ def test_results_page_lists_every_column():
     train = ast.parse(text(ROOT / "src" / "causalpos" / "models" / "train.py"))  # no torch import for a list
     metric_columns = next(ast.literal_eval(n.value) for n in train.body
                           if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "METRIC_COLUMNS")
-    lists = {name: getattr(tables, name) for name in ("SIMULATION_COLUMNS", "THEORY_COLUMNS", "SCORE_COLUMNS",
+    lists = {name: getattr(tables, name) for name in ("SIMULATION_COLUMNS", "THEORY_COLUMNS", "RECURSION_COLUMNS",
+                                                       "SCORE_COLUMNS",
                                                        "INTERMEDIATE_COLUMNS", "PROBE_COLUMNS", "GROUP_COLUMNS")}
     lists |= {name: getattr(summary, name) for name in ("NONRELATIVENESS_COLUMNS", "INCREASING_COLUMNS",
                                                          "PROBE_SUMMARY_COLUMNS")}

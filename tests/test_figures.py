@@ -9,15 +9,19 @@ from causalpos.figures.registry import FIGURES
 from causalpos.figures.render import render_figure
 from causalpos.figures.simulation import (
     BLOCK_HEIGHT,
+    RECURSION_ROWS,
     blocks_per_line,
     fig_layer_grid,
+    fig_recursion,
     fig_rope,
     layer_matrix,
     mechanism_panels,
+    recursion_panels,
     self_score,
     variant_label,
 )
 from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE
+from causalpos.simulation import recursion as rec
 from causalpos.simulation.engine import result_frame, simulate
 from causalpos.simulation.variant import Variant
 from causalpos.simulation import theory as closed_form
@@ -33,6 +37,7 @@ VARIANTS = {
     "rope_nomask": {"pe": "rope", "mask": "none"},
     "l2_a0_d8": {"d": 8},
     "l2_a0_d32": {"d": 32},
+    "l2_a0_w3": {"window": 3},
 }
 PLOT = dict(formats=["pdf", "png"], dpi=60, cmap="viridis", diverging_cmap="coolwarm", font_scale=1.0)
 FIGURE_OPTIONS = {
@@ -44,6 +49,7 @@ FIGURE_OPTIONS = {
     "fig09_rope_alpha": {"variants": ["rope"]},
     "fig10_rope_nomask": {"variants": ["rope_nomask"]},
     "figS1_mc_vs_closed_form": {"variants": ["l2_a0_d8", "l2_a0", "l2_a0_d32"]},
+    "figR1_recursion": {"variants": ["l2_a0", "l2_a0.2", "rope"]},
 }
 
 
@@ -52,6 +58,11 @@ def simulation():
     frames = [result_frame(simulate(Variant(**{**SMALL, **kw}), device="cpu"), name)
               for name, kw in VARIANTS.items()]
     return pd.concat(frames, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def recursion():
+    return rec.recursion_table({name: Variant(**{**SMALL, **kw}) for name, kw in VARIANTS.items()})
 
 
 @pytest.fixture(scope="module")
@@ -70,18 +81,18 @@ def test_every_figure_has_options():
 
 
 @pytest.mark.parametrize("figure_id", sorted(FIGURE_OPTIONS))
-def test_render_every_figure(figure_id, simulation, theory, tmp_path):
+def test_render_every_figure(figure_id, simulation, theory, recursion, tmp_path):
     options = {**PLOT, **FIGURE_OPTIONS[figure_id]}
     names = options.get("variants", [])
     table = simulation[simulation["variant"].isin(names)] if names else None
     outputs = [tmp_path / "figures" / f"{figure_id}.{fmt}" for fmt in options["formats"]]
-    render_figure(figure_id, {"simulation": table, "theory": theory}, options, outputs)
+    render_figure(figure_id, {"simulation": table, "theory": theory, "recursion": recursion}, options, outputs)
     for path in outputs:
         assert path.is_file() and path.stat().st_size > 1000
     assert outputs[0].read_bytes().startswith(b"%PDF")
     width, height = Image.open(outputs[1]).size
     assert 400 < width < 1500 and 150 < height < 1500 and height <= MAX_ASPECT * width + 2  # whole in the report
-    if figure_id not in ("fig01_mechanism", "figS1_mc_vs_closed_form"):
+    if figure_id not in ("fig01_mechanism", "figS1_mc_vs_closed_form", "figR1_recursion"):
         # heatmap grids: one column per layer, one row per variant (two for RoPE)
         rows = 2 * len(names) if "rope" in figure_id else len(names)
         assert width == pytest.approx(PANEL_SIZE[0] * SMALL["n_layers"] * PLOT["dpi"], abs=2)
@@ -171,8 +182,53 @@ def test_mechanism_panels_compose(alpha):
 def test_variant_labels(simulation):
     first = simulation.drop_duplicates("variant").set_index("variant")
     assert variant_label(first.loc["l2_a0.2"]) == "α = 0.2"
+    assert variant_label(first.loc["l2_a0_w3"]) == "window 3, α = 0"
     assert variant_label(first.loc["ln_sqrtd"]) == "LayerNorm, √d scaling, α = 0"
     assert variant_label(first.loc["rope_nomask"]) == "RoPE, no causal mask, α = 0"
+
+
+def test_recursion_figure_shows_monte_carlo_the_recursion_and_their_difference(simulation, recursion):
+    """figR1: per variant a block of three rows (Monte Carlo, recursion, difference) by layers, the blocks two to a
+    line (three variants: two lines, the fourth place empty) within the report's height; the panels are the two
+    tables' scores and their difference, the score rows on the paper's fixed range 0 .. self_score, the difference
+    on a diverging map centred at 0 that holds every layer's difference; a windowed variant's hidden pairs blank."""
+    names = ["l2_a0", "ln_sqrtd", "l2_a0_w3"]
+    fig = fig_recursion({"simulation": simulation, "recursion": recursion}, {"variants": names})
+    width, height = fig.get_size_inches()
+    assert height <= MAX_ASPECT * width + 1e-9
+    blocks = [sub for sub in fig.subfigs if sub.get_visible()]
+    assert len(blocks) == 3 and len(fig.subfigs) == 4
+    layers = SMALL["n_layers"]
+    for block, name in zip(blocks, names):
+        params = simulation[simulation["variant"] == name].iloc[0]
+        assert block._suptitle.get_text() == variant_label(params)
+        panels = [ax for ax in block.axes if ax.images]
+        assert len(panels) == 3 * layers
+        assert [ax.get_ylabel().split("\n")[0] for ax in panels[::layers]] == list(RECURSION_ROWS)
+        mc, limit, difference = recursion_panels(simulation, recursion, name)
+        result = rec.recursion(Variant(**{**SMALL, **VARIANTS[name]}))
+        for k in range(layers):
+            np.testing.assert_array_equal(mc[k], layer_matrix(simulation, name, k))
+            visible = result.visible[k]
+            np.testing.assert_allclose(limit[k][visible], result.scores[k][visible], rtol=1e-12)
+            assert np.isnan(limit[k][~visible]).all() and np.isnan(mc[k][~visible]).all()
+            np.testing.assert_allclose(difference[k], mc[k] - limit[k])
+        top = self_score(params)
+        for ax in panels[:2 * layers]:
+            assert ax.images[0].get_clim() == pytest.approx((0.0, top))
+            assert ax.images[0].get_cmap().name == "rocket"
+        half = max(np.nanmax(np.abs(d)) for d in difference)
+        for ax, d in zip(panels[2 * layers:], difference):
+            assert ax.images[0].get_clim() == pytest.approx((-half, half))
+            assert ax.images[0].get_cmap().name == "coolwarm"
+            np.testing.assert_array_equal(np.ma.getmaskarray(ax.images[0].get_array()), np.isnan(d))
+    with pytest.raises(ValueError, match="recursion table is missing"):
+        fig_recursion({"simulation": simulation, "recursion": None}, {"variants": names})
+    with pytest.raises(ValueError, match="missing from the recursion table"):
+        fig_recursion({"simulation": simulation, "recursion": recursion[recursion.variant != "ln_sqrtd"]},
+                      {"variants": names})
+    with pytest.raises(ValueError, match="other settings"):
+        fig_recursion({"simulation": simulation, "recursion": recursion.assign(alpha=0.5)}, {"variants": names})
 
 
 def test_missing_variant_is_named(simulation, theory, tmp_path):

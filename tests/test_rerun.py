@@ -69,9 +69,11 @@ def test_changing_the_steps_retrains_for_a_target_that_needs_only_the_model(fini
     assert ("train", "nope") in planned and ("train", "rope") not in planned
 
 def test_changing_one_variant_reruns_it_and_its_figures(finished_copy):
+    """Its simulation, the recursion (one job for every variant) and the figures that show the variant."""
     edit_config(finished_copy, lambda c: c["simulation"]["variants"]["l2_alpha0.2"].update(alpha=0.3))
     config = yaml.safe_load((finished_copy / "config.yaml").read_text())
-    expected = {("simulate", "l2_alpha0.2")} | figures_using(config, "l2_alpha0.2")
+    assert "l2_alpha0.2" in config["figures"]["figR1_recursion"]["variants"]
+    expected = {("simulate", "l2_alpha0.2"), ("recursion", "")} | figures_using(config, "l2_alpha0.2")
     assert planned_jobs(finished_copy) == with_ledger(expected) | CONFIG_PAGE
 
 def test_changing_a_default_reruns_every_variant_that_inherits_it(finished_copy):
@@ -107,6 +109,19 @@ def test_editing_figure_code_reruns_only_figures(finished_copy):
 def test_editing_extraction_code_reruns_extraction_summary_and_their_figures(finished_copy):
     touch_source(finished_copy, "models/extract")
     assert planned_jobs(finished_copy, "all") == with_ledger(TRAINED_ANALYSIS | LLM_ANALYSIS | EMERGENCE)
+
+def test_editing_recursion_code_reruns_the_recursion_and_its_figure_only(finished_copy):
+    touch_source(finished_copy, "simulation/recursion")
+    assert planned_jobs(finished_copy) == {("recursion", ""), ("figure", "figR1_recursion")}
+
+
+def test_a_window_change_reruns_the_variant_the_recursion_and_what_reads_them(finished_copy):
+    """A variant no figure shows: its simulation and what reads every simulation, the recursion (its table holds
+    every variant) and the figure drawn from that table."""
+    edit_config(finished_copy, lambda c: c["simulation"]["variants"]["l2_alpha0.0_window4"].update(window=5))
+    expected = {("simulate", "l2_alpha0.0_window4"), ("recursion", ""), ("figure", "figR1_recursion")}
+    assert planned_jobs(finished_copy) == with_ledger(expected) | CONFIG_PAGE
+
 
 def test_editing_theory_code_reruns_theory_and_figures_not_simulations(finished_copy):
     touch_source(finished_copy, "simulation/theory")

@@ -38,8 +38,12 @@ def test_all_figures_end_to_end(finished_run):
             "score_diagnorm", "alpha", "norm", "d", "n_samples", "seed"} <= set(table.columns)
     theory = pd.read_parquet(finished_run / "results" / "theory" / "layer2_scores.parquet")
     assert set(theory["alpha"]) == set(config["theory"]["alphas"])
+    recursion = pd.read_parquet(finished_run / "results" / "theory" / "recursion.parquet")
+    assert list(recursion["variant"].unique()) == list(config["simulation"]["variants"])
+    assert recursion["score"].notna().all() and (finished_run / "benchmarks" / "recursion.tsv").stat().st_size > 0
     # every rule logs, every simulation, extraction and training has its run time, nothing half-written is left
     assert (finished_run / "logs" / "theory.log").stat().st_size > 0
+    assert (finished_run / "logs" / "recursion.log").stat().st_size > 0
     runtimes = pd.read_parquet(finished_run / "results" / "summary" / "runtimes.parquet")
     timed = set(zip(runtimes["rule"], runtimes["job"]))
     assert {("simulate", v) for v in config["simulation"]["variants"]} <= timed

@@ -15,6 +15,11 @@ SIMULATION_COLUMNS = ["variant", "layer", "query_pos", "key_pos", "score_mean", 
 SIMULATION_GROUP_COLUMNS = ["variant", "layer", "group", "n_samples", "seq_len", "sums"]
 # results/theory/layer2_scores.parquet
 THEORY_COLUMNS = ["alpha", "residual", "seq_len", "query_pos", "key_pos", "score", "g", "h_query", "h_key"]
+# results/theory/recursion.parquet: the large-d recursion of every simulation variant (simulation.recursion),
+# then the Variant fields as in the simulation tables; the *_corrected columns add the O(1/d) correction (NaN
+# where it is not computed: RoPE, LayerNorm with scale none / sqrt_d)
+RECURSION_COLUMNS = ["variant", "layer", "query_pos", "key_pos", "score", "score_diagnorm", "prob", "concentrates",
+                     "corrected", "score_corrected", "score_diagnorm_corrected", "prob_corrected"]
 # results/activations/{model}/{table}.parquet (each also carries a `table` column with its own name)
 SCORE_COLUMNS = ["model", "kind", "layer", "query_pos", "key_pos", "score_mean", "score_sem", "score_diagnorm",
                  "n_sequences", "seq_len"]

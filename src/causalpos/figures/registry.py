@@ -21,7 +21,8 @@ TRAINED_LABELS = {"nope": "NoPE", "rope": "RoPE"}  # the pretrained models' name
 @dataclass(frozen=True)
 class FigureSpec:
     """section: the report's category; tables: what it reads, from
-    "simulation" (the variants listed under figures.<id>.variants), "theory", "metrics", "blocks",
+    "simulation" (the variants listed under figures.<id>.variants), "theory", "recursion" (the large-d recursion
+    of every variant, results/theory/recursion.parquet), "metrics", "blocks",
     "length_eval" (the trained models), "emergence" (results/summary/emergence.parquet) and the extraction
     tables "scores", "intermediates", "probe";
     models: whose extraction tables ("model": options["model"], "trained": nope and rope,
@@ -47,6 +48,7 @@ FIGURES = {
     "fig09_rope_alpha": FigureSpec("Simulation", ("simulation",)),
     "fig10_rope_nomask": FigureSpec("Simulation", ("simulation",)),
     "figS1_mc_vs_closed_form": FigureSpec("Simulation", ("simulation", "theory")),
+    "figR1_recursion": FigureSpec("Simulation", ("simulation", "recursion")),
     "figT1_training_loss": FigureSpec("Trained models", ("metrics", "blocks")),
     "figT2_length_generalization": FigureSpec("Trained models", ("length_eval",)),
     "figE1_emergence": FigureSpec("Trained models", ("emergence",)),

@@ -1,7 +1,7 @@
 """Draw a figure by its id: the drawing function of every figure of figures.registry, and the one entry point.
 
 `render_figure(figure_id, tables, options, outputs)`: `tables` maps a table name ("simulation", "theory",
-"scores", ...) to a DataFrame; every path in `outputs` gets the figure in the format of its suffix.
+"recursion", "scores", ...) to a DataFrame; every path in `outputs` gets the figure in the format of its suffix.
 `render_all_layers(tables, options, page_files)`: fig_all_layers, one file per kind, page and format.
 """
 
@@ -22,6 +22,7 @@ DRAW = {
     "fig09_rope_alpha": simulation.fig_rope,
     "fig10_rope_nomask": simulation.fig_rope,
     "figS1_mc_vs_closed_form": simulation.fig_mc_vs_closed_form,
+    "figR1_recursion": simulation.fig_recursion,
     "figT1_training_loss": training.fig_training_loss,
     "figT2_length_generalization": training.fig_length_generalization,
     "figE1_emergence": emergence.fig_emergence,

@@ -1,6 +1,6 @@
-"""Figures of the parameter-free decoder (paper Figures 1, 2, 4, 6, 7, 9, 10) and figure S1.
+"""Figures of the parameter-free decoder (paper Figures 1, 2, 4, 6, 7, 9, 10), figure S1 and figure R1.
 
-Drawn from the simulation and theory tables; each is a function (tables, options) -> Figure.
+Drawn from the simulation, theory and recursion tables; each is a function (tables, options) -> Figure.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from causalpos.figures.style import (
     MAX_ASPECT,
     PANEL_SIZE,
     diagnorm_style,
+    difference_cmap,
     draw_heatmap,
     fixed_limits,
     heatmap,
@@ -26,6 +27,7 @@ from causalpos.figures.style import (
     score_cmap,
     square_matrix,
     suptitle,
+    tick_step,
 )
 from causalpos.simulation import theory as closed_form
 from causalpos.tables import require_columns
@@ -61,6 +63,8 @@ def variant_label(params) -> str:
         parts.append("no causal mask")
     if not bool(params["residual"]):
         parts.append("no residual")
+    if not pd.isna(params.get("window")):  # a sliding window (absent from older tables)
+        parts.append(f"window {int(params['window'])}")
     parts.append(f"α = {float(params['alpha']):g}")
     return ", ".join(parts)
 
@@ -270,6 +274,98 @@ def fig_mc_vs_closed_form(tables: dict, options) -> Figure:
     right.set_ylabel("Layer-2 score difference")
     right.set_title(f"All visible off-diagonal pairs (n = {n})")
     right.legend(fontsize="small")
+    return fig
+
+
+# ---------------------------------------------------------------- Monte Carlo against the large-d recursion
+
+
+RECURSION_NEEDS = ("variant", "layer", "query_pos", "key_pos", "score", "seq_len")
+RECURSION_ROWS = ("Monte Carlo", "Recursion (d → ∞)", "MC − recursion")
+# inches of one panel of figR1, and what a block adds: its title, the layer titles, the key axis (height), the query
+# axis and the two colour bars (width). Two blocks of four layers fit a line the report shows with 8 px text.
+RECURSION_PANEL = 1.45
+RECURSION_EXTRA = (1.3, 0.9)
+SAME_SETTINGS = ("norm", "scale", "alpha", "pe", "rope_theta", "mask", "residual", "seq_len", "d", "n_layers",
+                 "window")
+
+
+def _same_settings(sim: pd.Series, rec: pd.Series) -> bool:
+    def same(a, b) -> bool:
+        return (pd.isna(a) and pd.isna(b)) if pd.isna(a) or pd.isna(b) else a == b
+    return all(same(sim[key], rec[key]) for key in SAME_SETTINGS if key in sim.index and key in rec.index)
+
+
+def recursion_panels(simulation: pd.DataFrame, recursion: pd.DataFrame, variant: str) -> list[list[np.ndarray]]:
+    """[Monte Carlo, recursion, Monte Carlo - recursion] of one variant, each a list of [query, key] matrices per
+    layer (NaN where the key is hidden): the simulation's score_mean and the recursion's score (its large-d limit)."""
+    layers = range(_n_layers(simulation, variant))
+    mc = [layer_matrix(simulation, variant, k) for k in layers]
+    limit = [layer_matrix(recursion, variant, k, "score") for k in layers]
+    return [mc, limit, [a - b for a, b in zip(mc, limit)]]
+
+
+def _recursion_block(sub, label: str, panels: list, score_limits, cmap: str, diverging: str) -> None:
+    """One variant: rows Monte Carlo, recursion, their difference; columns layers; one colour bar for the two
+    score rows (one range) and one for the difference (centred at 0, the same for every layer)."""
+    suptitle(sub, label, fontweight="bold")
+    n_layers = len(panels[0])
+    axes = np.atleast_2d(sub.subplots(3, n_layers, sharex=True, sharey=True, squeeze=False))
+    finite = np.concatenate([m[np.isfinite(m)] for m in panels[2]])
+    half = float(np.abs(finite).max()) if finite.size else 0.0
+    limits = [score_limits, score_limits, (-(half or 1.0), half or 1.0)]
+    images = []
+    for row, (name, matrices) in enumerate(zip(RECURSION_ROWS, panels)):
+        for layer, (ax, matrix) in enumerate(zip(axes[row], matrices)):
+            n = matrix.shape[0]
+            image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap if row < 2 else diverging,
+                              vmin=limits[row][0], vmax=limits[row][1], interpolation="nearest", rasterized=True)
+            ticks = np.arange(0, n, tick_step(n))
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.set_yticks(ticks, [str(t) for t in ticks])
+            if row == 0:
+                ax.set_title(f"Layer {layer + 1}")
+            if row == 2:
+                ax.set_xlabel("Key position")
+            if layer == 0:
+                ax.set_ylabel(f"{name}\nquery position")
+            ax.tick_params(labelbottom=row == 2, labelleft=layer == 0)
+        images.append(image)
+    sub.colorbar(images[0], ax=list(axes[:2].ravel()), label="Score", fraction=0.05, aspect=25)
+    sub.colorbar(images[2], ax=list(axes[2]), label="Difference", fraction=0.05, aspect=12)
+
+
+def fig_recursion(tables: dict, options) -> Figure:
+    """figR1: per variant, every layer's Monte Carlo mean scores beside the large-d recursion's (same colour range:
+    the paper's fixed one, raw_limits) and their difference (centred at 0). Variants are blocks, two to a line
+    where one per line would be too tall for the report."""
+    simulation, names = _select(tables.get("simulation"), options, GRID_COLUMNS + ("d", "n_layers"))
+    recursion = require_columns(tables.get("recursion"), RECURSION_NEEDS, "recursion")
+    absent = [v for v in names if v not in set(recursion["variant"])]
+    if absent:
+        raise ValueError(f"variant(s) {absent} missing from the recursion table")
+    blocks = []
+    for name in names:
+        params = _params(simulation, name)
+        if not _same_settings(params, _params(recursion, name)):
+            raise ValueError(f"variant {name!r}: the recursion table was made with other settings than the "
+                             "simulation's; rerun rule recursion")
+        panels = recursion_panels(simulation, recursion, name)
+        limits = raw_limits(params, options)
+        if limits is None:  # colour_limits "panel": both score rows on their own common range
+            values = np.concatenate([m[np.isfinite(m)] for m in panels[0] + panels[1]])
+            limits = (float(values.min()), float(values.max()))
+        blocks.append((variant_label(params), panels, limits))
+    n_layers = max(len(panels[0]) for _, panels, _ in blocks)
+    size = (RECURSION_PANEL * n_layers + RECURSION_EXTRA[0], RECURSION_PANEL * 3 + RECURSION_EXTRA[1])
+    per_line = blocks_per_line(len(blocks), *size)
+    lines = math.ceil(len(blocks) / per_line)
+    fig = new_figure(max(size[0] * per_line, size[1] * lines / MAX_ASPECT), size[1] * lines, HEATMAP_W_PAD)
+    subfigs = np.atleast_1d(fig.subfigures(lines, per_line)).ravel()
+    for sub in subfigs[len(blocks):]:
+        sub.set_visible(False)
+    for sub, (label, panels, limits) in zip(subfigs, blocks):
+        _recursion_block(sub, label, panels, limits, score_cmap(options), difference_cmap(options))
     return fig
 
 

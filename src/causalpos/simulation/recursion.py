@@ -96,6 +96,7 @@ import pandas as pd
 
 from causalpos.matrices import diagonal_normalise
 from causalpos.simulation.variant import LAYERNORM_EPS, Variant
+from causalpos.tables import RECURSION_COLUMNS
 
 FD_STEP = 1e-3  # central-difference step of the finite-d correction (directions have entries of order 1)
 FD_CHUNK = 128  # directions per batch of recursions in the correction
@@ -557,3 +558,44 @@ def recursion_frame(name: str, variant: Variant, window=None, *, rope_theta=None
     if len(set(result.rope_thetas)) > 1:  # rope_theta given per layer
         frame["rope_theta"] = np.asarray(result.rope_thetas)[frame["layer"].to_numpy()]
     return frame
+
+
+def cheap_correction(v: Variant) -> bool:
+    """Whether `recursion_table` adds the finite-d correction: where the scores concentrate and without RoPE
+    (O(n^2) recursions, about a second at n = 50). RoPE's correction runs its statistics over every offset, minutes
+    at n = 50 (`finite_d_correction`), and is derived for alpha = 0 only; LayerNorm with scale none / sqrt_d has
+    none."""
+    return concentrates(v) and v.pe != "rope"
+
+
+def recursion_table(variants: dict) -> pd.DataFrame:
+    """The table of rule recursion (results/theory/recursion.parquet): every variant {name: Variant} in the
+    large-d limit, each with its own window, one row per variant, layer and visible pair (a window's hidden pairs
+    left out, as in the simulation tables).
+
+    Columns: tables.RECURSION_COLUMNS (score, score_diagnorm, prob: the limit; concentrates; corrected: whether the
+    O(1/d) correction was computed, `cheap_correction`; score_corrected, score_diagnorm_corrected, prob_corrected:
+    the limit plus the correction, NaN where it was not), then the variant's parameters as the simulation tables
+    have them (engine.result_frame: `sampler` resolved, `window` a nullable integer, last).
+    """
+    frames = []
+    for name, v in variants.items():
+        result = recursion(v)
+        frame = recursion_frame(name, v, result=result)
+        corrected = cheap_correction(v)
+        frame["corrected"] = corrected
+        values = {"score_corrected": np.nan, "score_diagnorm_corrected": np.nan, "prob_corrected": np.nan}
+        if corrected:
+            score_corr, prob_corr = finite_d_correction(v)
+            scores, probs = result.scores + score_corr, result.probs + prob_corr
+            diagnorm = np.stack([diagonal_normalise(s, visible) for s, visible in zip(scores, result.visible)])
+            layer, query, key = (frame[c].to_numpy() for c in ("layer", "query_pos", "key_pos"))
+            values = {"score_corrected": scores[layer, query, key],
+                      "score_diagnorm_corrected": diagnorm[layer, query, key],
+                      "prob_corrected": probs[layer, query, key]}
+        for column, value in values.items():
+            frame[column] = value
+        params = list(v.params())
+        frame["window"] = pd.array([v.window] * len(frame), dtype="Int64")  # the variant's, as result_frame
+        frames.append(frame[RECURSION_COLUMNS + params])
+    return pd.concat(frames, ignore_index=True)

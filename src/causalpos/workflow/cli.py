@@ -122,6 +122,13 @@ def cmd_theory(args, config):
     run_theory(output=args.output or paths.theory_table(args.results), **job(config, args.results, "theory")["params"])
 
 
+def cmd_recursion(args, config):
+    from causalpos.workflow.runners import run_recursion
+
+    run_recursion(output=args.output or paths.recursion_table(args.results),
+                  **job(config, args.results, "recursion")["params"])
+
+
 def cmd_simulate(args, config):
     from causalpos.workflow.runners import run_simulation
 
@@ -235,6 +242,7 @@ STAGE_DEVICE = {"simulate": ["device"], "train": ["training.device"], "evaluate"
 OPTIONS = {
     "sample": [(("-o", "--output"), {})],
     "theory": [(("-o", "--output"), {})],
+    "recursion": [(("-o", "--output"), {})],
     "simulate": [(("-o", "--output"), {}), (("--device",), {"choices": ["auto", "cpu", "cuda"]}),
                  (("--threads",), {"type": int})],
     "train": [(("--processes",), {"type": int, "help": "DDP processes via torchrun (default: train_processes)"})],

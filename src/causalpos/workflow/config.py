@@ -453,6 +453,7 @@ def figure_inputs(config: dict, figure: str, results: str | None = None,
     return {
         "simulation": [paths.simulation_table(v, results) for v in figure_variants(config, figure)],
         "theory": [paths.theory_table(results)] if "theory" in reads else [],
+        "recursion": [paths.recursion_table(results)] if "recursion" in reads else [],
         "metrics": [paths.model_file(m, "metrics.parquet", results) for m in MODELS] if "metrics" in reads else [],
         "blocks": [paths.tokens_file("blocks.json", results)] if "blocks" in reads else [],
         "length_eval": [paths.model_file(m, "length_eval.parquet", results) for m in MODELS]

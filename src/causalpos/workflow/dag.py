@@ -95,6 +95,12 @@ def _convergence_inputs(config, results) -> Files:
     return {name: files for name, files in llm_claims_inputs(config, results).items() if name in ("scores", "groups")}
 
 
+def _recursion_variants(config: dict) -> dict:
+    """Every simulation variant's parameters (Variant.params(), window included): a changed variant reruns the
+    recursion, as it reruns its simulation."""
+    return {name: Variant(**variant_params(config, name)).params() for name in config["simulation"]["variants"]}
+
+
 def _claims_params(config, results, **wildcards) -> dict:
     return {"settings": config["claims"], "options": plot_options(config)}
 
@@ -161,6 +167,10 @@ STAGE_LIST = [
           description="closed-form layer-2 scores to Parquet",
           writes=lambda r: [paths.theory_table(r)],
           params=lambda config, results: {key: config["theory"][key] for key in ("seq_len", "alphas")}),
+    Stage("recursion", "run_recursion", command="recursion",
+          description="the large-d recursion of every simulation variant to Parquet",
+          writes=lambda r: [paths.recursion_table(r), paths.recursion_benchmark()],  # benchmarks: as train's
+          params=lambda config, results: {"variants": _recursion_variants(config)}),
     Stage("simulate", "run_simulation", command="simulate {variant}",
           description="Monte Carlo of one simulation variant to Parquet",
           writes=lambda r: [paths.simulation_table("{variant}", r), paths.simulation_groups("{variant}", r)],

@@ -53,6 +53,15 @@ def theory_table(results: str = RESULTS) -> str:
     return f"{results}/theory/layer2_scores.parquet"
 
 
+def recursion_table(results: str = RESULTS) -> str:
+    """The large-d recursion of every simulation variant (rule recursion), beside the closed forms."""
+    return f"{results}/theory/recursion.parquet"
+
+
+def recursion_benchmark(results: str = RESULTS) -> str:
+    return f"{benchmarks_dir(results)}/recursion.tsv"
+
+
 def simulation_table(variant: str, results: str = RESULTS) -> str:
     return f"{results}/simulation/{variant}.parquet"
 

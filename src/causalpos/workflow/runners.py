@@ -350,6 +350,23 @@ def run_theory(seq_len: int, alphas, output) -> None:
     log.info("theory: %d rows for alphas %s, seq_len %d -> %s", len(frame), list(alphas), seq_len, output)
 
 
+def run_recursion(variants: dict, output) -> None:
+    """The large-d recursion (simulation.recursion) of every variant {name: Variant params}, with its finite-d
+    correction where it is cheap, to one table."""
+    from causalpos.simulation.recursion import cheap_correction, recursion_table
+    from causalpos.simulation.variant import Variant
+
+    start = time.perf_counter()
+    built = {name: Variant(**params) for name, params in variants.items()}
+    frame = recursion_table(built)
+    seconds = time.perf_counter() - start
+    write_parquet(frame, output, {"stage": "recursion", "variants": variants, "seconds": seconds,
+                                  "version": __version__})
+    corrected = [name for name, v in built.items() if cheap_correction(v)]
+    log.info("recursion: %d variants (%d with the finite-d correction), %d rows in %.1f s -> %s", len(built),
+             len(corrected), len(frame), seconds, output)
+
+
 def run_simulation(name: str, params: dict, output, groups_output, device: str = "auto", threads: int | None = None,
                    chunk_size: int = 1024) -> None:
     import torch
