@@ -108,17 +108,23 @@ class Block(NamedTuple):
     limits: tuple[float, float] | None = None
 
 
+def block_figure(n_blocks: int, size: tuple[float, float]):
+    """A figure of n_blocks subfigures of `size` inches each, blocks_per_line of them to a line and widened to
+    MAX_ASPECT where needed; returns (figure, the blocks' subfigures in reading order, blocks per line)."""
+    per_line = blocks_per_line(n_blocks, *size)
+    lines = math.ceil(n_blocks / per_line)
+    fig = new_figure(max(size[0] * per_line, size[1] * lines / MAX_ASPECT), size[1] * lines, HEATMAP_W_PAD)
+    subfigs = np.atleast_1d(fig.subfigures(lines, per_line)).ravel()
+    for sub in subfigs[n_blocks:]:
+        sub.set_visible(False)
+    return fig, subfigs[:n_blocks], per_line
+
+
 def _layer_grid(blocks: list[Block]) -> Figure:
     """One row of heatmaps per Block; columns of a block are layers. Blocks stack in reading order, widened (or
     set two or more to a line) where one per line would be too tall for the report (blocks_per_line)."""
     ncols = max(len(block.matrices) for block in blocks)
-    size = (PANEL_SIZE[0] * ncols, BLOCK_HEIGHT)
-    per_line = blocks_per_line(len(blocks), *size)
-    lines = math.ceil(len(blocks) / per_line)
-    fig = new_figure(max(size[0] * per_line, size[1] * lines / MAX_ASPECT), size[1] * lines, HEATMAP_W_PAD)
-    subfigs = np.atleast_1d(fig.subfigures(lines, per_line)).ravel()
-    for sub in subfigs[len(blocks):]:
-        sub.set_visible(False)
+    fig, subfigs, per_line = block_figure(len(blocks), (PANEL_SIZE[0] * ncols, BLOCK_HEIGHT))
     for index, (sub, block) in enumerate(zip(subfigs, blocks)):
         suptitle(sub, block.label, fontweight="bold")
         axes = np.atleast_1d(sub.subplots(1, ncols)).ravel()
@@ -358,12 +364,7 @@ def fig_recursion(tables: dict, options) -> Figure:
         blocks.append((variant_label(params), panels, limits))
     n_layers = max(len(panels[0]) for _, panels, _ in blocks)
     size = (RECURSION_PANEL * n_layers + RECURSION_EXTRA[0], RECURSION_PANEL * 3 + RECURSION_EXTRA[1])
-    per_line = blocks_per_line(len(blocks), *size)
-    lines = math.ceil(len(blocks) / per_line)
-    fig = new_figure(max(size[0] * per_line, size[1] * lines / MAX_ASPECT), size[1] * lines, HEATMAP_W_PAD)
-    subfigs = np.atleast_1d(fig.subfigures(lines, per_line)).ravel()
-    for sub in subfigs[len(blocks):]:
-        sub.set_visible(False)
+    fig, subfigs, _ = block_figure(len(blocks), size)
     for sub, (label, panels, limits) in zip(subfigs, blocks):
         _recursion_block(sub, label, panels, limits, score_cmap(options), difference_cmap(options))
     return fig
