@@ -105,9 +105,13 @@ def test_run_claims_writes_the_pages_of_its_claims_and_drops_stale_ones(tmp_path
     folder.mkdir(parents=True)
     (folder / "claims2-3.png").write_bytes(b"stale")
     (folder / "notes.txt").write_text("not a page")
+    models = pd.read_parquet(tmp_path / "scores.parquet").query("kind == 'pretrained'")["model"].unique()
+    labels = {m: f"Model {m.upper()}" for m in models}
     run_claims(inputs, {"n_bootstrap": 10, "seed": 0}, tmp_path / "claims.parquet", tmp_path / "claims.md", folder,
-               {**PLOT, "formats": ["png", "pdf"]}, claim=8)
+               {**PLOT, "formats": ["png", "pdf"], "model_labels": labels}, claim=8)
     assert sorted(p.name for p in folder.iterdir()) == ["claims8-9.pdf", "claims8-9.png", "notes.txt"]
+    markdown = (tmp_path / "claims.md").read_text()  # the per-layer table names the models as the config does
+    assert all(f"| {label} | 1 |" in markdown for label in labels.values()) and models.size
     assert list(claims_pages(folder, ledger_pages(8), ["png", "pdf"])["8-9"]) == [str(folder / "claims8-9.png"),
                                                                                    str(folder / "claims8-9.pdf")]
 

@@ -296,7 +296,7 @@ def run_claims(inputs: dict, settings: dict, table, markdown, folder, options: d
     ledger = note_flips(ledger, tables.get("convergence"))
     write_parquet(ledger, table, {"stage": "claims", "settings": settings, "version": __version__})
     with atomic_path(markdown) as tmp:
-        tmp.write_text(ledger_markdown(ledger))
+        tmp.write_text(ledger_markdown(ledger, options.get("model_labels")))
     written = []
     for page, files in claims_pages(folder, ledger_pages(claim), options.get("formats") or ["pdf", "png"]).items():
         save_figure(lambda page=page: plot_ledger(ledger, page, options), options, files,

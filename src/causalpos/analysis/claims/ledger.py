@@ -122,11 +122,11 @@ def threshold_text(row) -> str:
     return f"{row['direction']} {row['threshold']:g}"
 
 
-def ledger_markdown(ledger: pd.DataFrame) -> str:
+def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> str:
     """The ledger as Markdown: one table of every claim (its statement on its first row; the per-layer claims
     8a and 8d summarised per model, claim 9a in one line), then a table of claims 8a and 8d per model and
     layer, one of claim 7 with the first k keys left out (models.KEY_SWEEP), and one of claim 9a's comparisons of
-    the two input laws."""
+    the two input laws. `model_labels`: the models' names in the per-layer table (default: their keys)."""
     alpha = ledger_alpha(ledger)
     m = int(in_family(ledger).sum())
     lines = [
@@ -199,7 +199,7 @@ def ledger_markdown(ledger: pd.DataFrame) -> str:
             def judged(frame):
                 return "" if frame is None else f"{frame['verdict']} ({p_text(frame)})"
 
-            lines.append(f"| {cell(key[0])} | {int(key[1]) + 1} | {pick(a, 'value', 'uncertainty')} | "
+            lines.append(f"| {cell((model_labels or {}).get(key[0], key[0]))} | {int(key[1]) + 1} | {pick(a, 'value', 'uncertainty')} | "
                          f"{pick(a, 'value_with_sink', 'uncertainty_with_sink')} | "
                          f"{pick(a, 'range_ratio', 'range_ratio_uncertainty')} | "
                          f"{pick(a, 'left_deficit', 'left_deficit_uncertainty')} | "
