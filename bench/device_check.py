@@ -119,6 +119,9 @@ def simulation_variants():
     out.append(("RoPE, causal", Variant(pe="rope", n_samples=n)))
     if reduced is not None and Variant().sampler != reduced:
         out.append((f"l2, alpha 0, {reduced}", Variant(sampler=reduced, n_samples=n)))
+    if "window" in {f.name for f in dataclasses.fields(Variant)}:  # issue 25's sliding window
+        out.append(("l2, alpha 0, window 16", Variant(window=16, n_samples=n)))
+        out.append(("RoPE, causal, window 16", Variant(pe="rope", window=16, n_samples=n)))
     return out
 
 
