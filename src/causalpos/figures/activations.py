@@ -47,6 +47,7 @@ from causalpos.figures.style import (
     heatmap,
     max_size_option,
     model_label,
+    name_axes_once,
     require_table,
     score_cmap,
     square_matrix,
@@ -83,10 +84,7 @@ def _wrapped_panels(container, panels: list[tuple[np.ndarray, str]], ncols: int,
     axes = np.atleast_1d(container.subplots(nrows, ncols)).ravel()
     for k, (ax, (matrix, title)) in enumerate(zip(axes, panels)):
         heatmap(ax, matrix, cmap, title, center=center, clip=clip, max_size=max_size)
-        if k % ncols:
-            ax.set_ylabel("")
-        if k + ncols < len(panels):
-            ax.set_xlabel("")
+        name_axes_once(ax, k % ncols == 0, k + ncols >= len(panels))
     for ax in axes[len(panels):]:
         ax.set_axis_off()
 
@@ -150,8 +148,7 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
                              f"for model {model!r}")
         heatmap(ax, square_matrix(panel, "value"), score_cmap(options), stage_title(stage), clip=clip,
                 max_size=max_size_option(options))
-        if stage not in "af":  # the query axis is named in the first column only
-            ax.set_ylabel("")
+        name_axes_once(ax, stage in "af", last_row=True)  # (a) and (f) begin the two rows
     return fig
 
 
@@ -291,10 +288,7 @@ def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
         heatmap(grid[1][col], norm_b, cmap, title, center=center, limits=shared, max_size=size)
         heatmap(grid[2][col], norm_a - norm_b, difference_cmap(options), title, center=0.0, clip=clip,
                 max_size=size)
-    for row in grid:  # the query axis is named in the first column only, the key axis in the bottom row only
+    for row in grid:
         for col, ax in enumerate(row):
-            if col:
-                ax.set_ylabel("")
-            if row is not grid[-1]:
-                ax.set_xlabel("")
+            name_axes_once(ax, col == 0, row is grid[-1])
     return fig

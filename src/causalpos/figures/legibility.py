@@ -66,27 +66,24 @@ def visible_texts(fig: Figure) -> list[Text]:
         if id(text) in seen or id(text) in hidden or not text.get_text().strip() or not text.get_visible():
             continue
         seen.add(id(text))
-        parent, shown = text, True
-        while parent is not None:  # a hidden axes or subfigure hides its texts
-            if not parent.get_visible():
-                shown = False
-                break
-            parent = getattr(parent, "axes", None) if parent is not getattr(parent, "axes", None) else None
-        if shown and (text.axes is None or text.axes.get_visible()):
+        if text.axes is None or text.axes.get_visible():  # a hidden axes hides its texts
             found.append(text)
     return found
 
 
+def smallest_font_points(fig: Figure) -> float:
+    """The smallest font size of any visible text, in points (inf without text)."""
+    return min((text.get_fontsize() for text in visible_texts(fig)), default=float("inf"))
+
+
 def smallest_text_px(fig: Figure, dpi: float) -> float:
     """The smallest font size of any visible text, in pixels of the figure saved at `dpi`."""
-    sizes = [text.get_fontsize() for text in visible_texts(fig)]
-    return min(sizes) * dpi / 72.0 if sizes else float("inf")
+    return smallest_font_points(fig) * dpi / 72.0
 
 
 def displayed_text_px(fig: Figure, width_px: float = REPORT_WIDTH_PX) -> float:
     """The smallest text's height in pixels when the whole figure is shown `width_px` wide."""
-    points = min((text.get_fontsize() for text in visible_texts(fig)), default=float("inf"))
-    return points / 72.0 * width_px / fig.get_figwidth()
+    return smallest_font_points(fig) / 72.0 * width_px / fig.get_figwidth()
 
 
 # ---------------------------------------------------------------- measured on a drawn figure

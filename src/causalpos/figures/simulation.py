@@ -23,6 +23,7 @@ from causalpos.figures.style import (
     draw_heatmap,
     fixed_limits,
     heatmap,
+    name_axes_once,
     new_figure,
     score_cmap,
     square_matrix,
@@ -132,10 +133,7 @@ def _layer_grid(blocks: list[Block]) -> Figure:
             if layer < len(block.matrices):
                 heatmap(ax, block.matrices[layer], block.cmap, f"Layer {layer + 1}", center=block.center,
                         limits=block.limits, max_size=None)
-                if layer:  # the query axis is named once per row
-                    ax.set_ylabel("")
-                if index < len(blocks) - per_line:  # and the key axis once per column, in the last line
-                    ax.set_xlabel("")
+                name_axes_once(ax, layer == 0, index >= len(blocks) - per_line)
             else:
                 ax.set_axis_off()
     return fig

@@ -26,14 +26,19 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from causalpos.figures.legibility import PNG_TEXT_KEY, smallest_text_px
+from causalpos.figures.legibility import (
+    PNG_TEXT_KEY,
+    REPORT_HEIGHT_PX,
+    WIDEST_REPORT_WIDTH_PX,
+    smallest_text_px,
+)
 from causalpos.figures.registry import TRAINED_LABELS
 from causalpos.tables import require_columns
 
 PANEL_SIZE = (3.2, 2.8)  # inches per heatmap panel, colour bar included
 # The report's viewer cannot scroll: a figure shown WIDEST_REPORT_WIDTH_PX wide loses its top when taller than
-# REPORT_HEIGHT_PX (776 / 959 = 0.809). Figures keep height / width under this.
-MAX_ASPECT = 0.8
+# REPORT_HEIGHT_PX (776 / 959 = 0.809). Figures keep height / width under this (rounded down: 0.8).
+MAX_ASPECT = math.floor(100 * REPORT_HEIGHT_PX / WIDEST_REPORT_WIDTH_PX) / 100
 BUILD_DPI = 20  # see build_figure
 IMAGE_ABOVE = 64  # heatmaps with more rows than this are drawn as one image (see heatmap)
 
@@ -180,6 +185,14 @@ def draw_heatmap(ax, matrix: np.ndarray, cmap: str, title: str | None = None, ce
     ax.tick_params(axis="y", labelrotation=0)
     if title:
         ax.set_title(title)
+
+
+def name_axes_once(ax, first_column: bool, last_row: bool) -> None:
+    """A grid of heatmaps names the query axis in its first column and the key axis in its last row only."""
+    if not first_column:
+        ax.set_ylabel("")
+    if not last_row:
+        ax.set_xlabel("")
 
 
 def binned(matrix: np.ndarray, max_size: int | None) -> tuple[np.ndarray, int]:
