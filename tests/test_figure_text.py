@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 import causalpos.figures.render as render
 import causalpos.figures.style as style
 from causalpos.analysis.claims.catalogue import PAGES
+from causalpos.figures.activations import LAYERS_PER_PAGE
 from causalpos.figures.convergence import plot_convergence
 from causalpos.figures.legibility import (MIN_TEXT_PX, clipped_texts, displayed_text_px, drawn, drawn_tick_labels,
                                           legends_over_data, overlapping_texts)
@@ -92,6 +93,13 @@ def with_deep_model(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([scores, pd.concat(copies).assign(model=DEEP_MODEL)], ignore_index=True)
 
 
+def shallower(scores: pd.DataFrame) -> pd.DataFrame:
+    """Each model deeper than DEEP_LAYERS cut to its first 2 * LAYERS_PER_PAGE - 1 layers: a full page and one a
+    panel short, the two page shapes SmolLM2-135M's 30 layers make (8, 8, 7, 7), in half the drawing."""
+    layers = scores.groupby("model")["layer"].transform("nunique")
+    return scores[(layers <= DEEP_LAYERS) | (scores["layer"] < 2 * LAYERS_PER_PAGE - 1)]
+
+
 def draw_rule_figures(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
     results = str(run / "results")
     for figure in FIGURE_IDS:
@@ -104,7 +112,7 @@ def draw_all_layers(run: Path, config: dict, out: Path, recorder: Recorder) -> N
     results = str(run / "results")
     scores = pd.concat([read_table(paths.activation_table(m, "scores", results)) for m in extracted_models(config)],
                        ignore_index=True)
-    scores = with_deep_model(scores)
+    scores = shallower(with_deep_model(scores))
     table = out / "scores.parquet"
     scores.to_parquet(table)
     for model in scores["model"].unique():

@@ -23,6 +23,7 @@ import seaborn as sns
 from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
@@ -316,11 +317,16 @@ def save_figure(draw, options: dict, outputs, label: str = "figure") -> None:
         fig.set_size_inches(fig.get_size_inches() * font_scale)  # bigger text, bigger panels
         temps = []
         try:
-            # One layout pass before the saved one: constrained layout sizes the margins from the texts of the
-            # previous draw (colour-bar ticks set after the panels, tick labels made only at a draw), and one
-            # pass leaves long colour-bar ticks and the bottom axis labels over the edge. The PNG's text sizes
-            # are also measured on the drawn figure.
+            # Two layout passes: constrained layout sizes the margins from the texts of the previous draw
+            # (colour-bar ticks set after the panels, tick labels made only at a draw), and one pass leaves long
+            # colour-bar ticks and the bottom axis labels over the edge. Then the layout is kept as it is: every
+            # format is drawn from the same one, without a pass of its own (a pass costs about as much as the
+            # drawing). The PNG's text sizes are also measured on the drawn figure.
             fig.draw_without_rendering()
+            engine = fig.get_layout_engine()
+            if engine is not None and not isinstance(engine, PlaceHolderLayoutEngine):
+                engine.execute(fig)
+                fig.set_layout_engine("none")  # a placeholder that keeps the layout (and colour bars) as they are
             for out in outputs:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")  # same folder: atomic rename
