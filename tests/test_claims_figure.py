@@ -45,7 +45,7 @@ def test_every_claim_is_on_exactly_one_page():
         assert [page for page, claims in PAGES.items() if claim_number(claim_id) in claims] == [page_of(claim_id)]
     assert ledger_pages() == list(PAGES) and ledger_pages(8) == ["8-9"]
     with pytest.raises(ValueError, match="no page"):
-        ledger_pages(10)
+        ledger_pages(11)
 
 
 def test_each_page_is_wider_than_tall_and_shows_its_claims_once(ledger):

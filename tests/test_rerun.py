@@ -39,7 +39,7 @@ def with_ledger(jobs: set) -> set:
     rules = {rule for rule, _ in jobs}
     extractions = {"extract_trained", "extract_pretrained"}
     extra = {("runtimes", "")} if rules & {"simulate", "train", "emergence", *extractions} else set()
-    if rules & {"simulate", "theory", *extractions}:
+    if rules & {"simulate", "theory", "recursion", *extractions}:
         extra.add(("claims", ""))
     if "extract_pretrained" in rules:  # the LLMs' claims on growing N
         extra.add(("convergence", ""))
@@ -110,9 +110,9 @@ def test_editing_extraction_code_reruns_extraction_summary_and_their_figures(fin
     touch_source(finished_copy, "models/extract")
     assert planned_jobs(finished_copy, "all") == with_ledger(TRAINED_ANALYSIS | LLM_ANALYSIS | EMERGENCE)
 
-def test_editing_recursion_code_reruns_the_recursion_and_its_figure_only(finished_copy):
-    touch_source(finished_copy, "simulation/recursion")
-    assert planned_jobs(finished_copy) == {("recursion", ""), ("figure", "figR1_recursion")}
+def test_editing_recursion_code_reruns_the_recursion_its_figure_and_the_ledger_only(finished_copy):
+    touch_source(finished_copy, "simulation/recursion")  # the ledger's claim 10 reads the recursion's table
+    assert planned_jobs(finished_copy) == with_ledger({("recursion", ""), ("figure", "figR1_recursion")})
 
 
 def test_a_window_change_reruns_the_variant_the_recursion_and_what_reads_them(finished_copy):

@@ -472,6 +472,7 @@ def claims_inputs(config: dict, results: str | None = None) -> dict[str, list[st
         "simulations": [paths.simulation_table(v, results) for v in config["simulation"]["variants"]],
         "simulation_groups": [paths.simulation_groups(v, results) for v in config["simulation"]["variants"]],
         "theory": [paths.theory_table(results)],
+        "recursion": [paths.recursion_table(results)],  # claim 10 (ours)
         **{table: [paths.activation_table(m, table, results) for m in models]
            for table in ("scores", "intermediates", "groups")},
         # claim 8's verdicts as N grows: a flip is noted in the ledger

@@ -290,7 +290,7 @@ def run_claims(inputs: dict, settings: dict, table, markdown, folder, options: d
     ledger = build_ledger(tables.get("simulations"), tables.get("theory"), tables["scores"], tables["intermediates"],
                           tables["groups"], thresholds=settings.get("thresholds") or None,
                           n_bootstrap=settings["n_bootstrap"], seed=settings["seed"],
-                          simulation_groups=tables.get("simulation_groups"))
+                          simulation_groups=tables.get("simulation_groups"), recursion=tables.get("recursion"))
     if claim is not None:
         ledger = ledger[ledger["claim"] == claim].reset_index(drop=True)
     ledger = note_flips(ledger, tables.get("convergence"))

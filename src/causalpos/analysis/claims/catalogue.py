@@ -5,7 +5,7 @@
 claim and setting: the columns LEDGER_COLUMNS (``claim_id, section, statement, setting, metric, value,
 uncertainty, threshold, verdict``), then EXTRA_COLUMNS (the one-sided ``p_value`` and ``p_against`` and their
 Holm-adjusted ``p_adjusted`` and ``p_against_adjusted`` (see Verdict), ``exact`` (a value without sampling
-error: a closed form or a symbolic check), ``claim`` 1-9, a short ``title``, the
+error: a closed form or a symbolic check), ``claim`` 1-10, a short ``title``, the
 ``direction`` of the threshold, ``unit``, the family-wise ``alpha``, ``model``, ``layer`` (0-based), a short
 ``label`` for plots, a ``note`` naming the variants or the source of the uncertainty; for claim 8a the
 amplitude with the attention-sink key 0, the left-region deficit and the range ratio of claim 8c; for 8d
@@ -20,7 +20,8 @@ it, its statement, the metric measured, the metric's unit, the direction and nam
 title; TOPICS says what each claim number is about and which page of the claims figure shows it. Each
 builder's docstring says why its metric measures the claim: simulation.py (1a-1b, 2-6; 2d-2e and 3d in
 later_layers.py), closed_forms.py
-(1c-1f; 1g-1h in appendix_errata.py), models.py (7a-7c, 8), stages.py (7d-7n), robustness.py (9a).
+(1c-1f; 1g-1h in appendix_errata.py), models.py (7a-7c, 8), stages.py (7d-7n), robustness.py (9a), large_d.py
+(10a-10c: ours, the large-d recursion against Monte Carlo at every layer; issue 25).
 Layers are 0-based in the data; statements and settings say "layer L (paper)" = 1-based.
 
 Uncertainty. Every metric is computed on the point estimate and on `n_bootstrap` replicates of its
@@ -193,6 +194,9 @@ THRESHOLDS = {
     "query_spread": 0.5,
     # 8d: "emphasizes the first few keys": their mean diagonal-normalised score is above 0 (a sign claim).
     "first_keys": 0.0,
+    # 10c (ours): the recursion predicts the rows that break strict increase when every row Monte Carlo
+    # resolves agrees with it (no resolved break it misses, no predicted break resolved the other way).
+    "break_agreement": 1.0,
     # 9a: the verdict under our exact-moment law agrees with the one under the paper's construction: 1 = the
     # same verdict, 0.5 = one of them inconclusive, 0 = opposite verdicts; > 0.5 = the same verdict.
     "law_agreement": 0.5,
@@ -452,6 +456,22 @@ CLAIMS = {claim.id: claim for claim in (
                     "agree",
           metric="agreement of a claim's verdicts under the two laws (1 same, 0.5 one inconclusive, 0 opposite)",
           unit="agreement", direction=">", threshold="law_agreement"),
+    Claim("10a", title="recursion: the pattern's shape (ours)", section="ours (issue 25), beyond 3.2",
+          statement="Ours, not the paper's: the large-d recursion of the Gram matrices (simulation/recursion.py; "
+                    "Eq. 4 is its first step) predicts the Monte Carlo scores at every layer, in shape",
+          metric="Pearson r of Monte Carlo on the recursion, visible off-diagonal pairs, weakest layer 2+ (paper)",
+          unit="r", direction=">", threshold="pattern_r"),
+    Claim("10b", title="recursion: the scores themselves (ours)", section="ours (issue 25), beyond 3.2",
+          statement="Ours: the recursion predicts the Monte Carlo scores themselves, with 1a's tolerance for Eq. 4 "
+                    "(the finite-d corrected recursion for l2 and LayerNorm with d scaling, else its leading order)",
+          metric="R² of Monte Carlo on the recursion, visible off-diagonal pairs, weakest layer 2+ (paper)",
+          unit="R²", direction=">", threshold="eq4_r2"),
+    Claim("10c", title="recursion: where rows stop rising (ours)", section="ours (issue 25), 4.1",
+          statement="Ours: the recursion predicts which rows break the paper's \"strictly increasing for j <= i "
+                    "with fixed i\" (claim 2c) and where they peak",
+          metric="share of the rows Monte Carlo resolves violated or the recursion predicts breaking on which "
+                 "they agree",
+          unit="share of rows", direction=">=", threshold="break_agreement"),
 )}
 
 
@@ -478,6 +498,8 @@ TOPICS = {topic.number: topic for topic in (
     Topic(7, "the trained NoPE model", "7"),
     Topic(8, "pretrained RoPE LLMs", "8-9"),
     Topic(9, "the input law", "8-9"),
+    # ours (issue 25): theory for every layer
+    Topic(10, "the large-d recursion (ours)", "10"),
 )}
 # the claims figure's pages, in order: page -> the claim numbers it shows
 PAGES = {page: tuple(n for n, topic in TOPICS.items() if topic.page == page)

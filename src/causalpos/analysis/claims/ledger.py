@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.claims import closed_forms, later_layers, models, robustness, simulation, stages
+from causalpos.analysis.claims import closed_forms, large_d, later_layers, models, robustness, simulation, stages
 from causalpos.analysis.claims.catalogue import (CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS,
                                                  merge_thresholds)
 from causalpos.analysis.claims.family import adjust, in_family, is_exact
@@ -18,14 +18,14 @@ from causalpos.analysis.triangles import FIRST_KEYS
 SIM_BUILDERS = (simulation.claim1, closed_forms.claim1_appendix, simulation.claim2,
                 later_layers.claim2_figure1_cosine, simulation.claim3, later_layers.claim3_by_layer, simulation.claim4,
                 simulation.claim5, simulation.claim6, models.claim7)
-BUILDERS = SIM_BUILDERS + (stages.claim7_stages, models.claim8)
+BUILDERS = SIM_BUILDERS + (stages.claim7_stages, models.claim8, large_d.claim10)
 
 
 def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, scores: pd.DataFrame | None,
                  intermediates: pd.DataFrame | None, groups: pd.DataFrame | None, thresholds: dict | None = None,
                  n_bootstrap: int = 200, seed: int = 0,
-                 simulation_groups: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The claims ledger: one row per claim and setting (see the module docstring), claims in order 1a .. 9a.
+                 simulation_groups: pd.DataFrame | None = None, recursion: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The claims ledger: one row per claim and setting (see the module docstring), claims in order 1a .. 10c.
 
     Any table may be None or empty: the claims that need it get rows with value NaN, verdict
     "inconclusive" and a note. A table missing a needed column raises ValueError.
@@ -38,7 +38,7 @@ def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, 
     if int(n_bootstrap) < 2:
         raise ValueError(f"n_bootstrap must be >= 2 to estimate an uncertainty, got {n_bootstrap}")
     data = LedgerInputs(simulations, theory, scores, intermediates, groups, int(n_bootstrap), int(seed),
-                        simulation_groups)
+                        simulation_groups, recursion)
     rows = []
     for build in BUILDERS:
         rows.extend(build(data, th))
@@ -50,6 +50,7 @@ def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, 
     rows = adjust(rows, th["family_alpha"])
     rows.extend(robustness.claim9(rows, adjust(twin_rows, th["family_alpha"]), data, th))
     ledger = pd.DataFrame(rows)
+    ledger = ledger.iloc[np.argsort(ledger["claim"].to_numpy(), kind="stable")]  # 9a is built after the family's
     for column in EXTRA_COLUMNS:
         if column not in ledger.columns:
             ledger[column] = np.nan

@@ -37,6 +37,7 @@ SCORE_NEEDS = ["model", "kind", "layer", "query_pos", "key_pos", "score_mean", "
 INTERMEDIATE_NEEDS = ["model", "layer", "stage", "query_pos", "key_pos", "value", "seq_len"]
 GROUP_NEEDS = ["model", "quantity", "stage", "layer", "group", "n_sequences", "seq_len", "sums"]
 SIM_GROUP_NEEDS = ["variant", "layer", "group", "n_samples", "seq_len", "sums"]
+RECURSION_NEEDS = ["variant", "layer", "query_pos", "key_pos", "score", "concentrates", "corrected", "score_corrected"]
 
 
 def debias(values: np.ndarray) -> np.ndarray:
@@ -132,12 +133,15 @@ def split_by(frame: pd.DataFrame, keys) -> dict:
 class LedgerInputs:
     """The tables, indexed once, and their replicates (drawn on first use and kept)."""
 
-    def __init__(self, simulations, theory, scores, intermediates, groups, n_bootstrap, seed, simulation_groups=None):
+    def __init__(self, simulations, theory, scores, intermediates, groups, n_bootstrap, seed, simulation_groups=None,
+                 recursion=None):
         self.n_bootstrap, self.seed = n_bootstrap, seed
         self.sim = require_columns(simulations, SIM_NEEDS, "simulations", optional=True)
         sim_groups = require_columns(simulation_groups, SIM_GROUP_NEEDS, "simulation_groups", optional=True)
         self._sim_groups = split_by(sim_groups, ["variant", "layer"]) if sim_groups is not None else {}
         self.theory = require_columns(theory, THEORY_NEEDS, "theory", optional=True)
+        self.recursion = require_columns(recursion, RECURSION_NEEDS, "recursion", optional=True)
+        self._recursion = split_by(self.recursion, ["variant", "layer"]) if self.recursion is not None else {}
         self.scores = require_columns(scores, SCORE_NEEDS, "scores", optional=True)
         self.intermediates = require_columns(intermediates, INTERMEDIATE_NEEDS, "intermediates", optional=True)
         self.groups = require_columns(groups, GROUP_NEEDS, "groups", optional=True)
@@ -158,6 +162,7 @@ class LedgerInputs:
         self.first_groups = None  # first_groups_view: the models measured on their first groups only
         self.params = self.all_params = self.windowed_params = None
         self.twins = {}  # main-law variant -> its exact-law twin
+        self.windows = {}  # variant -> its sliding window (None: every earlier key visible)
         self._identity = {}
         if self.sim is not None:
             first = self.sim.drop_duplicates("variant").set_index("variant")
@@ -177,6 +182,7 @@ class LedgerInputs:
             # a sliding window (issue 25) makes another decoder than the paper's: windowed variants are not
             # settings of the paper's claims (an older table without the column has none)
             windowed = first["window"].notna() if "window" in first.columns else pd.Series(False, first.index)
+            self.windows = {v: int(first.loc[v, "window"]) if windowed[v] else None for v in first.index}
             self.windowed_params = params[windowed.reindex(params.index).to_numpy()].sort_index()
             params = params[~windowed.reindex(params.index).to_numpy()]
             self.all_params = params.sort_index()
@@ -235,6 +241,19 @@ class LedgerInputs:
                                   "no simulation_groups table: parametric replicates from score_sem")
             self._cache[key] = field
         return self._cache[key]
+
+    def recursion_scores(self, variant: str, layer: int, size: int) -> tuple[np.ndarray, bool, bool] | None:
+        """One layer of a variant as the large-d recursion predicts it (packed lower triangle, NaN where the
+        table has no pair); whether that is the finite-d corrected prediction (l2, LayerNorm with d scaling)
+        or the leading order; and whether the scores concentrate as d grows (not with LayerNorm and sqrt(d)
+        scaling: then the leading order is a limit the simulation does not approach). None where the table has
+        no such variant and layer."""
+        rows = self._recursion.get((variant, layer))
+        if rows is None:
+            return None
+        corrected = bool(rows["corrected"].all())
+        (scores,) = pack(rows, ["score_corrected" if corrected else "score"], size)
+        return scores, corrected, bool(rows["concentrates"].all())
 
     # -- models: bootstrap over groups of sequences
 
