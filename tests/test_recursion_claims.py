@@ -139,3 +139,18 @@ def test_10c_names_the_rows_that_stop_rising(predicted, simulated, verdict, word
     (got,) = rows_of(table, "10c").itertuples()
     assert got.verdict == verdict and words in got.note, got.note
     assert np.isnan(got.p_value)  # decided, outside the family (it compares resolutions made family-wise)
+
+
+def test_claim_10_is_a_family_of_its_own(l2_recursion):
+    """Our claim's tests take no power from the paper's: its rows leave every other row's adjusted p as it is,
+    and its own adjusted p's are Holm over its rows alone."""
+    from causalpos.analysis.claims.family import adjust
+
+    sims = sim_table("l2_alpha0.0", matrices(l2_recursion, "score_corrected"), sem=1e-3)
+    with_ten, without = ledger(sims, l2_recursion), ledger(sims, None)
+    paper = with_ten[with_ten["claim"] != 10].reset_index(drop=True)
+    pd.testing.assert_frame_equal(paper, without[without["claim"] != 10].reset_index(drop=True))
+    ten = with_ten[with_ten["claim"] == 10]
+    tests = ten[np.isfinite(ten["p_value"])]
+    alone = pd.DataFrame(adjust(tests.drop(columns=["p_adjusted", "p_against_adjusted"]).to_dict("records"), 0.05))
+    assert np.allclose(alone["p_adjusted"], tests["p_adjusted"]) and len(tests) == 2

@@ -50,7 +50,8 @@ Verdict (THRESHOLDS["family_alpha"] = 0.05; family.py). Each row tests its claim
 estimate at least this far on the claim's side | the true value = the threshold), from the normal
 approximation z = (value - threshold) / uncertainty, and ``p_against`` the same for the other side (evidence
 that the claim fails). Holm's step-down adjustment over the ledger's family (every row with finite p's that is
-not exact) gives ``p_adjusted`` and ``p_against_adjusted``: a row is *supported* when p_adjusted <= alpha,
+not exact; our own claim 10 is a family of its own, so it leaves the paper's verdicts as they are) gives
+``p_adjusted`` and ``p_against_adjusted``: a row is *supported* when p_adjusted <= alpha,
 *not supported* when p_against_adjusted <= alpha, else *inconclusive*. Guarantee: over the m rows of the
 family, the chance of any false "supported" verdict is at most alpha, and, separately, the chance of any false
 "not supported" verdict is at most alpha (Holm: strong control of the family-wise error rate, under any
