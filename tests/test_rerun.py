@@ -38,7 +38,7 @@ def with_ledger(jobs: set) -> set:
     """The jobs plus what gathers their results: the run-time table and the claims ledger."""
     rules = {rule for rule, _ in jobs}
     extractions = {"extract_trained", "extract_pretrained"}
-    extra = {("runtimes", "")} if rules & {"simulate", "train", "emergence", *extractions} else set()
+    extra = {("runtimes", "")} if rules & {"simulate", "train", "emergence", "recursion", *extractions} else set()
     if rules & {"simulate", "theory", "recursion", *extractions}:
         extra.add(("claims", ""))
     if "extract_pretrained" in rules:  # the LLMs' claims on growing N

@@ -47,7 +47,7 @@ def test_all_figures_end_to_end(finished_run):
     runtimes = pd.read_parquet(finished_run / "results" / "summary" / "runtimes.parquet")
     timed = set(zip(runtimes["rule"], runtimes["job"]))
     assert {("simulate", v) for v in config["simulation"]["variants"]} <= timed
-    assert {("train", "nope"), ("train", "rope"), ("extract", "nope")} <= timed
+    assert {("train", "nope"), ("train", "rope"), ("extract", "nope"), ("recursion", "recursion")} <= timed
     assert (runtimes["seconds"] > 0).all()
     # each job's peak memory, CPU time and device: from its benchmark or recorded by its stage
     assert runtimes[["max_rss_mb", "cpu_seconds"]].gt(0).all().all()

@@ -8,6 +8,7 @@ with JobLog(snakemake.log[0]):
         {  # each benchmark with a file of the same job whose metadata names its device
             "train": list(zip(inputs.train, inputs.train_metrics)),
             "emergence": list(zip(inputs.emergence, inputs.emergence_scores)),
+            "recursion": list(zip(inputs.recursion, inputs.recursion_table)),
         },
         {"simulate": list(inputs.simulate), "extract": list(inputs.extract)},
         snakemake.output.table,

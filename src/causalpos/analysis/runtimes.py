@@ -2,7 +2,7 @@
 
 Two sources, because Snakemake allows no `benchmark:` on a rule cached between
 workflows (`cache: True`): the benchmark files of the uncached rules (train,
-emergence: wall time, peak resident memory and CPU time as Snakemake measured
+emergence, recursion: wall time, peak resident memory and CPU time as Snakemake measured
 them; the device from the metadata of a Parquet file the job wrote) and what
 each cached stage stores in its Parquet metadata (simulate, extract: the time
 of the computation itself, the job's peak memory and CPU time, also when the

@@ -111,6 +111,8 @@ def _runtimes_inputs(config, results) -> Files:
             "train_metrics": [paths.model_file(m, "metrics.parquet", results) for m in MODELS],
             "emergence": [paths.emergence_benchmark(m, results) for m in MODELS if snapshots],
             "emergence_scores": [paths.emergence_table(m, "scores", results) for m in MODELS if snapshots],
+            "recursion": [paths.recursion_benchmark(results)],
+            "recursion_table": [paths.recursion_table(results)],
             "simulate": [paths.simulation_table(v, results) for v in config["simulation"]["variants"]],
             "extract": [paths.activation_table(m, "scores", results) for m in extracted_models(config)]}
 

@@ -361,7 +361,7 @@ def run_recursion(variants: dict, output) -> None:
     frame = recursion_table(built)
     seconds = time.perf_counter() - start
     write_parquet(frame, output, {"stage": "recursion", "variants": variants, "seconds": seconds,
-                                  "version": __version__})
+                                  "device": "cpu", "version": __version__})  # numpy: the run-time table's device
     corrected = [name for name, v in built.items() if cheap_correction(v)]
     log.info("recursion: %d variants (%d with the finite-d correction), %d rows in %.1f s -> %s", len(built),
              len(corrected), len(frame), seconds, output)
