@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from causalpos.matrices import visible_pairs
 from causalpos.simulation import recursion as rec
 from causalpos.simulation import theory
 from causalpos.simulation.engine import result_frame, simulate
@@ -80,7 +81,7 @@ def wrong_recursion(v: Variant, drop_cross: bool = False, drop_rope: bool = Fals
     factor dropped. Written out here, independently of the module."""
     n = v.seq_len
     gram = rec.input_gram(n, v.alpha)
-    visible = rec.visible_keys(n, v.mask)
+    visible = visible_pairs(n, v.mask)
     factor = rec.rope_factor(n, v.d, v.rope_theta) if v.pe == "rope" and not drop_rope else 1.0
     out = []
     for layer in range(v.n_layers):
@@ -285,7 +286,7 @@ def test_invariants(kw):
     visible = result.visible
     np.testing.assert_allclose(result.probs.sum(-1), 1.0, rtol=0, atol=1e-12)
     assert np.all(result.probs[~visible] == 0) and np.all(result.probs[visible] > 0)
-    assert np.array_equal(visible, np.broadcast_to(rec.visible_keys(30, v.mask), visible.shape))
+    assert np.array_equal(visible, np.broadcast_to(visible_pairs(30, v.mask), visible.shape))
     for gram in result.grams:
         np.testing.assert_array_equal(gram, gram.T)
         eig = np.linalg.eigvalsh(gram)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from causalpos.io import read_metadata, read_table
-from causalpos.matrices import diagonal_normalise
+from causalpos.matrices import diagonal_normalise, visible_pairs
 from causalpos.simulation import recursion as rec
 from causalpos.simulation.engine import result_frame, simulate
 from causalpos.simulation.variant import Variant
@@ -58,7 +58,7 @@ def test_one_row_per_variant_layer_and_visible_pair(config, table):
             shown = np.zeros((v.seq_len, v.seq_len), dtype=bool)
             shown[at["query_pos"], at["key_pos"]] = True
             assert len(at) == shown.sum()  # no pair twice
-            assert np.array_equal(shown, rec.visible_keys(v.seq_len, v.mask, v.window)), (name, layer)
+            assert np.array_equal(shown, visible_pairs(v.seq_len, v.mask, v.window)), (name, layer)
     windowed = frame[frame["variant"] == "l2_alpha0.0_window4"]
     assert (windowed["window"] == 4).all() and (windowed["query_pos"] - windowed["key_pos"] < 4).all()
     assert len(windowed) == 4 * sum(min(i + 1, 4) for i in range(12))  # the hidden pairs are left out

@@ -22,5 +22,12 @@ def diagonal_normalise(matrix: np.ndarray, visible: np.ndarray) -> np.ndarray:
     return out
 
 
-def visible_pairs(n: int, mask: str) -> np.ndarray:
-    return np.tril(np.ones((n, n), dtype=bool)) if mask == "causal" else np.ones((n, n), dtype=bool)
+def visible_pairs(n: int, mask: str, window: int | None = None) -> np.ndarray:
+    """[n, n] bool, query x key: causal j <= i (and, with a sliding window, j > i - window), or every key without
+    a mask."""
+    if mask != "causal":
+        if window is not None:
+            raise ValueError("a sliding window needs the causal mask")
+        return np.ones((n, n), dtype=bool)
+    offset = np.arange(n)[:, None] - np.arange(n)[None, :]
+    return (offset >= 0) & (offset < window) if window is not None else offset >= 0

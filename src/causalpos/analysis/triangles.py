@@ -250,8 +250,12 @@ def diagonal_mean(x: np.ndarray, size: int) -> np.ndarray:
 def eq4_r2(x: np.ndarray, closed_form: np.ndarray, size: int) -> np.ndarray:
     """1 - SS(MC - Eq. 4) / SS(MC - its mean) over the off-diagonal pairs."""
     sel = off_diagonal(size, 0)
-    y = x[sel]
-    residual = ((y - closed_form[sel, None]) ** 2).sum(axis=0)
+    return explained_share(x[sel], closed_form[sel])
+
+
+def explained_share(y: np.ndarray, prediction: np.ndarray) -> np.ndarray:
+    """R² = 1 - SS(y - prediction) / SS(y - its mean), per column of y [n, N], for a prediction [n]."""
+    residual = ((y - prediction[:, None]) ** 2).sum(axis=0)
     return 1.0 - safe_ratio(residual, ((y - y.mean(axis=0)) ** 2).sum(axis=0))
 
 

@@ -63,10 +63,7 @@ class SimulationResult:
 def visible(v: Variant) -> np.ndarray:
     """[n, n] bool, query x key: the pairs the variant's mask lets through (causal j <= i, within the sliding
     window i - j < window when there is one; every pair without a mask). The tables hold these pairs only."""
-    pairs = visible_pairs(v.seq_len, v.mask)
-    if v.window is not None:
-        pairs &= np.tri(v.seq_len, k=-v.window, dtype=bool) == 0  # drop j <= i - window
-    return pairs
+    return visible_pairs(v.seq_len, v.mask, v.window)
 
 
 def additive_mask(v: Variant, dev) -> torch.Tensor | None:

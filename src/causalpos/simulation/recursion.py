@@ -94,7 +94,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from causalpos.matrices import diagonal_normalise
+from causalpos.matrices import diagonal_normalise, visible_pairs
 from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 from causalpos.tables import RECURSION_COLUMNS
 
@@ -131,10 +131,14 @@ def rope_cosine_mean(n: int, d: int, theta: float) -> np.ndarray:
 
     The engine's frequencies (sampling.rope_tables): for unit isotropic x, E[x^T R_m x] = cbar(m) exactly.
     """
+    return np.cos(np.arange(n, dtype=np.float64)[:, None] * rope_frequencies(d, theta)[None, :]).mean(axis=1)
+
+
+def rope_frequencies(d: int, theta: float) -> np.ndarray:
+    """theta_p = theta^(-2p/d), p = 0 .. d/2 - 1: the engine's frequencies (sampling.rope_tables)."""
     if d < 2 or d % 2:
         raise ValueError(f"RoPE needs an even d >= 2, got {d}")
-    freqs = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
-    return np.cos(np.arange(n, dtype=np.float64)[:, None] * freqs[None, :]).mean(axis=1)
+    return theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
 
 
 def rope_factor(n: int, d: int, theta: float) -> np.ndarray:
@@ -142,20 +146,6 @@ def rope_factor(n: int, d: int, theta: float) -> np.ndarray:
     c = rope_cosine_mean(n, d, theta)
     i = np.arange(n)
     return c[np.abs(i[:, None] - i[None, :])]
-
-
-def visible_keys(n: int, mask: str, window: int | None = None) -> np.ndarray:
-    """[n, n] bool, query x key: causal j <= i (and j > i - window), or all keys without a mask."""
-    if mask == "none":
-        if window is not None:
-            raise ValueError("a sliding window needs the causal mask")
-        return np.ones((n, n), dtype=bool)
-    i = np.arange(n)
-    offset = i[:, None] - i[None, :]
-    visible = offset >= 0
-    if window is not None:
-        visible &= offset < window
-    return visible
 
 
 def input_gram(n: int, alpha: float) -> np.ndarray:
@@ -216,7 +206,8 @@ def _plan(v: Variant, windows: tuple, thetas: tuple) -> _Plan:
     visible, blocks, factor = [], [], []
     for w, theta in zip(windows, thetas):
         if w not in cache:
-            cache[w] = visible_keys(n, v.mask, w), _row_blocks(visible_keys(n, v.mask, w))
+            shown = visible_pairs(n, v.mask, w)
+            cache[w] = shown, _row_blocks(shown)
         visible.append(cache[w][0])
         blocks.append(cache[w][1])
         if v.pe == "rope":
@@ -400,7 +391,7 @@ def rope_input_law(n: int, d: int, theta: float):
     c = rope_cosine_mean(2 * n - 1, d, theta)
     m = np.arange(-(n - 1), n)
     mean = c[np.abs(m)][:, None, None] * np.eye(n)
-    freqs = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    freqs = rope_frequencies(d, theta)
     cosines = np.cos(np.arange(1, n)[:, None] * freqs[None, :])
     laws = []
     for cov in (c[np.abs(m[:, None] - m[None, :])] / d,

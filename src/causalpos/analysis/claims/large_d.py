@@ -20,7 +20,7 @@ from causalpos.analysis.claims.replicates import Field, LedgerInputs, debias
 from causalpos.analysis.claims.rows import (BASE, absent_row, law_suffix, paper_layer, reference_d, row,
                                             select_variants, setting_label)
 from causalpos.analysis.claims.simulation import spans
-from causalpos.analysis.triangles import family_z, off_diagonal, strict_increase
+from causalpos.analysis.triangles import explained_share, family_z, off_diagonal, pearson, strict_increase
 from causalpos.tril import packed_size
 
 BREAK_TOLERANCE = 1e-9  # a predicted row "breaks" when its peak beats the nearest key by more than this share of
@@ -31,19 +31,6 @@ def compared_pairs(size: int, window: int | None, predicted: np.ndarray) -> np.n
     """Packed positions of the visible off-diagonal pairs the recursion predicts."""
     sel = off_diagonal(size, 0, window)
     return sel[np.isfinite(predicted[sel])]
-
-
-def pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pearson r of each column of x [n, 1 + R] with y [n]."""
-    xc, yc = x - x.mean(axis=0), y - y.mean()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (yc @ xc) / np.sqrt((xc ** 2).sum(axis=0) * (yc @ yc))
-
-
-def explained(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """R² = 1 - SS(MC - prediction) / SS(MC - its mean), per column of x."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return 1.0 - ((x - y[:, None]) ** 2).sum(axis=0) / ((x - x.mean(axis=0)) ** 2).sum(axis=0)
 
 
 def settings(data: LedgerInputs) -> pd.DataFrame:
@@ -90,8 +77,8 @@ def claim10(data: LedgerInputs, th: dict) -> list[dict]:
             concentrates &= concentrating
             kinds.add("finite-d corrected" if corrected else "leading order")
             sel = compared_pairs(field.size, window, scores)
-            rs.append(pearson(field.x[sel], scores[sel]))
-            r2s.append(debias(explained(field.x[sel], scores[sel])))
+            rs.append(pearson(field.x[sel], scores[sel, None]))
+            r2s.append(debias(explained_share(field.x[sel], scores[sel])))
         if missing:
             note = f"variant {variant}: the recursion table has no {', '.join(paper_layer(m) for m in missing)}"
             rows_a.append(row("10a", setting, None, th, note=note, label=label))
