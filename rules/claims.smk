@@ -37,3 +37,23 @@ rule convergence:
         **stage_params("convergence"),
     script:
         "../workflow_scripts/convergence.py"
+
+
+# Issue 25: the sliding-window layers of the pretrained LLMs (Gemma-3) before and after their window, against
+# the recursion of their own stack; paper_llms's tables where they exist (queries past the window), else the
+# default run's. Claim 10d-10e read it.
+rule window_test:
+    input:
+        **stage_inputs("window_test"),
+    output:
+        paths.summary_file("window_test.parquet", RESULTS),
+    log:
+        log_path("window_test.log"),
+    conda:
+        "../envs/causalpos.yaml"
+    resources:
+        mem_mb=8192,
+    params:
+        **stage_params("window_test"),
+    script:
+        "../workflow_scripts/window_test.py"

@@ -98,9 +98,11 @@ def edit(root, relative: str) -> None:
     ("models/snapshots.py", {"run_train", "run_length_eval", "run_emergence"}),
     ("models/emergence.py", {"run_emergence"}),
     ("simulation/engine.py", {"run_simulation"}),
-    ("simulation/recursion.py", {"run_recursion"}),
+    ("simulation/recursion.py", {"run_recursion", "run_window_test"}),  # the window test runs it on LLM stacks
+    ("analysis/windows.py", {"run_window_test"}),
     ("simulation/theory.py", {"run_theory", "run_figure", "run_all_layers"}),
-    ("analysis/triangles.py", {"run_summary", "run_figure", "run_all_layers", "run_claims", "run_emergence_summary", "run_convergence"}),
+    ("analysis/triangles.py", {"run_summary", "run_figure", "run_all_layers", "run_claims", "run_emergence_summary", "run_convergence",
+                                "run_window_test"}),
     ("analysis/emergence.py", {"run_emergence_summary"}),
     ("analysis/lengths.py", {"run_length_seeds"}),
     ("analysis/multiplicity.py", {"run_length_seeds", "run_claims", "run_convergence", "run_emergence_summary"}),

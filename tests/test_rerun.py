@@ -41,8 +41,8 @@ def with_ledger(jobs: set) -> set:
     extra = {("runtimes", "")} if rules & {"simulate", "train", "emergence", "recursion", *extractions} else set()
     if rules & {"simulate", "theory", "recursion", *extractions}:
         extra.add(("claims", ""))
-    if "extract_pretrained" in rules:  # the LLMs' claims on growing N
-        extra.add(("convergence", ""))
+    if "extract_pretrained" in rules:  # the LLMs' claims on growing N, and the sliding-window test
+        extra |= {("convergence", ""), ("window_test", "")}
     return jobs | extra
 
 def test_editing_data_code_reruns_the_data_branch_only(finished_copy):
@@ -112,7 +112,9 @@ def test_editing_extraction_code_reruns_extraction_summary_and_their_figures(fin
 
 def test_editing_recursion_code_reruns_the_recursion_its_figure_and_the_ledger_only(finished_copy):
     touch_source(finished_copy, "simulation/recursion")  # the ledger's claim 10 reads the recursion's table
-    assert planned_jobs(finished_copy) == with_ledger({("recursion", ""), ("figure", "figR1_recursion")})
+    # the window test runs the recursion on the pretrained models' stacks (claims 10d-10e)
+    expected = {("recursion", ""), ("figure", "figR1_recursion"), ("window_test", "")}
+    assert planned_jobs(finished_copy) == with_ledger(expected)
 
 
 def test_a_window_change_reruns_the_variant_the_recursion_and_what_reads_them(finished_copy):

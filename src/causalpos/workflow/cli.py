@@ -116,6 +116,15 @@ def cmd_convergence(args, config):
                     **this["params"])
 
 
+def cmd_window_test(args, config):
+    from causalpos.workflow.runners import run_window_test
+
+    this = job(config, args.results, "window_test")
+    if not this["inputs"]["scores"]:
+        raise ConfigError("extraction.pretrained.models names no model: the window test has nothing to measure")
+    run_window_test(this["inputs"], output=paths.summary_file("window_test.parquet", args.results), **this["params"])
+
+
 def cmd_theory(args, config):
     from causalpos.workflow.runners import run_theory
 

@@ -477,6 +477,8 @@ def claims_inputs(config: dict, results: str | None = None) -> dict[str, list[st
            for table in ("scores", "intermediates", "groups")},
         # claim 8's verdicts as N grows: a flip is noted in the ledger
         "convergence": [paths.summary_file("convergence.parquet", results)] if pretrained_models(config) else [],
+        # claim 10d-10e (ours): sliding-window layers of the pretrained LLMs against the recursion
+        "window_test": [paths.summary_file("window_test.parquet", results)] if pretrained_models(config) else [],
     }
 
 

@@ -15,6 +15,7 @@ gives them.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -28,7 +29,7 @@ from causalpos.workflow.digest import code_digest
 from causalpos.workflow.config import (MODELS, claims_inputs, emergence_settings, emergence_variants, extra_seeds,
                                        extracted_models, extraction_settings, figure_inputs, figure_options,
                                        llm_claims_inputs, model_location, paper_llms_settings, plot_options,
-                                       pretrained_spec,
+                                       pretrained_models, pretrained_spec,
                                        snapshot_steps, variant_params)
 
 Files = dict[str, "str | list[str]"]
@@ -99,6 +100,31 @@ def _recursion_variants(config: dict) -> dict:
     """Every simulation variant's parameters (Variant.params(), window included): a changed variant reruns the
     recursion, as it reruns its simulation."""
     return {name: Variant(**variant_params(config, name)).params() for name in config["simulation"]["variants"]}
+
+
+def window_test_sources(config: dict, results: str) -> dict[str, str]:
+    """{pretrained model: the results folder its window test reads}: paper_llms's where its extraction has
+    written every table (1,000 x 1,024 tokens: queries past Gemma's window), else the default run's. A
+    paper_llms run that finishes later changes the input files, and Snakemake reruns the test."""
+    paper = paths.paper_llms_dir(results)
+    return {model: paper if all(os.path.exists(p) for p in paths.activation_tables(model, paper).values())
+            else results for model in pretrained_models(config)}
+
+
+def _window_test_inputs(config, results) -> Files:
+    sources = window_test_sources(config, results)
+    return {table: [paths.activation_table(m, table, folder) for m, folder in sources.items()]
+            for table in ("scores", "groups")} | {
+        "models": [paths.pretrained_dir(m, results) for m in sources
+                   if "gguf" in config["extraction"]["pretrained"]["models"][m]]}
+
+
+def _window_test_params(config, results) -> dict:
+    paper = paths.paper_llms_dir(results)
+    return {"models": {m: {"location": model_location(config, m, results),
+                           "source": "paper_llms" if folder == paper else "default run"}
+                       for m, folder in window_test_sources(config, results).items()},
+            "settings": {key: config["claims"][key] for key in ("n_bootstrap", "seed")}}
 
 
 def _claims_params(config, results, **wildcards) -> dict:
@@ -252,6 +278,11 @@ STAGE_LIST = [
           description="the claims ledger (every claim of the paper as a verdict) to results/summary",
           writes=lambda r: [paths.summary_file("claims.{ext}", r), claims_page(paths.claims_dir(r), "{page}", "{ext}")],
           inputs=lambda config, results: claims_inputs(config, results), params=_claims_params),
+    Stage("window_test", "run_window_test", command="window-test",
+          description="sliding-window layers of the pretrained LLMs before and after their window, against the "
+                      "recursion of their stack, to results/summary",
+          writes=lambda r: [paths.summary_file("window_test.parquet", r)],
+          inputs=_window_test_inputs, params=_window_test_params),
     Stage("convergence", "run_convergence", command="convergence",
           description="the LLM claims on the first groups of sequences to results/summary",
           writes=lambda r: [paths.summary_file("convergence.parquet", r),

@@ -290,7 +290,8 @@ def run_claims(inputs: dict, settings: dict, table, markdown, folder, options: d
     ledger = build_ledger(tables.get("simulations"), tables.get("theory"), tables["scores"], tables["intermediates"],
                           tables["groups"], thresholds=settings.get("thresholds") or None,
                           n_bootstrap=settings["n_bootstrap"], seed=settings["seed"],
-                          simulation_groups=tables.get("simulation_groups"), recursion=tables.get("recursion"))
+                          simulation_groups=tables.get("simulation_groups"), recursion=tables.get("recursion"),
+                          window_test=tables.get("window_test"))
     if claim is not None:
         ledger = ledger[ledger["claim"] == claim].reset_index(drop=True)
     ledger = note_flips(ledger, tables.get("convergence"))
@@ -308,6 +309,44 @@ def run_claims(inputs: dict, settings: dict, table, markdown, folder, options: d
     counts = ledger["verdict"].value_counts().to_dict()
     log.info("claims: %d rows (%s) in %.1f s -> %s, %s, %d page files in %s", len(ledger), counts,
              time.perf_counter() - start, table, markdown, len(written), folder)
+
+
+@rebuilds_damaged_inputs
+def run_window_test(inputs: dict, models: dict, settings: dict, output) -> None:
+    """Issue 25's Gemma test (analysis.windows): every pretrained model {name: {"location", "source"}} whose
+    config has sliding-window layers, measured before and after its window and predicted by the recursion on
+    its stack. `inputs` holds each model's scores and groups tables (paper_llms's where they exist, else the
+    default run's: `source` says which)."""
+    from transformers import AutoConfig
+
+    from causalpos.analysis.claims.replicates import LedgerInputs
+    from causalpos.analysis.windows import attention_stack, layer_rows, predicted_scores, window_frame
+
+    start = time.perf_counter()
+    rows = []
+    for (name, spec), scores_path, groups_path in zip(models.items(), inputs["scores"], inputs["groups"]):
+        stack = attention_stack(AutoConfig.from_pretrained(spec["location"]).to_dict())
+        if stack is None:
+            log.info("window test: %s has no sliding-window layer", name)
+            continue
+        scores, groups = read_table(scores_path), read_table(groups_path)
+        groups = groups[groups["quantity"] == "scores"]
+        data = LedgerInputs(None, None, scores, None, groups, settings["n_bootstrap"], settings["seed"])
+        size = int(scores["seq_len"].max())
+        predicted = predicted_scores(stack, max(size, 2 * stack.window))
+        common = {"model": name, "source": spec["source"], "seq_len": size,
+                  "n_sequences": int(groups[groups["layer"] == groups["layer"].min()]["n_sequences"].sum())}
+        for layer in data.score_layers(name):
+            field = data.score_field(name, layer)
+            rows += [{**common, **r} for r in layer_rows(field, layer, stack, predicted[layer])]
+            del field
+        log.info("window test: %s (%s tables, S = %d, window %d, %d layers) in %.0f s", name, spec["source"], size,
+                 stack.window, len(stack.windows), time.perf_counter() - start)
+    frame = window_frame(rows)
+    write_parquet(frame, output, {"stage": "window_test", "models": models, "settings": settings,
+                                  "version": __version__})
+    log.info("window test: %d rows, %d models in %.1f s -> %s", len(frame), frame["model"].nunique(),
+             time.perf_counter() - start, output)
 
 
 @rebuilds_damaged_inputs

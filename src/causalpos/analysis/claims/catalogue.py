@@ -198,6 +198,12 @@ THRESHOLDS = {
     # 10c (ours): the recursion predicts the rows that break strict increase when every row Monte Carlo
     # resolves agrees with it (no resolved break it misses, no predicted break resolved the other way).
     "break_agreement": 1.0,
+    # 10d (ours): past a sliding window the non-relative amplitude changes the way the recursion of the model's
+    # stack predicts: the measured change (after - before) times the sign of the predicted one is above 0.
+    "window_change": 0.0,
+    # 10e (ours): "the non-relative pattern sits in the global layers" (an earlier README's reading of Gemma-3):
+    # the median amplitude of the global layers exceeds that of the sliding ones over the same pairs.
+    "global_excess": 0.0,
     # 9a: the verdict under our exact-moment law agrees with the one under the paper's construction: 1 = the
     # same verdict, 0.5 = one of them inconclusive, 0 = opposite verdicts; > 0.5 = the same verdict.
     "law_agreement": 0.5,
@@ -473,6 +479,17 @@ CLAIMS = {claim.id: claim for claim in (
           metric="share of the rows Monte Carlo resolves violated or the recursion predicts breaking on which "
                  "they agree",
           unit="share of rows", direction=">=", threshold="break_agreement"),
+    Claim("10d", title="window: the recursion's direction (ours)", section="ours (issue 25), beyond 5.2",
+          statement="Ours: past a sliding window (Gemma-3's 512), each layer's non-relative pattern grows or fades "
+                    "as the large-d recursion of the model's own stack predicts (queries before vs after the "
+                    "window, the same bands 1 .. w - 1 and keys >= 1 for every layer)",
+          metric="change in non-relative amplitude (after - before) times the sign of the recursion's change",
+          unit="fraction of score RMS", direction=">", threshold="window_change"),
+    Claim("10e", title="window: global layers carry more (ours)", section="ours (issue 25), beyond 5.2",
+          statement="Ours, testing an earlier README: a sliding-window LLM's non-relative pattern sits in its "
+                    "global layers (the same pairs for both layer types)",
+          metric="median amplitude of the global layers - median of the sliding ones, layers 2+ (paper)",
+          unit="fraction of score RMS", direction=">", threshold="global_excess"),
 )}
 
 

@@ -170,3 +170,67 @@ def break_rows(data: LedgerInputs, th: dict) -> list[dict]:
 
 def spans_or_none(rows) -> str:
     return spans(rows) if len(rows) else "none"
+
+
+def _values(r) -> np.ndarray:
+    """[estimate, replicates...] of a window_test row."""
+    return np.concatenate([[r["measured"]], np.asarray(r["replicates"], dtype=float)])
+
+
+def _window_source(first) -> str:
+    return (f"{first['source']} tables, {int(first['n_sequences'])} x {int(first['seq_len'])} tokens, window "
+            f"{int(first['window'])}")
+
+
+def claim10_windows(data: LedgerInputs, th: dict) -> list[dict]:
+    """Issue 25's test of a sliding-window LLM (analysis.windows; the window_test table), layers from 2 (paper) on.
+
+    10d (per layer): the change in non-relative amplitude from the queries before the window (0 .. w - 1) to those
+    after it (w .. 2w - 1), over the same pairs for every layer (bands 1 .. w - 1, keys >= 1), times the sign of
+    the change the recursion of the model's own stack predicts (alpha 0, l2, each layer's RoPE base and window):
+    > 0 the layer moves the predicted way, < 0 the other way. Tables with S <= w have no query past the window:
+    one row without a value says so (target paper_llms measures 1,024 tokens).
+    10e (per query region): the median amplitude of the global layers minus that of the sliding ones; the
+    medians' replicates come from the same draws of sequence groups (paired).
+    Uncertainty: the window_test table's bootstrap over groups of sequences, bias-corrected.
+    """
+    table = data.window_test
+    if table is None:
+        why = "no pretrained model with sliding-window layers (the window_test table is empty or absent)"
+        return [absent_row("10d", th, why), absent_row("10e", th, why)]
+    rows_d, rows_e = [], []
+    for model, t in table.groupby("model", sort=True):
+        later = t[t["layer"] >= 1]
+        source = _window_source(t.iloc[0])
+        change = later[later["region"] == "change"]
+        if change.empty:
+            rows_d.append(row("10d", f"{model}, every layer", None, th, label=model, model=model,
+                              note=f"{source}: no query at or past the window, so nothing to compare; target "
+                                   "paper_llms's tables have them, and this test reads them when they exist"))
+        for _, r in change.iterrows():
+            layer = int(r["layer"])
+            parts = later[later["layer"] == layer].set_index("region")
+            sign = 1.0 if r["predicted"] >= 0 else -1.0
+            note = (f"{source}; {r['layer_type']} layer; amplitude before {parts.loc['before', 'measured']:.3f}, "
+                    f"after {parts.loc['after', 'measured']:.3f}; the recursion: {parts.loc['before', 'predicted']:.3f}"
+                    f" -> {parts.loc['after', 'predicted']:.3f} (change {r['predicted']:+.3f})")
+            rows_d.append(row("10d", f"{model}, {paper_layer(layer)}, {r['layer_type']}", sign * _values(r), th,
+                              note=note, layer=layer, label=f"L{layer + 1} {r['layer_type'][0]}", model=model))
+        for region in ("before", "after"):
+            part = later[(later["region"] == region) & later["measured"].notna()]
+            kinds = {kind: part[part["layer_type"] == kind] for kind in ("global", "sliding")}
+            if part.empty or any(k.empty for k in kinds.values()):
+                rows_e.append(row("10e", f"{model}, queries {region} the window", None, th, label=f"{region}",
+                                  model=model, note=f"{source}: no measured query {region} the window in both "
+                                                    "layer types"))
+                continue
+            medians = {kind: np.median(np.stack([_values(r) for _, r in k.iterrows()]), axis=0)
+                       for kind, k in kinds.items()}
+            predicted = {kind: float(np.median(k["predicted"])) for kind, k in kinds.items()}
+            first = part.iloc[0]
+            note = (f"{source}; queries {int(first['query_from'])}-{int(first['query_to'])}; medians: global "
+                    f"{medians['global'][0]:.3f} ({len(kinds['global'])} layers), sliding {medians['sliding'][0]:.3f} "
+                    f"({len(kinds['sliding'])}); the recursion: {predicted['global']:.3f} vs {predicted['sliding']:.3f}")
+            rows_e.append(row("10e", f"{model}, queries {region} the window", medians["global"] - medians["sliding"],
+                              th, note=note, label=region, model=model))
+    return rows_d + rows_e

@@ -21,14 +21,15 @@ SIM_BUILDERS = (simulation.claim1, closed_forms.claim1_appendix, simulation.clai
 BUILDERS = SIM_BUILDERS + (stages.claim7_stages, models.claim8)
 # our own claims (not the paper's): a Holm family of their own, so that adding them leaves the paper's verdicts as
 # they are
-OWN_BUILDERS = (large_d.claim10,)
+OWN_BUILDERS = (large_d.claim10, large_d.claim10_windows)
 
 
 def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, scores: pd.DataFrame | None,
                  intermediates: pd.DataFrame | None, groups: pd.DataFrame | None, thresholds: dict | None = None,
                  n_bootstrap: int = 200, seed: int = 0,
-                 simulation_groups: pd.DataFrame | None = None, recursion: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The claims ledger: one row per claim and setting (see the module docstring), claims in order 1a .. 10c.
+                 simulation_groups: pd.DataFrame | None = None, recursion: pd.DataFrame | None = None,
+                 window_test: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The claims ledger: one row per claim and setting (see the module docstring), claims in order 1a .. 10e.
 
     Any table may be None or empty: the claims that need it get rows with value NaN, verdict
     "inconclusive" and a note. A table missing a needed column raises ValueError.
@@ -42,7 +43,7 @@ def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, 
     if int(n_bootstrap) < 2:
         raise ValueError(f"n_bootstrap must be >= 2 to estimate an uncertainty, got {n_bootstrap}")
     data = LedgerInputs(simulations, theory, scores, intermediates, groups, int(n_bootstrap), int(seed),
-                        simulation_groups, recursion)
+                        simulation_groups, recursion, window_test)
     rows = []
     for build in BUILDERS:
         rows.extend(build(data, th))

@@ -37,6 +37,8 @@ SCORE_NEEDS = ["model", "kind", "layer", "query_pos", "key_pos", "score_mean", "
 INTERMEDIATE_NEEDS = ["model", "layer", "stage", "query_pos", "key_pos", "value", "seq_len"]
 GROUP_NEEDS = ["model", "quantity", "stage", "layer", "group", "n_sequences", "seq_len", "sums"]
 SIM_GROUP_NEEDS = ["variant", "layer", "group", "n_samples", "seq_len", "sums"]
+WINDOW_TEST_NEEDS = ["model", "source", "seq_len", "n_sequences", "layer", "layer_type", "window", "region",
+                     "query_from", "query_to", "measured", "uncertainty", "predicted", "replicates"]
 RECURSION_NEEDS = ["variant", "layer", "query_pos", "key_pos", "score", "concentrates", "corrected", "score_corrected"]
 
 
@@ -134,7 +136,7 @@ class LedgerInputs:
     """The tables, indexed once, and their replicates (drawn on first use and kept)."""
 
     def __init__(self, simulations, theory, scores, intermediates, groups, n_bootstrap, seed, simulation_groups=None,
-                 recursion=None):
+                 recursion=None, window_test=None):
         self.n_bootstrap, self.seed = n_bootstrap, seed
         self.sim = require_columns(simulations, SIM_NEEDS, "simulations", optional=True)
         sim_groups = require_columns(simulation_groups, SIM_GROUP_NEEDS, "simulation_groups", optional=True)
@@ -142,6 +144,7 @@ class LedgerInputs:
         self.theory = require_columns(theory, THEORY_NEEDS, "theory", optional=True)
         self.recursion = require_columns(recursion, RECURSION_NEEDS, "recursion", optional=True)
         self._recursion = split_by(self.recursion, ["variant", "layer"]) if self.recursion is not None else {}
+        self.window_test = require_columns(window_test, WINDOW_TEST_NEEDS, "window_test", optional=True)
         self.scores = require_columns(scores, SCORE_NEEDS, "scores", optional=True)
         self.intermediates = require_columns(intermediates, INTERMEDIATE_NEEDS, "intermediates", optional=True)
         self.groups = require_columns(groups, GROUP_NEEDS, "groups", optional=True)

@@ -1,0 +1,195 @@
+"""Issue 25's sliding-window test of a pretrained LLM (analysis.windows, rule window_test, claims 10d-10e).
+
+Checked against independent computations: the region's non-relative share against a pandas groupby, the
+"before" amplitude at S <= w against claim 8a's (triangles.band_statistics over the same pairs), the recursion's
+causality (its first S positions do not depend on later ones), the stack read from transformers' own config
+classes, and the whole job on a tiny random Gemma-3 written by the extraction itself.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen2Config
+
+from causalpos.analysis.claims.catalogue import merge_thresholds
+from causalpos.analysis.claims.large_d import claim10_windows
+from causalpos.analysis.claims.replicates import Field, LedgerInputs, amplitude
+from causalpos.analysis.triangles import band_statistics
+from causalpos.analysis.windows import (AttentionStack, attention_stack, layer_rows, predicted_scores,
+                                        query_ranges, region_pairs, region_share)
+from causalpos.tril import packed_pairs, packed_size
+
+WINDOW, SEQ, VOCAB = 6, 14, 61
+TYPES = ["sliding_attention", "full_attention", "sliding_attention"]
+
+
+def gemma_config(**extra) -> Gemma3TextConfig:
+    return Gemma3TextConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, sliding_window=WINDOW, layer_types=TYPES, max_position_embeddings=64,
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}, **extra)
+
+
+def test_the_stack_of_gemma3s_config_class():
+    stack = attention_stack(gemma_config().to_dict())
+    assert stack.windows == (WINDOW, None, WINDOW)
+    assert stack.rope_thetas == (1e4, 1e6, 1e4)
+    assert stack.head_dim == 16 and stack.window == WINDOW
+    assert [stack.layer_type(i) for i in range(3)] == ["sliding", "global", "sliding"]
+    # Gemma-3-270M's own shape: 18 layers, every sixth global (transformers' default layer_types)
+    real = attention_stack(Gemma3TextConfig(num_hidden_layers=18, sliding_window=512, head_dim=256).to_dict())
+    assert [i for i, w in enumerate(real.windows) if w is None] == [5, 11, 17]
+    assert set(real.windows) == {512, None}
+
+
+def test_stacks_of_other_configs():
+    assert attention_stack(LlamaConfig(num_hidden_layers=2).to_dict()) is None  # no window
+    mistral = attention_stack(MistralConfig(num_hidden_layers=3, sliding_window=8, hidden_size=64,
+                                            num_attention_heads=4).to_dict())
+    assert mistral.windows == (8, 8, 8) and mistral.head_dim == 16
+    assert attention_stack(Qwen2Config(num_hidden_layers=2, sliding_window=8, use_sliding_window=False).to_dict()) \
+        is None
+    # transformers 4's Gemma-3: two flat RoPE keys and a pattern instead of layer_types
+    old = {"num_hidden_layers": 6, "sliding_window": 4, "sliding_window_pattern": 3, "rope_theta": 1e6,
+           "rope_local_base_freq": 1e4, "head_dim": 8}
+    stack = attention_stack(old)
+    assert stack.windows == (4, 4, None, 4, 4, None)
+    assert stack.rope_thetas == (1e4, 1e4, 1e6, 1e4, 1e4, 1e6)
+
+
+def test_region_share_against_a_groupby_and_invariances():
+    size, window = 20, 7
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(packed_size(size), 3))
+    positions = region_pairs(size, window, (window, 2 * window))
+    query, key = packed_pairs(size)
+    frame = pd.DataFrame({"band": (query - key)[positions], "s": x[positions, 1]})
+    assert frame["band"].between(1, window - 1).all() and (key[positions] >= 1).all()
+    centred = frame["s"] - frame.groupby("band")["s"].transform("mean")
+    expected = (centred ** 2).mean() / frame["s"].var(ddof=0)
+    assert region_share(x, size, positions)[1] == pytest.approx(expected, rel=1e-12)
+    # unchanged by a scale and an offset of the scores; 0 for a function of i - j alone
+    assert np.allclose(region_share(3.0 * x - 2.0, size, positions), region_share(x, size, positions))
+    relative = np.cos(0.3 * (query - key))[:, None] + 0.0 * x
+    assert np.allclose(region_share(relative, size, positions), 0.0, atol=1e-12)
+
+
+def test_before_the_window_equals_claim_8as_amplitude_when_the_table_is_shorter():
+    """At S <= w the region "before" is every pair with key >= 1: claim 8a's set, bands recentred without key 0."""
+    size, window = 16, 32
+    x = np.random.default_rng(1).normal(size=(packed_size(size), 40))
+    assert query_ranges(window, size) == {"before": (0, size), "after": None}
+    ours = amplitude(region_share(x, size, region_pairs(size, window, (0, size))))
+    claim8 = amplitude(band_statistics(x, size)["share1"])
+    assert np.allclose(ours, claim8, rtol=1e-10)
+
+
+def test_the_recursion_of_a_stack_is_causal():
+    stack = AttentionStack((4, None, 4, 4), (1e4, 1e6, 1e4, 1e4), 16)
+    short, long = predicted_scores(stack, 10), predicted_scores(stack, 24)
+    assert np.allclose(long[:, :10, :10], short, equal_nan=True, atol=1e-12)
+    # a sliding layer gives keys 4 or more back no score; the global one scores every earlier key
+    assert np.isnan(long[0][10, 6]) and np.isfinite(long[1][10, 0])
+
+
+def test_layer_rows_pair_before_and_after():
+    stack = AttentionStack((WINDOW, None, WINDOW), (1e4, 1e6, 1e4), 16)
+    predicted = predicted_scores(stack, SEQ)
+    x = np.random.default_rng(2).normal(size=(packed_size(SEQ), 31))
+    rows = {r["region"]: r for r in layer_rows(Field(x, SEQ, "test"), 2, stack, predicted[2])}
+    assert set(rows) == {"before", "after", "change"}
+    assert (rows["before"]["query_from"], rows["before"]["query_to"]) == (0, WINDOW - 1)
+    assert (rows["after"]["query_from"], rows["after"]["query_to"]) == (WINDOW, 2 * WINDOW - 1)  # [w, 2w)
+    change = np.subtract(rows["after"]["replicates"], rows["before"]["replicates"])
+    assert np.allclose(rows["change"]["replicates"], change)
+    assert rows["change"]["predicted"] == pytest.approx(rows["after"]["predicted"] - rows["before"]["predicted"])
+    # a table that stops before the window: "after" is the recursion's alone, over the whole region
+    short = {r["region"]: r for r in layer_rows(Field(x[:packed_size(WINDOW)], WINDOW, "test"), 2, stack,
+                                                predicted_scores(stack, 2 * WINDOW)[2])}
+    assert set(short) == {"before", "after"} and np.isnan(short["after"]["measured"])
+    assert np.isfinite(short["after"]["predicted"]) and short["after"]["query_to"] == 2 * WINDOW - 1
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma_run(tmp_path_factory):
+    """A tiny random Gemma-3, extracted to the usual tables and put through the window test's runner."""
+    from transformers import AutoModelForCausalLM
+
+    from causalpos.models.extract import ATTENTION_NAME, extract_to_files
+    from causalpos.workflow.runners import run_window_test
+
+    folder = tmp_path_factory.mktemp("window_test")
+    torch.manual_seed(5)
+    model = Gemma3ForCausalLM(gemma_config())
+    with torch.no_grad():  # Gemma's norms start at weight 0 (a scale of 1): give them weights that matter
+        for name, parameter in model.named_parameters():
+            if "norm" in name:
+                parameter.normal_(0.0, 0.5)
+    model.save_pretrained(folder / "model")
+    ids = np.random.default_rng(0).integers(0, VOCAB, size=(32, SEQ))
+    tables = {table: folder / f"{table}.parquet" for table in ("scores", "intermediates", "probe", "groups")}
+    loaded = AutoModelForCausalLM.from_pretrained(folder / "model", attn_implementation=ATTENTION_NAME,
+                                                  dtype=torch.float32).eval()
+    extract_to_files(loaded, ids, "gemma", "pretrained", tables, batch_size=8,
+                     intermediates_layer=None, probe_sequences=0, probe_positions=4, seed=0, n_groups=8)
+    output = folder / "window_test.parquet"
+    run_window_test({"scores": [str(tables["scores"])], "groups": [str(tables["groups"])]},
+                    {"gemma": {"location": str(folder / "model"), "source": "default run"}},
+                    {"n_bootstrap": 50, "seed": 0}, output)
+    return pd.read_parquet(output)
+
+
+def test_the_job_on_a_tiny_gemma(tiny_gemma_run):
+    frame = tiny_gemma_run
+    assert sorted(frame["layer"].unique()) == [0, 1, 2]
+    assert set(frame["layer_type"]) == {"sliding", "global"}
+    assert (frame["source"] == "default run").all() and (frame["n_sequences"] == 32).all()
+    measured = frame[frame["region"] != "change"]
+    # an RMS ratio (bias-corrected, so it may pass 1 at this tiny N), with a spread over the groups
+    assert (measured["measured"] >= 0).all() and (measured["uncertainty"] > 0).all()
+    assert (measured["n_pairs"] == [len(region_pairs(SEQ, WINDOW, (a, b + 1)))
+                                    for a, b in zip(measured["query_from"], measured["query_to"])]).all()
+    # layer 1 (paper) of the parameter-free decoder at alpha 0 has no pattern at all: no prediction there
+    assert frame[frame["layer"] == 0]["predicted"].isna().all()
+    assert frame[frame["layer"] > 0]["predicted"].notna().all()
+
+
+def test_claims_10d_10e_read_the_table(tiny_gemma_run):
+    th = merge_thresholds(None)
+    rows = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=tiny_gemma_run), th)
+    by_claim = {c: [r for r in rows if r["claim_id"] == c] for c in ("10d", "10e")}
+    assert [r["layer"] for r in by_claim["10d"]] == [1, 2]  # layers 2+ (paper)
+    change = tiny_gemma_run[(tiny_gemma_run["region"] == "change") & (tiny_gemma_run["layer"] == 2)].iloc[0]
+    assert by_claim["10d"][1]["value"] == pytest.approx(abs(change["measured"]) * np.sign(change["predicted"])
+                                                        * np.sign(change["measured"]))
+    assert len(by_claim["10e"]) == 2 and all(np.isfinite(r["value"]) for r in by_claim["10e"])
+    empty = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=None), th)
+    assert [r["verdict"] for r in empty] == ["inconclusive", "inconclusive"]
+
+
+def test_the_job_reads_paper_llms_tables_once_all_exist(tmp_path):
+    """The default run's window test reads target paper_llms's tables of a model once that extraction has
+    written all four, and says so in its params (a change of input files and params: Snakemake reruns it)."""
+    from causalpos.workflow import dag, paths
+    from causalpos.workflow.config import load_config
+
+    config = load_config("config.yaml")
+    results = str(tmp_path / "results")
+    before = dag.params(config, results, "window_test")["models"]
+    assert {m: spec["source"] for m, spec in before.items()} == {"smollm2_135m": "default run",
+                                                                 "gemma3_270m": "default run"}
+    tables = paths.activation_tables("gemma3_270m", paths.paper_llms_dir(results))
+    for path in list(tables.values())[:-1]:  # three of four: an unfinished extraction is not read
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).touch()
+    assert dag.params(config, results, "window_test")["models"]["gemma3_270m"]["source"] == "default run"
+    Path(list(tables.values())[-1]).touch()
+    after = dag.params(config, results, "window_test")["models"]
+    assert after["gemma3_270m"]["source"] == "paper_llms" and after["smollm2_135m"]["source"] == "default run"
+    inputs = dag.inputs(config, results, "window_test")
+    assert tables["scores"] in inputs["scores"] and tables["groups"] in inputs["groups"]
+    assert paths.activation_table("smollm2_135m", "scores", results) in inputs["scores"]
