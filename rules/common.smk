@@ -14,6 +14,7 @@ from causalpos.figures.registry import (
 from causalpos.workflow import dag, paths, provenance
 from causalpos.workflow.config import (
     MODELS,
+    check_devices,
     check_duplicate_keys,
     extracted_models,
     model_labels,
@@ -29,11 +30,13 @@ from snakemake import io as snakemake_io  # a line opening with `report` is a di
 # Snakemake's own validate (inside) against the JSON schema, plus cross-key
 # checks; a bad config stops here, before any job, naming the key. YAML keeps
 # the last of two equal keys silently, so the files are read again for those.
-# `device: cuda` is checked only where jobs run here (not on a SLURM login node,
-# nor again inside each SLURM job).
+# `device: cuda` is checked in onstart (below), only where jobs run here: not on
+# a SLURM login node, nor inside each SLURM job, nor in a dry run (-n), which
+# plans a GPU config anywhere (while this file is read the executor is not known
+# yet: workflow.local_exec is always True here).
 for path in workflow.configfiles:
     check_duplicate_keys(path)
-validate_config(config, devices=workflow.local_exec and workflow.is_main_process)
+validate_config(config, devices=False)
 
 # every result under RESULTS (and its logs and benchmarks too unless it is "results")
 RESULTS = results_dir(config)
@@ -259,6 +262,9 @@ def paper_llms_outputs():
 
 
 onstart:
+    # the executor is known now, and a dry run never gets here
+    if workflow.local_exec and workflow.is_main_process:
+        check_devices(config, config["training"])
     # Ctrl-C or SIGTERM to Snakemake also stop its running jobs (alone, it waits for them to end)
     from causalpos.workflow.process_control import forward_stop_signals
 

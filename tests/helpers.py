@@ -82,6 +82,23 @@ def mean_probabilities_eager(model, tokens: np.ndarray, batch_size: int = 8) -> 
     return (total / len(tokens)).cpu().numpy()
 
 
+def eager_softmax_inputs(model, ids: np.ndarray, monkeypatch) -> list:
+    """Every layer's [sequences, heads, S, S] input of eager attention's softmax (its logits plus the mask: a very
+    negative number where the mask hides a pair), caught on the way in; `model` loaded with eager attention."""
+    caught, softmax = [], torch.nn.functional.softmax
+
+    def spy(x, *args, **kwargs):
+        caught.append(x.detach().double().clone())
+        return softmax(x, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "softmax", spy)
+    with torch.no_grad():
+        model.model(input_ids=torch.from_numpy(ids), use_cache=False)
+    monkeypatch.undo()
+    assert len(caught) == model.config.num_hidden_layers
+    return caught
+
+
 # ---------------------------------------------------------------- workflow copies and SLURM
 
 

@@ -396,3 +396,31 @@ def test_model_labels_name_models_as_people_write_them(tmp_path):
     assert dag.params(config, "results", "figure", figure="fig05_llms")["options"]["model_labels"][
         "smollm2_135m"] == "SmolLM2 (135M)"
     assert [dag.params(config, "results", name, **wildcards) for name, wildcards in jobs] == before
+
+
+def test_a_gpu_config_is_planned_anywhere_and_refused_before_a_local_job_without_cuda(tmp_path):
+    """`snakemake -n` plans config/paper.yaml (devices cuda; the paper's three LLMs by Hub name) on a machine
+    without a GPU and without the Hub: a dry run, a SLURM login node, plan jobs that run elsewhere. Running
+    jobs here with `cuda` and no CUDA is refused in onstart, before any job, naming the key."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the refusal needs a machine without CUDA")
+    def base(folder):
+        (tmp_path / folder).mkdir()
+        return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / folder)]
+
+    planned = subprocess.run(base("plan") + ["-n", "paper_llms", "--configfile", str(ROOT / "config" / "paper.yaml")],
+                             capture_output=True, text=True, timeout=300)
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    counts = {line.split()[0]: line.split()[1] for line in planned.stdout.splitlines()
+              if line.startswith("paper_llms_extract ")}  # the job stats, printed twice
+    assert counts == {"paper_llms_extract": "4"}  # Llama-3.1-8B, Phi-4, Qwen3-8B and SmolLM2-135M
+    cuda = tmp_path / "cuda.yaml"
+    cuda.write_text("training:\n  device: cuda\n")
+    run = subprocess.run(base("run") + ["results/theory/layer2_scores.parquet", "--cores", "1", "--configfile",
+                                        str(ROOT / ".test" / "config.yaml"), str(cuda)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    assert "training.device = cuda but no CUDA device is available" in run.stderr + run.stdout
+    assert not (tmp_path / "run" / "results").exists()  # no job ran

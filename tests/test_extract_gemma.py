@@ -16,7 +16,7 @@ import torch
 from transformers import AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig
 
 from causalpos.models.extract import ATTENTION_NAME, ScoreRecorder, extract
-from helpers import ProbabilityRecorder, mean_probabilities_eager
+from helpers import ProbabilityRecorder, eager_softmax_inputs, mean_probabilities_eager
 
 WINDOW, SEQ, VOCAB = 4, 12, 97
 LAYER_TYPES = ["sliding_attention", "full_attention", "sliding_attention"]
@@ -50,21 +50,7 @@ def tokens(n=10, seq=SEQ, seed=0):
 
 
 def eager_logits(folder, ids, monkeypatch) -> list:
-    """Every layer's [sequences, heads, S, S] input of eager attention's softmax: the logits plus the mask
-    (a very negative number where the mask hides a pair)."""
-    model, caught = load(folder, "eager"), []
-    softmax = torch.nn.functional.softmax
-
-    def spy(x, *args, **kwargs):
-        caught.append(x.detach().double().clone())
-        return softmax(x, *args, **kwargs)
-
-    monkeypatch.setattr(torch.nn.functional, "softmax", spy)
-    with torch.no_grad():
-        model.model(input_ids=torch.from_numpy(ids), use_cache=False)
-    monkeypatch.undo()
-    assert len(caught) == len(LAYER_TYPES)
-    return caught
+    return eager_softmax_inputs(load(folder, "eager"), ids, monkeypatch)
 
 
 def table_matrix(scores, layer, column="score_mean"):
