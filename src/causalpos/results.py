@@ -1,0 +1,137 @@
+"""What the pipeline wrote, loaded as arrays and tables: the results API.
+
+    from causalpos import results
+    sim = results.simulation("l2_alpha0.2")                 # [layer, query, key]
+    smol = results.scores("smollm2_135m")                   # [layer, query, key]
+    heads = results.scores("smollm2_135m", per_head=True)   # [layer, head, query, key]
+    rec = results.recursion("l2_alpha0.2")                  # [layer, query, key]
+    claims = results.ledger()                               # a DataFrame
+
+Axis order: a map is [layer, query, key], per head [layer, head, query, key]: entry [l, q, k] is the value at
+layer l of query position q against key position k (rows queries, columns keys, as in the figures). Layers,
+heads and positions are 0-based, as in the tables, and an index is the number itself: a layer the table lacks
+is NaN throughout. NaN marks a pair the table has no row for, a key the query does not see: above the
+diagonal (k > q) under the causal mask and outside a sliding window (k <= q - window); with no mask every
+entry is a number. Arrays are float64.
+
+Files are read with causalpos.io.read_table, the reader of every stage and of the figures (a damaged file
+raises DamagedFileError); a missing one raises MissingResultError, naming what the folder holds and the
+rule that writes the file. `results` is the results folder (the config's `results` key); `paper_llms=True`
+reads target paper_llms's files inside it.
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from causalpos.analysis.claims.catalogue import LEDGER_COLUMNS
+from causalpos.errors import UserError
+from causalpos.io import read_table
+from causalpos.tables import RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS, require_columns
+from causalpos.workflow import dag, paths
+
+SIMULATION_VALUES = ("score_mean", "score_sem", "score_diagnorm", "prob_mean", "prob_sem")
+SCORE_VALUES = ("score_mean", "score_sem", "score_diagnorm")
+RECURSION_VALUES = ("score", "score_diagnorm", "prob")
+HEAD = "head"  # per-head rows of a scores table (extraction.per_head); NaN in the head average's rows
+
+
+class MissingResultError(UserError, FileNotFoundError):
+    """A result file does not exist; the message names what its folder holds and the rule that writes it."""
+
+
+def simulation(variant: str, results: str = paths.RESULTS, value: str = "score_mean") -> np.ndarray:
+    """One simulation variant (results/simulation/{variant}.parquet) as [layer, query, key]."""
+    _check_value(value, SIMULATION_VALUES)
+    path, pattern = paths.simulation_table(variant, results), paths.simulation_table("*", results)
+    table = _read(path, f"simulation variant {variant!r}", Path(pattern).parent,
+                  [Path(p).stem for p in glob.glob(pattern)])
+    require_columns(table, SIMULATION_COLUMNS[:4] + [value], path)
+    return _maps(table, value, ["layer"], f"variant {variant!r}")
+
+
+def scores(model: str, results: str = paths.RESULTS, value: str = "score_mean", paper_llms: bool = False,
+           per_head: bool = False) -> np.ndarray:
+    """A model's mean scores (results/activations/{model}/scores.parquet, averaged over sequences and heads) as
+    [layer, query, key], or each head's as [layer, head, query, key] (per_head, where the extraction kept them)."""
+    _check_value(value, SCORE_VALUES)
+    folder = paths.paper_llms_dir(results) if paper_llms else results
+    path, pattern = paths.activation_table(model, "scores", folder), paths.activation_table("*", "scores", folder)
+    table = _read(path, f"model {model!r}", Path(pattern).parent.parent,
+                  [Path(p).parent.name for p in glob.glob(pattern)])
+    require_columns(table, SCORE_COLUMNS[2:5] + [value], path)
+    heads = table[HEAD] if HEAD in table.columns else pd.Series(np.nan, index=table.index)
+    if per_head:
+        if heads.isna().all():
+            raise ValueError(f"{path} has no per-head maps: set extraction.per_head: true in the config and run "
+                             f"rule {dag.stage_writing(path)} again")
+        return _maps(table[heads.notna()], value, ["layer", HEAD], f"model {model!r}")
+    return _maps(table[heads.isna()], value, ["layer"], f"model {model!r}")
+
+
+def recursion(variant: str, results: str = paths.RESULTS, corrected: bool = False,
+              value: str = "score") -> np.ndarray:
+    """The large-d recursion of one variant (results/theory/recursion.parquet) as [layer, query, key]; with
+    `corrected`, the limit plus its O(1/d) correction at the variant's d (value + "_corrected")."""
+    _check_value(value, RECURSION_VALUES)
+    path = paths.recursion_table(results)
+    table = _read(path)
+    column = value + "_corrected" if corrected else value
+    require_columns(table, RECURSION_COLUMNS[:4] + ["corrected", column], path)
+    rows = table[table["variant"] == variant]
+    if rows.empty:
+        held = ", ".join(sorted(table["variant"].unique()))
+        raise ValueError(f"no variant {variant!r} in {path} (it holds {held}); rule {dag.stage_writing(path)} "
+                         "writes every variant under simulation.variants")
+    if corrected and not rows["corrected"].all():
+        raise ValueError(f"the recursion of {variant!r} has no O(1/d) correction (not computed under RoPE, nor for "
+                         "LayerNorm with scale none or sqrt_d): use corrected=False")
+    return _maps(rows, column, ["layer"], f"variant {variant!r}")
+
+
+def ledger(results: str = paths.RESULTS, paper_llms: bool = False) -> pd.DataFrame:
+    """The claims ledger (results/summary/claims.parquet): one row per claim and setting, LEDGER_COLUMNS first."""
+    folder = paths.paper_llms_dir(results) if paper_llms else results
+    path = paths.summary_file("claims.parquet", folder)
+    return require_columns(_read(path), LEDGER_COLUMNS, path, allow_empty=True)
+
+
+def _check_value(value: str, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"value must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _read(path: str, what: str = "", folder=None, present=()) -> pd.DataFrame:
+    """The table at `path`; MissingResultError if there is none, naming the `present` ones of `folder`."""
+    if Path(path).exists():
+        return read_table(path)
+    held = f"no {what}: {folder} holds {', '.join(sorted(present)) or 'none'}; " if what else ""
+    rule, command = dag.stage_writing(path), dag.command_for(path)
+    how = (f"rule {rule} writes it" + (f" (`causalpos {command}`)" if command else "")) if rule else "no rule writes it"
+    raise MissingResultError(f"{held}{path} does not exist; {how}")
+
+
+def _maps(rows: pd.DataFrame, value: str, lead: list[str], label: str) -> np.ndarray:
+    """Long rows (lead..., query_pos, key_pos, value) as an array [lead..., query, key]; NaN where no row."""
+    if rows.empty:
+        raise ValueError(f"{label}: the table has no rows")
+    if "seq_len" in rows.columns:
+        sizes = rows["seq_len"].unique()
+        if len(sizes) != 1:
+            raise ValueError(f"{label} has several seq_len values: {sorted(sizes)}")
+        n = int(sizes[0])
+    else:
+        n = int(max(rows["query_pos"].max(), rows["key_pos"].max())) + 1
+    index = tuple(rows[c].to_numpy(np.int64) for c in [*lead, "query_pos", "key_pos"])
+    shape = tuple(int(i.max()) + 1 for i in index[:-2]) + (n, n)
+    seen = np.zeros(shape, dtype=bool)
+    seen[index] = True
+    if seen.sum() != len(rows):
+        raise ValueError(f"{label}: the table has several rows for one ({', '.join(lead)}, query_pos, key_pos)")
+    out = np.full(shape, np.nan)
+    out[index] = rows[value].to_numpy(dtype=float, na_value=np.nan)
+    return out
