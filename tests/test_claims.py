@@ -605,3 +605,26 @@ def test_claim9_without_twins_and_laws_that_are_the_same():
     assert "exact law" in one(ledger, "3a")["setting"]  # an exact-law variant without a twin is a setting
     zero = sim_table("zero", [identity(), keys_up(0.02)])
     pd.testing.assert_frame_equal(ledger_of([zero.drop(columns="sampler")]), ledger_of([zero]))  # no column: paper
+
+
+def test_column_chunks_give_the_same_numbers():
+    """The LLM claims work a chunk of replicates at a time (memory): band_statistics over column chunks, and the
+    bootstrap's replicates formed chunk by chunk, equal the whole-array computations exactly."""
+    from causalpos.analysis.claims.replicates import stack
+    from causalpos.analysis.triangles import COLUMN_CHUNK, band_statistics, by_columns
+    from causalpos.tril import packed_size
+
+    rng = np.random.default_rng(4)
+    size, replicates = 24, 2 * COLUMN_CHUNK + 5  # a last chunk shorter than the others
+    x = rng.normal(size=(packed_size(size), replicates))
+    whole = band_statistics(x, size, extras=True)
+    chunked = by_columns(lambda part: band_statistics(part, size, extras=True), x)
+    assert whole.keys() == chunked.keys()
+    for key in whole:
+        np.testing.assert_array_equal(chunked[key], whole[key], err_msg=key)
+    group_sums = rng.normal(size=(packed_size(size), 16)).astype(np.float32)
+    draws = rng.integers(0, 3, size=(16, replicates)).astype(np.float32)
+    divisors = draws.sum(axis=0) * 4.0
+    point = rng.normal(size=packed_size(size))
+    np.testing.assert_allclose(stack(point, (group_sums, draws, divisors)),
+                               stack(point, (group_sums @ draws, divisors)), rtol=1e-6)

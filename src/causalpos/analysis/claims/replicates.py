@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.triangles import pack
+from causalpos.analysis.triangles import COLUMN_CHUNK, pack
 from causalpos.tables import require_columns
 from causalpos.tril import packed_size
 
@@ -98,8 +98,17 @@ class Field:
 
 
 def stack(point: np.ndarray, replicates) -> np.ndarray:
-    """[P] estimate and [P, R] replicates (or ([P, R] sums, [R] divisors)) as one [P, 1 + R] float64 array."""
-    if isinstance(replicates, tuple):
+    """[P] estimate and [P, R] replicates as one [P, 1 + R] float64 array. The replicates may come as ([P, R]
+    sums, [R] divisors), or as ([P, G] group sums, [G, R] draws, [R] divisors): then the sums of the drawn
+    groups are formed COLUMN_CHUNK replicates at a time, straight into the result (no [P, R] product beside it)."""
+    if isinstance(replicates, tuple) and len(replicates) == 3:
+        group_sums, draws, divisors = replicates
+        x = np.empty((point.size, draws.shape[1] + 1))
+        for start in range(0, draws.shape[1], COLUMN_CHUNK):
+            end = min(start + COLUMN_CHUNK, draws.shape[1])
+            np.divide(group_sums @ draws[:, start:end], divisors[None, start:end].astype(group_sums.dtype),
+                      out=x[:, 1 + start:1 + end])
+    elif isinstance(replicates, tuple):
         sums, divisors = replicates
         x = np.empty((point.size, sums.shape[1] + 1))
         np.divide(sums, divisors[None, :].astype(sums.dtype), out=x[:, 1:])
@@ -278,9 +287,10 @@ class LedgerInputs:
             self._counts[key] = counts
         return self._counts[key]
 
-    def bootstrap(self, model, quantity, stage, layer, size) -> tuple[np.ndarray, np.ndarray] | None:
-        """Bootstrap replicates of one quantity as ([P, R] sums of the drawn groups, [R] their numbers of
-        sequences), or None where the groups table lacks it."""
+    def bootstrap(self, model, quantity, stage, layer, size) -> tuple | None:
+        """Bootstrap replicates of one quantity as ([P, G] sums of each group, [G, R] times each group is drawn,
+        [R] the drawn groups' numbers of sequences): `stack` makes the replicates of them. None where the groups
+        table lacks the quantity."""
         if layer is None:  # intermediates: the stage under whatever layer it was recorded
             hits = [k for k in self._groups if k[:3] == (model, quantity, stage)]
             rows = self._groups[min(hits, key=lambda k: k[3])] if hits else None
@@ -297,9 +307,9 @@ class LedgerInputs:
             raise ValueError(f"{label}: sums of length {sums.shape[1]}, expected S(S+1)/2 = {packed_size(size)}")
         n = rows["n_sequences"].to_numpy(float)
         counts = self.group_counts(model, len(rows))
-        # the sums are float32 already: a float32 product is as exact and 5-10x faster than float64 here
-        product = sums.T.astype(np.float32) @ counts.astype(np.float32)
-        return product, (n @ counts)
+        # the sums are float32 already: a float32 product is as exact and 5-10x faster than float64 here;
+        # `stack` forms it a chunk of replicates at a time
+        return np.ascontiguousarray(sums.T, dtype=np.float32), counts.astype(np.float32), (n @ counts)
 
     def _first_groups(self, rows: pd.DataFrame) -> pd.DataFrame:
         """One quantity's group rows in group order: all of them, or the first `first_groups`."""
