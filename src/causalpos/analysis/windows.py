@@ -132,7 +132,7 @@ def predicted_scores(stack: AttentionStack, seq_len: int) -> np.ndarray:
 def predicted_amplitude(scores: np.ndarray, window: int, queries: tuple) -> float:
     """The region's amplitude of one layer's [S, S] predicted scores."""
     size = scores.shape[0]
-    packed = scores[np.tril_indices(size)][:, None]
+    packed = scores[packed_pairs(size)][:, None]
     return float(np.sqrt(np.clip(region_share(packed, size, region_pairs(size, window, queries)), 0, None))[0])
 
 

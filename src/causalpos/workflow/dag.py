@@ -81,10 +81,15 @@ def length_runs(config: dict, results: str) -> list[tuple[str, int, str]]:
                    for m in MODELS for s in extra_seeds(config)]
 
 
+def _converted_copy(config, results, model) -> list[str]:
+    """A pretrained model's safetensors copy (rule pretrained) if it is a GGUF file, else nothing to read."""
+    return [paths.pretrained_dir(model, results)] if "gguf" in config["extraction"]["pretrained"]["models"][model] \
+        else []
+
+
 def _pretrained_inputs(config, results, model) -> Files:
     """A pretrained model reads the held-out documents, and its safetensors copy if it is a GGUF file."""
-    gguf = "gguf" in config["extraction"]["pretrained"]["models"][model]
-    return {"documents": paths.documents(results), **({"model": paths.pretrained_dir(model, results)} if gguf else {})}
+    return {"documents": paths.documents(results), **{"model": copy for copy in _converted_copy(config, results, model)}}
 
 
 def _extraction_params(settings: dict, config, results, model) -> dict:
@@ -115,8 +120,7 @@ def _window_test_inputs(config, results) -> Files:
     sources = window_test_sources(config, results)
     return {table: [paths.activation_table(m, table, folder) for m, folder in sources.items()]
             for table in ("scores", "groups")} | {
-        "models": [paths.pretrained_dir(m, results) for m in sources
-                   if "gguf" in config["extraction"]["pretrained"]["models"][m]]}
+        "models": [copy for m in sources for copy in _converted_copy(config, results, m)]}
 
 
 def _window_test_params(config, results) -> dict:
