@@ -51,6 +51,7 @@ rule all:
         [paths.model_file(m, "length_eval.parquet", RESULTS) for m in MODELS],
         all_simulations(),
         paths.summary_tables(RESULTS),
+        rules.heads.output,
         rules.emergence_summary.output if SNAPSHOTS else [],
         rules.claims.output,
         rules.runtimes.output,

@@ -79,18 +79,34 @@ def write_inputs(folder: Path, layers: int, seq_len: int, sequences: int, groups
     return {t: (folder / f"{t}.parquet").stat().st_size for t in ("scores", "intermediates", "probe", "groups")}
 
 
+PEAK = "; print('VmHWM', open('/proc/self/status').read().split('VmHWM:')[1].split()[0])"
+
+
 def run_stage(stage: str, folder: Path) -> dict:
-    """One stage's runner in a fresh process: wall seconds and the kernel's peak RSS of that process."""
-    code = f"d = {str(folder)!r}; SETTINGS = {SETTINGS!r}; {RUNNER[stage]}"
+    """One stage's runner in a fresh process: wall seconds and that process's own peak RSS (VmHWM at its end:
+    the kernel's ru_maxrss of a child can carry its parent's RSS at the fork, which once made the summary at
+    L = 40 look 2.1 GB when it was 0.5)."""
+    code = f"d = {str(folder)!r}; SETTINGS = {SETTINGS!r}; {RUNNER[stage]}{PEAK}"
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-c", code])
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    out = process.stdout.read()
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - start
     if process.returncode:
         raise RuntimeError(f"stage {stage} failed with exit code {process.returncode}")
-    return {"stage": stage, "seconds": seconds, "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9,
+    peak_kb = int(out.rsplit("VmHWM", 1)[1].split()[0])
+    return {"stage": stage, "seconds": seconds, "peak_rss_gb": peak_kb * 1024 / 1e9,
             "cpu_seconds": usage.ru_utime + usage.ru_stime}
+
+
+def write_in_child(folder: Path, layers: int, args) -> dict:
+    """write_inputs in a process of its own, so this one never holds the tables' arrays (see run_stage)."""
+    code = (f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from bench_analysis import "
+            f"write_inputs; from pathlib import Path; print(json.dumps(write_inputs(Path({str(folder)!r}), "
+            f"{layers}, {args.seq_len}, {args.sequences}, {args.groups})))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, stdout=subprocess.PIPE, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -107,7 +123,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="bench-analysis-") as tmp:
             folder = Path(tmp)
             start = time.perf_counter()
-            sizes = write_inputs(folder, layers, args.seq_len, args.sequences, args.groups)
+            sizes = write_in_child(folder, layers, args)
             written = time.perf_counter() - start
             for stage in args.stages:
                 row = {"layers": layers, "seq_len": args.seq_len, "sequences": args.sequences, "groups": args.groups,

@@ -63,7 +63,7 @@ def run_side(side: str, model, tokens, batch: int) -> dict:
     import torch
 
     from causalpos.models.extract import extract_to_files
-    from causalpos.models.probe import MIN_SEQUENCES
+    from causalpos.models.probe_split import MIN_SEQUENCES
     from causalpos.models.recorder import ScoreRecorder
     from causalpos.tables import ACTIVATION_TABLES
 
@@ -123,7 +123,7 @@ def interleaved(folder: str, seq_len: int, n: int, batch: int, passes: int, thre
     from transformers import AutoModelForCausalLM
 
     from causalpos.models import extract as extraction
-    from causalpos.models.probe import MIN_SEQUENCES
+    from causalpos.models.probe_split import MIN_SEQUENCES
     from causalpos.models.recorder import ATTENTION_NAME, ScoreRecorder
 
     torch.set_num_threads(threads)

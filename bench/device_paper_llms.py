@@ -43,11 +43,12 @@ def build(shape: str, device):
     return model.eval(), config
 
 
-def measure(shape: str, sequences: int, seq_len: int, batch: int, device) -> dict:
+def measure(shape: str, sequences: int, seq_len: int, batch: int, device, per_head: bool = False) -> dict:
     import numpy as np
     import torch
 
     from causalpos.models.extract import extract_to_files
+    from causalpos.tables import ACTIVATION_TABLES
 
     cuda = device.type == "cuda"
     if cuda:
@@ -60,12 +61,12 @@ def measure(shape: str, sequences: int, seq_len: int, batch: int, device) -> dic
     weights = torch.cuda.max_memory_allocated() if cuda else float("nan")
     tokens = np.random.default_rng(0).integers(0, config.vocab_size, size=(sequences, seq_len))
     with tempfile.TemporaryDirectory(prefix=f"paper-llms-{shape}-") as folder:
-        paths = {t: Path(folder) / f"{t}.parquet" for t in ("scores", "intermediates", "probe", "groups")}
+        paths = {t: Path(folder) / f"{t}.parquet" for t in ACTIVATION_TABLES}
         seconds = extract_to_files(model, tokens, shape, "pretrained", paths, progress=False, batch_size=batch,
                                    intermediates_layer=0, probe_sequences=200, probe_positions=32, seed=0,
-                                   n_groups=16)
+                                   n_groups=16, per_head=per_head)
         sizes = {t: p.stat().st_size for t, p in paths.items()}
-    out = {"shape": shape, "parameters": sum(p.numel() for p in model.parameters()),
+    out = {"shape": shape, "per_head": per_head, "parameters": sum(p.numel() for p in model.parameters()),
            "layers": config.num_hidden_layers, "sequences": sequences, "seq_len": seq_len, "batch_size": batch,
            "build_s": built, "extract_s": seconds, "tokens_per_s": sequences * seq_len / seconds,
            "weights_gib": weights / 2 ** 30, "peak_gpu_gib": (torch.cuda.max_memory_allocated() if cuda else float("nan")) / 2 ** 30,
@@ -84,6 +85,8 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=420.0)
     parser.add_argument("--min-left-s", type=float, default=150.0)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--per-head", nargs="*", default=[], metavar="SHAPE",
+                        help="shapes also measured with extraction.per_head (each after its run without)")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
 
@@ -101,9 +104,13 @@ def main() -> int:
         if left < args.min_left_s:
             report["skipped"].append({"shape": shape, "left_s": left})
             continue
-        results.append(measure(shape, args.sequences, args.seq_len, args.batch, device))
-        print(json.dumps(results[-1]), flush=True)
-        Path(args.json).write_text(json.dumps(report, indent=1))
+        for per_head in (False, True) if shape in args.per_head else (False,):
+            if per_head and args.budget_s - (time.perf_counter() - start) < args.min_left_s:
+                report["skipped"].append({"shape": shape, "per_head": True})
+                continue
+            results.append(measure(shape, args.sequences, args.seq_len, args.batch, device, per_head))
+            print(json.dumps(results[-1]), flush=True)
+            Path(args.json).write_text(json.dumps(report, indent=1))
     Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
 

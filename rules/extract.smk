@@ -68,6 +68,25 @@ rule summary:
         "../workflow_scripts/summary.py"
 
 
+# Issue 26: each attention head of every extracted model (extraction.per_head), the summary's amplitude and
+# claim 8d's first-key emphasis per head; no rows where the extractions kept no heads.
+rule heads:
+    input:
+        **stage_inputs("heads"),
+    output:
+        paths.summary_file("heads.parquet", RESULTS),
+    log:
+        log_path("heads.log"),
+    benchmark:
+        paths.heads_benchmark(RESULTS)
+    conda:
+        "../envs/causalpos.yaml"
+    params:
+        **stage_params("heads"),
+    script:
+        "../workflow_scripts/heads.py"
+
+
 # Figures 11-16 of one model, trained or pretrained: a rule each, as the extraction.
 rule model_figure_trained:
     input:

@@ -102,7 +102,8 @@ def edit(root, relative: str) -> None:
     ("analysis/windows.py", {"run_window_test"}),
     ("simulation/theory.py", {"run_theory", "run_figure", "run_all_layers"}),
     ("analysis/triangles.py", {"run_summary", "run_figure", "run_all_layers", "run_claims", "run_emergence_summary", "run_convergence",
-                                "run_window_test"}),
+                                "run_window_test", "run_heads"}),
+    ("analysis/heads.py", {"run_heads", "run_figure", "run_all_layers"}),  # figures.render draws figH1_heads
     ("analysis/emergence.py", {"run_emergence_summary"}),
     ("analysis/lengths.py", {"run_length_seeds"}),
     ("analysis/multiplicity.py", {"run_length_seeds", "run_claims", "run_convergence", "run_emergence_summary"}),

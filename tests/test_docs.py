@@ -213,7 +213,7 @@ def test_configuration_tables_are_up_to_date():
 
 def test_results_page_lists_every_column():
     from causalpos import tables
-    from causalpos.analysis import emergence, lengths, runtimes, summary, windows
+    from causalpos.analysis import emergence, heads, lengths, runtimes, summary, windows
     from causalpos.analysis.claims import catalogue, convergence
 
     loss_columns = next(ast.literal_eval(n.value) for n in ast.parse(text(ROOT / "src" / "causalpos" / "models"
@@ -224,14 +224,15 @@ def test_results_page_lists_every_column():
                           if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "METRIC_COLUMNS")
     lists = {name: getattr(tables, name) for name in ("SIMULATION_COLUMNS", "THEORY_COLUMNS", "RECURSION_COLUMNS",
                                                        "SCORE_COLUMNS",
-                                                       "INTERMEDIATE_COLUMNS", "PROBE_COLUMNS", "GROUP_COLUMNS")}
+                                                       "INTERMEDIATE_COLUMNS", "PROBE_COLUMNS", "GROUP_COLUMNS",
+                                                       "HEAD_SCORE_COLUMNS")}
     lists |= {name: getattr(summary, name) for name in ("NONRELATIVENESS_COLUMNS", "INCREASING_COLUMNS",
                                                          "PROBE_SUMMARY_COLUMNS")}
     lists |= {"LEDGER_COLUMNS": catalogue.LEDGER_COLUMNS, "EXTRA_COLUMNS": catalogue.EXTRA_COLUMNS,
               "RUNTIME_COLUMNS": runtimes.RUNTIME_COLUMNS, "METRIC_COLUMNS": metric_columns,
               "EMERGENCE_COLUMNS": emergence.EMERGENCE_COLUMNS, "LENGTH_SEED_COLUMNS": lengths.LENGTH_SEED_COLUMNS,
               "LOSS_COLUMNS": loss_columns, "CONVERGENCE_COLUMNS": convergence.CONVERGENCE_COLUMNS,
-              "WINDOW_TEST_COLUMNS": windows.WINDOW_TEST_COLUMNS}
+              "WINDOW_TEST_COLUMNS": windows.WINDOW_TEST_COLUMNS, "HEADS_COLUMNS": heads.HEADS_COLUMNS}
     page = text(DOCS / "results.md")
     missing = {name: [c for c in columns if f"`{c}`" not in page] for name, columns in lists.items()}
     assert {k: v for k, v in missing.items() if v} == {}, "docs/results.md lacks these columns"

@@ -15,7 +15,8 @@ from transformers import AutoModelForCausalLM
 from causalpos.models import extract as extraction
 from causalpos.models.extract import ATTENTION_NAME, extract_to_files
 from causalpos.models.model import build_model
-from causalpos.tables import ACTIVATION_TABLES, GROUP_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS, SCORE_COLUMNS
+from causalpos.tables import (ACTIVATION_TABLES, GROUP_COLUMNS, HEAD_SCORE_COLUMNS, INTERMEDIATE_COLUMNS,
+                              PROBE_COLUMNS, SCORE_COLUMNS)
 
 TINY = {"n_layers": 3, "hidden_size": 64, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16,
         "intermediate_size": 96, "context": 64, "rope_theta": 10000.0, "tie_word_embeddings": True}
@@ -57,8 +58,9 @@ def test_tables_carry_their_columns_types_and_metadata(model, tmp_path):
                                **SETTINGS)
     tables = frames(tmp_path)
     for table, columns in zip(ACTIVATION_TABLES, (SCORE_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS,
-                                                  GROUP_COLUMNS)):
-        assert list(tables[table].columns) == columns + ["table"] and set(tables[table]["table"]) == {table}
+                                                  GROUP_COLUMNS, HEAD_SCORE_COLUMNS), strict=True):
+        assert list(tables[table].columns) == columns + ["table"]
+        assert set(tables[table]["table"]) == ({table} if table != "head_scores" else set())  # per_head off: no rows
         meta = pq.read_schema(paths(tmp_path)[table]).metadata[b"causalpos"]
         assert b'"stage": "extract"' in meta and f'"seconds": {seconds}'.encode() in meta
     scores = tables["scores"]

@@ -35,7 +35,7 @@ EMERGENCE = {("emergence", "nope"), ("emergence", "rope"), ("emergence_summary",
 CONFIG_PAGE = {("config_record", "")}  # the report's copy of the configuration: any config edit
 
 def with_ledger(jobs: set) -> set:
-    """The jobs plus what gathers their results: the run-time table and the claims ledger."""
+    """The jobs plus what gathers their results: the run-time table, the claims ledger and the heads' table."""
     rules = {rule for rule, _ in jobs}
     extractions = {"extract_trained", "extract_pretrained"}
     extra = {("runtimes", "")} if rules & {"simulate", "train", "emergence", "recursion", *extractions} else set()
@@ -43,6 +43,8 @@ def with_ledger(jobs: set) -> set:
         extra.add(("claims", ""))
     if "extract_pretrained" in rules:  # the LLMs' claims on growing N, and the sliding-window test
         extra |= {("convergence", ""), ("window_test", "")}
+    if rules & extractions:  # every model's heads (extraction.per_head) and their figure
+        extra |= {("heads", ""), ("figure", "figH1_heads")}
     return jobs | extra
 
 def test_editing_data_code_reruns_the_data_branch_only(finished_copy):

@@ -19,7 +19,7 @@ from causalpos import results
 from causalpos.analysis.claims.catalogue import LEDGER_COLUMNS
 from causalpos.io import DamagedFileError
 from causalpos.matrices import visible_pairs
-from causalpos.tables import RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS
+from causalpos.tables import HEAD_SCORE_COLUMNS, RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS
 from causalpos.workflow import dag, paths
 
 LAYERS, HEADS, S = 3, 2, 6
@@ -63,6 +63,14 @@ def score_table(model: str, rows: pd.DataFrame) -> pd.DataFrame:
                           "score_diagnorm": -rows["value"], "n_sequences": 8, "seq_len": S})
     assert list(table.columns) == SCORE_COLUMNS
     return table.assign(table="scores")
+
+
+def head_score_table(model: str, rows: pd.DataFrame) -> pd.DataFrame:
+    table = pd.DataFrame({"model": model, "kind": "pretrained", "layer": rows["layer"], "head": rows["head"],
+                          "query_pos": rows["query_pos"], "key_pos": rows["key_pos"], "score_mean": rows["value"],
+                          "n_sequences": 8, "seq_len": S})
+    assert list(table.columns) == HEAD_SCORE_COLUMNS
+    return table.assign(table="head_scores")
 
 
 def lower(array: np.ndarray) -> np.ndarray:
@@ -155,25 +163,39 @@ def test_a_models_scores_are_layer_query_key(res):
 
 
 def test_per_head_maps_are_layer_head_query_key(res):
+    """per_head reads head_scores.parquet, the head average scores.parquet: two files, two arrays."""
     visible = visible_pairs(S, "causal")
     mean, heads = known(LAYERS), known(LAYERS, HEADS)
-    per_head = long_rows(heads, visible, lead=("layer", "head"))
-    table = pd.concat([score_table("m", long_rows(mean, visible)).assign(head=pd.NA),
-                       score_table("m", per_head).assign(head=per_head["head"])], ignore_index=True)
-    write(table.astype({"head": "Int64"}), paths.activation_table("m", "scores", res))
+    write(score_table("m", long_rows(mean, visible)), paths.activation_table("m", "scores", res))
+    write(head_score_table("m", long_rows(heads, visible, lead=("layer", "head"))),
+          paths.activation_table("m", "head_scores", res))
     maps = results.scores("m", res, per_head=True)
-    assert maps.shape == (LAYERS, HEADS, S, S)
+    assert maps.shape == (LAYERS, HEADS, S, S) and maps.dtype == np.float64
     np.testing.assert_array_equal(maps, lower(heads))
     assert maps[2, 1, 5, 3] == 2153.5  # [layer, head, query, key]
-    np.testing.assert_array_equal(results.scores("m", res), lower(mean))  # the head average's rows
+    np.testing.assert_array_equal(results.scores("m", res), lower(mean))
+    with pytest.raises(ValueError, match="score_mean"):  # the per-head table has means only
+        results.scores("m", res, per_head=True, value="score_sem")
 
 
 def test_per_head_without_per_head_maps_names_the_setting(res):
-    path = paths.activation_table("m", "scores", res)
-    write(score_table("m", long_rows(known(LAYERS), visible_pairs(S, "causal"))), path)
-    with pytest.raises(ValueError, match=r"extraction\.per_head") as err:
+    """With extraction.per_head off the extraction writes head_scores.parquet with no rows."""
+    write(score_table("m", long_rows(known(LAYERS), visible_pairs(S, "causal"))),
+          paths.activation_table("m", "scores", res))
+    path = paths.activation_table("m", "head_scores", res)
+    write(head_score_table("m", long_rows(known(LAYERS, HEADS), visible_pairs(S, "causal"),
+                                          lead=("layer", "head"))).head(0), path)
+    with pytest.raises(ValueError, match=r"extraction\.per_head: false") as err:
         results.scores("m", res, per_head=True)
     assert path in str(err.value) and f"rule {dag.stage_writing(path)}" in str(err.value)
+    folder = paths.paper_llms_dir(res)
+    write(head_score_table("big", long_rows(known(LAYERS, HEADS), visible_pairs(S, "causal"),
+                                            lead=("layer", "head"))).head(0),
+          paths.activation_table("big", "head_scores", folder))
+    with pytest.raises(ValueError, match=r"extraction\.paper_llms\.per_head: false.*rule paper_llms_extract"):
+        results.scores("big", res, per_head=True, paper_llms=True)
+    with pytest.raises(results.MissingResultError, match=r"head_scores\.parquet does not exist"):
+        results.scores("other", res, per_head=True)
 
 
 def test_an_unknown_model_names_the_models_there_and_the_rule(res):

@@ -50,7 +50,9 @@ def test_all_figures_end_to_end(finished_run):
     assert {("train", "nope"), ("train", "rope"), ("extract", "nope"), ("recursion", "recursion")} <= timed
     assert (runtimes["seconds"] > 0).all()
     # each job's peak memory, CPU time and device: from its benchmark or recorded by its stage
-    assert runtimes[["max_rss_mb", "cpu_seconds"]].gt(0).all().all()
+    assert runtimes["max_rss_mb"].gt(0).all() and runtimes["cpu_seconds"].ge(0).all()
+    # Snakemake's benchmark samples a job's CPU time about once a second: a sub-second job can read 0
+    assert runtimes.loc[runtimes["seconds"] > 3, "cpu_seconds"].gt(0).all()
     assert runtimes["device"].notna().all()
     assert not list((finished_run / "results").rglob("*.tmp*"))
 

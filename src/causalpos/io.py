@@ -1,7 +1,7 @@
 """Parquet in and out. Outputs appear under their final name only when complete.
 
-Reading another stage's file goes through read_table, read_tables, read_metadata, read_array or
-read_json: a truncated or corrupt file raises DamagedFileError naming it (not pyarrow's or numpy's
+Reading another stage's file goes through read_table, read_tables, read_metadata, read_array, read_json
+or PartTable (a long table read a part at a time, by the values of key columns): a truncated or corrupt file raises DamagedFileError naming it (not pyarrow's or numpy's
 own error), so the workflow layer can move it aside and say which rule rebuilds it.
 """
 
@@ -11,12 +11,14 @@ import json
 import os
 import pickle
 import tempfile
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from causalpos.errors import UserError
@@ -142,3 +144,167 @@ def read_array(path, mmap_mode: str | None = None) -> np.ndarray:
     """A .npy array (memory-mapped with mmap_mode="r")."""
     with _reading(path):
         return np.load(path, mmap_mode=mmap_mode)
+
+
+class PartTable:
+    """Long Parquet tables (one or several files, one schema) read a part at a time: the rows with given values
+    of some key columns (a model's layer, a group quantity), so a stage's memory is that of one part, not of
+    the whole table (issue 26: an extraction of 40 layers at S = 1,024 holds 21M score rows and 10 GB of group
+    sums).
+
+    The extraction writes each row group with one value of every key column (outputs.py), so the keys come
+    from the files' row-group statistics and a part's read skips the other row groups; a file written
+    otherwise (pandas, tests) has its key columns read instead, and a part's read then filters its rows.
+    A missing (null) string key reads as "", as the in-memory tables treat it."""
+
+    def __init__(self, paths, label: str = "table"):
+        self.paths = [str(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+        self.label = label
+        self.columns = []
+        for path in self.paths:
+            with _reading(path):
+                names = pq.read_schema(path).names
+            self.columns += [n for n in names if n not in self.columns]
+        self.fixed = {}  # select's key values: every key and read is within them
+        self._files = {}  # key columns -> {key tuple: indices of the files holding it}
+
+    def select(self, **where) -> "PartTable":
+        """The same files restricted to the rows with these key values (e.g. select(model="smollm2"))."""
+        other = PartTable.__new__(PartTable)
+        other.paths, other.label, other.columns = self.paths, self.label, self.columns
+        other.fixed, other._files = {**self.fixed, **where}, self._files
+        return other
+
+    @property
+    def empty(self) -> bool:
+        return not self.keys([])
+
+    def keys(self, columns) -> list[tuple]:
+        """The distinct values of `columns` (a list) among the selected rows, sorted."""
+        return list(self._located(columns))
+
+    def _located(self, columns) -> dict:
+        """{key tuple of `columns`: [(file index, its row groups holding the key, or None: filter its rows)]},
+        within the selected rows."""
+        fixed, columns = tuple(self.fixed), tuple(columns)
+        every = fixed + tuple(c for c in columns if c not in fixed)
+        if every not in self._files:
+            found = {}
+            for index, path in enumerate(self.paths):
+                for key, row_groups in self._file_keys(path, every).items():
+                    found.setdefault(key, []).append((index, row_groups))
+            self._files[every] = dict(sorted(found.items(), key=lambda item: _sort_key(item[0])))
+        wanted = tuple(self.fixed.values())
+        located = {}
+        for key, places in self._files[every].items():
+            if key[:len(fixed)] == wanted:
+                named = dict(zip(every, key))
+                located.setdefault(tuple(named[c] for c in columns), []).extend(places)
+        return located
+
+    def _file_keys(self, path, columns) -> dict:
+        """{key tuple: row groups} from the row groups' statistics where each holds one key, else from the
+        key columns' values ({key: None})."""
+        with _reading(path):
+            meta = pq.ParquetFile(path).metadata
+            names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+            if any(c not in names for c in columns):
+                return {}
+            where = [names.index(c) for c in columns]
+            keys = {}
+            for group in range(meta.num_row_groups):
+                key = _row_group_key(meta.row_group(group), where)
+                if key is None:
+                    return self._read_keys(path, columns)
+                if key:
+                    keys.setdefault(key[0], []).append(group)
+            return keys
+
+    def _read_keys(self, path, columns) -> dict:
+        table = pq.read_table(path, columns=list(columns)).group_by(list(columns)).aggregate([])
+        values = [table.column(c).to_pylist() for c in columns]
+        return {tuple("" if v is None else v for v in row): None for row in zip(*values)}
+
+    def read(self, where: dict, columns=None) -> pd.DataFrame:
+        """The rows whose key columns have the values of `where` {column: value} (all files), `columns` only."""
+        where = {**self.fixed, **where}
+        places = self._located(list(where)).get(tuple(where.values()), [])
+        frames = []
+        for index, row_groups in sorted(places, key=lambda place: place[0]):
+            path = self.paths[index]
+            with _reading(path):
+                if row_groups is None:
+                    table = pq.read_table(path, columns=columns, filters=_condition(where),
+                                          page_checksum_verification=True)
+                else:  # exactly the key's row groups: faster than a filter, which evaluates every row group
+                    table = pq.ParquetFile(path, page_checksum_verification=True).read_row_groups(row_groups,
+                                                                                                 columns=columns)
+                frames.append(table.to_pandas())
+        if not frames:
+            return pd.DataFrame(columns=columns or self.columns)
+        # several files: the rows in file order, as read_tables concatenates them
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+    def parts(self, columns) -> "Parts":
+        """{key tuple: its rows} over `columns`, each part read when asked for (and not kept)."""
+        return Parts(self, list(columns))
+
+
+class Parts(Mapping):
+    """A PartTable's parts by the values of some key columns: a lazily read {key tuple: DataFrame}."""
+
+    def __init__(self, table: PartTable, columns: list):
+        self.table, self.columns = table, columns
+        self._index = set(table.keys(columns))
+        self._last = (None, None)  # the part read last: readers often ask for the same part twice in a row
+
+    def __getitem__(self, key) -> pd.DataFrame:
+        key = key if isinstance(key, tuple) else (key,)
+        if key not in self._index:
+            raise KeyError(key)
+        if self._last[0] != key:
+            self._last = (None, None)  # release the previous part before reading the next
+            self._last = (key, self.table.read(dict(zip(self.columns, key))))
+        return self._last[1]
+
+    def __iter__(self):
+        return iter(self.table.keys(self.columns))
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
+def _row_group_key(row_group, columns) -> list | None:
+    """[the one key tuple of a row group's `columns`] from their statistics, [] for an empty row group, None
+    where the statistics do not show a single value (or are missing)."""
+    if row_group.num_rows == 0:
+        return []
+    key = []
+    for index in columns:
+        stats = row_group.column(index).statistics
+        if stats is None:
+            return None
+        if not stats.has_min_max:  # no value but nulls: a missing key reads as ""
+            if stats.null_count != row_group.num_rows:
+                return None
+            key.append("")
+        elif stats.null_count or stats.min != stats.max:
+            return None
+        else:
+            key.append(stats.min)
+    return [tuple(key)]
+
+
+def _condition(where: dict):
+    """A pyarrow filter expression for {column: value}; "" matches a null too."""
+    condition = None
+    for column, value in where.items():
+        term = pc.field(column) == value
+        if value == "":
+            term = term | pc.field(column).is_null()
+        condition = term if condition is None else condition & term
+    return condition
+
+
+def _sort_key(key: tuple) -> tuple:
+    return tuple((0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in key)

@@ -1,8 +1,34 @@
-"""[query, key] matrices: which pairs are visible, and the diagonal normalisation of Figures 4, 5, 9, 10."""
+"""[query, key] matrices: long rows as arrays, which pairs are visible, and the diagonal normalisation of
+Figures 4, 5, 9, 10."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+
+
+def maps(rows: pd.DataFrame, value: str, lead=(), label: str = "one panel") -> np.ndarray:
+    """Long rows (lead..., query_pos, key_pos, value[, seq_len]) as an array [lead..., query, key], float64, NaN
+    where no row: the one reader of maps from long rows (figures, the results API). A lead column's index is its value
+    (0-based layers, heads). The size is the rows' one seq_len (else the largest position + 1)."""
+    if rows.empty:
+        raise ValueError(f"{label}: the table has no rows")
+    if "seq_len" in rows.columns:
+        sizes = rows["seq_len"].unique()
+        if len(sizes) != 1:
+            raise ValueError(f"{label} has several seq_len values: {sorted(sizes)}")
+        n = int(sizes[0])
+    else:
+        n = int(max(rows["query_pos"].max(), rows["key_pos"].max())) + 1
+    index = tuple(rows[c].to_numpy(np.int64) for c in [*lead, "query_pos", "key_pos"])
+    shape = tuple(int(i.max()) + 1 for i in index[:-2]) + (n, n)
+    seen = np.zeros(shape, dtype=bool)
+    seen[index] = True
+    if seen.sum() != len(rows):
+        raise ValueError(f"{label}: the table has several rows for one ({', '.join([*lead, 'query_pos', 'key_pos'])})")
+    out = np.full(shape, np.nan)
+    out[index] = rows[value].to_numpy(dtype=float, na_value=np.nan)
+    return out
 
 
 def diagonal_normalise(matrix: np.ndarray, visible: np.ndarray) -> np.ndarray:

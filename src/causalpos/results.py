@@ -15,7 +15,7 @@ diagonal (k > q) under the causal mask and outside a sliding window (k <= q - wi
 entry is a number. Arrays are float64.
 
 Files are read with causalpos.io.read_table, the reader of every stage and of the figures (a damaged file
-raises DamagedFileError); a missing one raises MissingResultError, naming what the folder holds and the
+raises DamagedFileError), and turned into arrays by causalpos.matrices.maps, the figures' own; a missing one raises MissingResultError, naming what the folder holds and the
 rule that writes the file. `results` is the results folder (the config's `results` key); `paper_llms=True`
 reads target paper_llms's files inside it.
 """
@@ -31,13 +31,14 @@ import pandas as pd
 from causalpos.analysis.claims.catalogue import LEDGER_COLUMNS
 from causalpos.errors import UserError
 from causalpos.io import read_table
-from causalpos.tables import RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS, require_columns
+from causalpos.matrices import maps
+from causalpos.tables import (HEAD_SCORE_COLUMNS, RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS,
+                              require_columns)
 from causalpos.workflow import dag, paths
 
 SIMULATION_VALUES = ("score_mean", "score_sem", "score_diagnorm", "prob_mean", "prob_sem")
 SCORE_VALUES = ("score_mean", "score_sem", "score_diagnorm")
 RECURSION_VALUES = ("score", "score_diagnorm", "prob")
-HEAD = "head"  # per-head rows of a scores table (extraction.per_head); NaN in the head average's rows
 
 
 class MissingResultError(UserError, FileNotFoundError):
@@ -51,26 +52,30 @@ def simulation(variant: str, results: str = paths.RESULTS, value: str = "score_m
     table = _read(path, f"simulation variant {variant!r}", Path(pattern).parent,
                   [Path(p).stem for p in glob.glob(pattern)])
     require_columns(table, SIMULATION_COLUMNS[:4] + [value], path)
-    return _maps(table, value, ["layer"], f"variant {variant!r}")
+    return maps(table, value, ["layer"], f"variant {variant!r}")
 
 
 def scores(model: str, results: str = paths.RESULTS, value: str = "score_mean", paper_llms: bool = False,
            per_head: bool = False) -> np.ndarray:
     """A model's mean scores (results/activations/{model}/scores.parquet, averaged over sequences and heads) as
-    [layer, query, key], or each head's as [layer, head, query, key] (per_head, where the extraction kept them)."""
-    _check_value(value, SCORE_VALUES)
+    [layer, query, key], or each query head's (per_head: head_scores.parquet, averaged over sequences; only
+    score_mean) as [layer, head, query, key], where the extraction kept them (extraction.per_head)."""
+    _check_value(value, ("score_mean",) if per_head else SCORE_VALUES)
     folder = paths.paper_llms_dir(results) if paper_llms else results
-    path, pattern = paths.activation_table(model, "scores", folder), paths.activation_table("*", "scores", folder)
+    table_name = "head_scores" if per_head else "scores"
+    path = paths.activation_table(model, table_name, folder)
+    pattern = paths.activation_table("*", table_name, folder)
     table = _read(path, f"model {model!r}", Path(pattern).parent.parent,
                   [Path(p).parent.name for p in glob.glob(pattern)])
-    require_columns(table, SCORE_COLUMNS[2:5] + [value], path)
-    heads = table[HEAD] if HEAD in table.columns else pd.Series(np.nan, index=table.index)
-    if per_head:
-        if heads.isna().all():
-            raise ValueError(f"{path} has no per-head maps: set extraction.per_head: true in the config and run "
-                             f"rule {dag.stage_writing(path)} again")
-        return _maps(table[heads.notna()], value, ["layer", HEAD], f"model {model!r}")
-    return _maps(table[heads.isna()], value, ["layer"], f"model {model!r}")
+    if not per_head:
+        require_columns(table, SCORE_COLUMNS[2:5] + [value], path)
+        return maps(table, value, ["layer"], f"model {model!r}")
+    require_columns(table, HEAD_SCORE_COLUMNS[2:7], path, allow_empty=True)
+    if table.empty:
+        setting = "extraction.paper_llms.per_head" if paper_llms else "extraction.per_head"
+        raise ValueError(f"{path} has no per-head maps: the extraction ran with {setting}: false; set it to true "
+                         f"in the config and run rule {dag.stage_writing(path)} again")
+    return maps(table, value, ["layer", "head"], f"model {model!r}")
 
 
 def recursion(variant: str, results: str = paths.RESULTS, corrected: bool = False,
@@ -90,7 +95,7 @@ def recursion(variant: str, results: str = paths.RESULTS, corrected: bool = Fals
     if corrected and not rows["corrected"].all():
         raise ValueError(f"the recursion of {variant!r} has no O(1/d) correction (not computed under RoPE, nor for "
                          "LayerNorm with scale none or sqrt_d): use corrected=False")
-    return _maps(rows, column, ["layer"], f"variant {variant!r}")
+    return maps(rows, column, ["layer"], f"variant {variant!r}")
 
 
 def ledger(results: str = paths.RESULTS, paper_llms: bool = False) -> pd.DataFrame:
@@ -113,25 +118,3 @@ def _read(path: str, what: str = "", folder=None, present=()) -> pd.DataFrame:
     rule, command = dag.stage_writing(path), dag.command_for(path)
     how = (f"rule {rule} writes it" + (f" (`causalpos {command}`)" if command else "")) if rule else "no rule writes it"
     raise MissingResultError(f"{held}{path} does not exist; {how}")
-
-
-def _maps(rows: pd.DataFrame, value: str, lead: list[str], label: str) -> np.ndarray:
-    """Long rows (lead..., query_pos, key_pos, value) as an array [lead..., query, key]; NaN where no row."""
-    if rows.empty:
-        raise ValueError(f"{label}: the table has no rows")
-    if "seq_len" in rows.columns:
-        sizes = rows["seq_len"].unique()
-        if len(sizes) != 1:
-            raise ValueError(f"{label} has several seq_len values: {sorted(sizes)}")
-        n = int(sizes[0])
-    else:
-        n = int(max(rows["query_pos"].max(), rows["key_pos"].max())) + 1
-    index = tuple(rows[c].to_numpy(np.int64) for c in [*lead, "query_pos", "key_pos"])
-    shape = tuple(int(i.max()) + 1 for i in index[:-2]) + (n, n)
-    seen = np.zeros(shape, dtype=bool)
-    seen[index] = True
-    if seen.sum() != len(rows):
-        raise ValueError(f"{label}: the table has several rows for one ({', '.join(lead)}, query_pos, key_pos)")
-    out = np.full(shape, np.nan)
-    out[index] = rows[value].to_numpy(dtype=float, na_value=np.nan)
-    return out

@@ -26,7 +26,12 @@ SCORE_COLUMNS = ["model", "kind", "layer", "query_pos", "key_pos", "score_mean",
 INTERMEDIATE_COLUMNS = ["model", "layer", "stage", "query_pos", "key_pos", "value", "n_sequences", "seq_len"]
 PROBE_COLUMNS = ["model", "kind", "layer", "mae", "mae_baseline", "n_train", "n_test", "seq_len"]
 GROUP_COLUMNS = ["model", "kind", "quantity", "stage", "layer", "group", "n_sequences", "seq_len", "sums"]
-ACTIVATION_TABLES = ("scores", "intermediates", "probe", "groups")  # the extraction stage's tables per model
+# each query head's mean score (extraction.per_head; no rows where it is off): score_mean averaged over
+# sequences, not heads; the head average of these rows is scores.parquet's score_mean
+HEAD_SCORE_COLUMNS = ["model", "kind", "layer", "head", "query_pos", "key_pos", "score_mean", "n_sequences",
+                      "seq_len"]
+# the extraction stage's tables per model
+ACTIVATION_TABLES = ("scores", "intermediates", "probe", "groups", "head_scores")
 
 # Figure 3's intermediates of layer l and l + 1: letter -> (plain label, the figure's panel title)
 FIGURE3_STAGES = {
@@ -49,7 +54,7 @@ def require_columns(frame: pd.DataFrame | None, columns, name: str, *, optional:
     A missing (None) or empty table is an error, unless `optional` (then None is returned for it) or,
     for an empty table only, `allow_empty`.
     """
-    if frame is None or (len(frame) == 0 and not allow_empty):
+    if frame is None or (frame.empty and not allow_empty):  # a DataFrame or an io.PartTable
         if optional:
             return None
         raise ValueError(f"the {name} table is {'missing' if frame is None else 'empty'}")

@@ -25,7 +25,7 @@ import pandas as pd
 
 from causalpos.analysis.triangles import (LEFT_FRACTION, band_centred, band_statistics, off_diagonal, pack,
                                           visible_window)
-from causalpos.io import write_parquet
+from causalpos.io import PartTable, write_parquet
 from causalpos.tables import require_columns
 
 KEYS = ["model", "kind", "layer"]
@@ -231,15 +231,23 @@ SUMMARY_FILES = {
 }
 
 
-def write_summaries(scores: pd.DataFrame, probe: pd.DataFrame, out_dir, metadata: dict | None = None,
+def write_summaries(scores, probe: pd.DataFrame, out_dir, metadata: dict | None = None,
                     left_fraction: float = LEFT_FRACTION) -> dict[str, Path]:
-    """Write the three summary tables into out_dir (atomically); return {name: path}."""
+    """Write the three summary tables into out_dir (atomically); return {name: path}. `scores` is a DataFrame
+    or an io.PartTable, read one (model, kind, layer) at a time: every statistic is per layer, so the tables
+    are the same and memory is one layer's."""
     out_dir = Path(out_dir)
-    frames = {
-        "nonrelativeness": nonrelativeness(scores, left_fraction=left_fraction),
-        "increasing_fraction": increasing_fraction(scores),
-        "position_probe": probe_summary(probe),
-    }
+    if isinstance(scores, PartTable):
+        require_columns(scores, SCORE_NEEDS, "scores")
+        layers = (scores.read(dict(zip(KEYS, key))) for key in scores.keys(KEYS))
+        parts = ((nonrelativeness(rows, left_fraction=left_fraction), increasing_fraction(rows)) for rows in layers)
+        by_layer = list(zip(*parts)) or ([], [])
+        if not by_layer[0]:
+            raise ValueError("the scores table is empty")
+        nonrelative, increasing = (pd.concat(frames, ignore_index=True) for frames in by_layer)
+    else:
+        nonrelative, increasing = nonrelativeness(scores, left_fraction=left_fraction), increasing_fraction(scores)
+    frames = {"nonrelativeness": nonrelative, "increasing_fraction": increasing, "position_probe": probe_summary(probe)}
     paths = {}
     for name, frame in frames.items():
         paths[name] = out_dir / SUMMARY_FILES[name]

@@ -50,9 +50,9 @@ from causalpos.figures.style import (
     name_axes_once,
     require_table,
     score_cmap,
-    square_matrix,
     suptitle,
 )
+from causalpos.matrices import maps
 from causalpos.tables import FIGURE3_STAGES
 
 # the columns each figure reads
@@ -98,7 +98,7 @@ def _grid_shape(n_panels: int, options: dict) -> tuple[int, int]:
 
 
 def _layer_panels(rows: pd.DataFrame, value: str) -> list[tuple[np.ndarray, str]]:
-    return [(square_matrix(group, value), f"Layer {layer + 1}") for layer, group in _by_layer(rows).items()]
+    return [(maps(group, value), f"Layer {layer + 1}") for layer, group in _by_layer(rows).items()]
 
 
 def averaged_over(rows: pd.DataFrame) -> str:
@@ -146,7 +146,7 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
         if panel.empty:
             raise ValueError(f"intermediates table has no stage {stage!r} at layer {stage_layer} (0-based) "
                              f"for model {model!r}")
-        heatmap(ax, square_matrix(panel, "value"), score_cmap(options), stage_title(stage), clip=clip,
+        heatmap(ax, maps(panel, "value"), score_cmap(options), stage_title(stage), clip=clip,
                 max_size=max_size_option(options))
         name_axes_once(ax, stage in "af", last_row=True)  # (a) and (f) begin the two rows
     return fig
@@ -214,7 +214,11 @@ def all_layers_pages(tables: dict[str, pd.DataFrame], options: dict) -> list[tup
     ALL_LAYERS_KINDS and each run of at most options["layers_per_page"] layers, all pages of a kind
     the same size (30 layers in pages of 8, 8, 7, 7; 18 in 6, 6, 6)."""
     table = require_table(tables, "scores", SCORE_NEEDS)
-    layers = sorted(_by_layer(_model_rows(table, "scores", options.get("model", "nope"))))
+    return layer_pages(sorted(_by_layer(_model_rows(table, "scores", options.get("model", "nope")))), options)
+
+
+def layer_pages(layers: list[int], options: dict) -> list[tuple[str, list[int]]]:
+    """all_layers_pages for a model of these 0-based layers."""
     per_page = int(options.get("layers_per_page", LAYERS_PER_PAGE))
     if per_page < 1:
         raise ValueError(f"options['layers_per_page'] must be >= 1, got {per_page}")
@@ -227,7 +231,8 @@ def all_layers_pages(tables: dict[str, pd.DataFrame], options: dict) -> list[tup
 
 @built
 def fig_all_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
-    """Figures 11-16, one page: options["layers"] (0-based; default every layer) of options["model"],
+    """Figures 11-16, one page: options["layers"] (0-based; default every layer) of options["model"] (of
+    options["n_layers"] layers in all, when the table holds the page's layers alone),
     options["kind"] "raw" (scores) or "diagnorm" (default; scores minus their diagonal's mean), in at most
     PAGE_COLUMNS columns (option max_columns), each panel bounded by the quantile_clip quantiles."""
     table = require_table(tables, "scores", SCORE_NEEDS)
@@ -242,14 +247,15 @@ def fig_all_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     missing = sorted(set(layers) - set(by_layer))
     if missing:
         raise ValueError(f"model {model!r} has no layer {missing} (0-based) in the scores table")
-    panels = [(square_matrix(by_layer[k], value), f"Layer {k + 1}") for k in layers]
+    panels = [(maps(by_layer[k], value), f"Layer {k + 1}") for k in layers]
     rows = math.ceil(len(panels) / int(options.get("max_columns", PAGE_COLUMNS)))
     ncols = math.ceil(len(panels) / rows)
     fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * rows + 0.8, HEATMAP_W_PAD)
     clip = clip_option(options, DEFAULT_CLIP)
     span = f"layer {layers[0] + 1}" if len(layers) == 1 else f"layers {layers[0] + 1}-{layers[-1] + 1}"
     # two lines: a page of three columns is too narrow for one (the title would run off both edges)
-    suptitle(fig, f"{model_label(model, options)}: {what}, {span} of {len(by_layer)}\n"
+    total = int(options.get("n_layers") or len(by_layer))  # a page drawn from its own layers' rows alone
+    suptitle(fig, f"{model_label(model, options)}: {what}, {span} of {total}\n"
                  f"{averaged_over(rows_of_model)}; {clip_text(clip)}".rstrip("; "), fontweight="bold")
     cmap, center = diagnorm_style(options) if diagonal_normalised else (score_cmap(options), None)
     _wrapped_panels(fig, panels, ncols, cmap, center, clip, max_size_option(options))
@@ -281,7 +287,7 @@ def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
         suptitle(sub, f"{label}, diagonal-normalised")
     grid = [np.atleast_1d(sub.subplots(1, len(layers))).ravel() for sub in rows]
     for col, layer in enumerate(layers):
-        norm_a, norm_b = square_matrix(a[layer], "score_diagnorm"), square_matrix(b[layer], "score_diagnorm")
+        norm_a, norm_b = maps(a[layer], "score_diagnorm"), maps(b[layer], "score_diagnorm")
         title = f"Layer {layer + 1}"
         shared = colour_limits(np.concatenate([norm_a.ravel(), norm_b.ravel()]), clip, center)
         heatmap(grid[0][col], norm_a, cmap, title, center=center, limits=shared, max_size=size)

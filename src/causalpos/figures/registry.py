@@ -23,7 +23,8 @@ class FigureSpec:
     """section: the report's category; tables: what it reads, from
     "simulation" (the variants listed under figures.<id>.variants), "theory", "recursion" (the large-d recursion
     of every variant, results/theory/recursion.parquet), "metrics", "blocks",
-    "length_eval" (the trained models), "emergence" (results/summary/emergence.parquet) and the extraction
+    "length_eval" (the trained models), "emergence" (results/summary/emergence.parquet), "heads" (every
+    extracted model's heads, results/summary/heads.parquet) and the extraction
     tables "scores", "intermediates", "probe";
     models: whose extraction tables ("model": options["model"], "trained": nope and rope,
     "pretrained": every pretrained model, "all": every extracted model, "one": one per rule job).
@@ -59,6 +60,7 @@ FIGURES = {
     "figM1_nonrelativeness": FigureSpec("Measurements", ("scores",), "all"),
     "figM2_increasing_fraction": FigureSpec("Measurements", ("scores",), "all"),
     "figM3_position_probe": FigureSpec("Measurements", ("probe",), "all"),
+    "figH1_heads": FigureSpec("Measurements", ("heads",)),  # every model of results/summary/heads.parquet
     ALL_LAYERS_FIGURE: FigureSpec("All layers", ("scores",), "one"),  # Figures 11-16
     CLAIMS_FIGURE: FigureSpec("Claims"),
     CONVERGENCE_FIGURE: FigureSpec("Claims"),

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from causalpos.figures import activations, emergence, measurements, simulation, training
+from causalpos.figures import activations, emergence, heads, measurements, simulation, training
 from causalpos.figures.registry import ALL_LAYERS_FIGURE, figure_spec
 from causalpos.figures.style import save_figure
+from causalpos.io import PartTable
 
 DRAW = {
     "fig01_mechanism": simulation.fig_mechanism,
@@ -34,6 +35,7 @@ DRAW = {
     "figM1_nonrelativeness": measurements.fig_nonrelativeness,
     "figM2_increasing_fraction": measurements.fig_increasing_fraction,
     "figM3_position_probe": measurements.fig_position_probe,
+    "figH1_heads": heads.fig_heads,
 }  # the claims figure is drawn by rule claims (figures.ledger.plot_ledger), figT3 by rule length_seeds
 # (figures.training.fig_length_seeds)
 
@@ -46,13 +48,29 @@ def render_figure(figure_id: str, tables: dict[str, pd.DataFrame], options: dict
     save_figure(lambda: DRAW[figure_id](tables, options), options, outputs, figure_id)
 
 
-def render_all_layers(tables: dict[str, pd.DataFrame], options: dict, page_files) -> list:
+def render_all_layers(tables: dict, options: dict, page_files) -> list:
     """Every page of fig_all_layers for options["model"] (activations.all_layers_pages);
     page_files(kind, first, last) -> the paths of one page (layers 1-based), one per format.
-    Returns the paths written."""
+    Returns the paths written. tables["scores"] may be an io.PartTable: each page then reads its own
+    layers' rows (a 40-layer model's scores at S = 1,024 are 21M rows)."""
+    scores = tables["scores"]
+    if isinstance(scores, PartTable):
+        model = scores.select(model=options.get("model", "nope"))
+        layers = [layer for (layer,) in model.keys(["layer"])]
+        if not layers:
+            raise ValueError(f"model {options.get('model', 'nope')!r} missing from the scores table")
+        pages, options = activations.layer_pages(layers, options), {**options, "n_layers": len(layers)}
+
+        def rows_of(run):
+            return {"scores": pd.concat([model.read({"layer": layer}) for layer in run], ignore_index=True)}
+    else:
+        pages = activations.all_layers_pages(tables, options)
+
+        def rows_of(run):
+            return tables
     written = []
-    for kind, layers in activations.all_layers_pages(tables, options):
-        outputs = list(page_files(kind, layers[0] + 1, layers[-1] + 1))
-        render_figure(ALL_LAYERS_FIGURE, tables, {**options, "kind": kind, "layers": layers}, outputs)
+    for kind, run in pages:
+        outputs = list(page_files(kind, run[0] + 1, run[-1] + 1))
+        render_figure(ALL_LAYERS_FIGURE, rows_of(run), {**options, "kind": kind, "layers": run}, outputs)
         written += outputs
     return written

@@ -26,10 +26,10 @@ from causalpos.figures.style import (
     name_axes_once,
     new_figure,
     score_cmap,
-    square_matrix,
     suptitle,
     tick_step,
 )
+from causalpos.matrices import maps
 from causalpos.simulation import theory as closed_form
 from causalpos.tables import require_columns
 from causalpos.tril import packed_size
@@ -47,7 +47,7 @@ def layer_matrix(table: pd.DataFrame, variant: str, layer: int, value: str = "sc
     rows = table[(table["variant"] == variant) & (table["layer"] == layer)]
     if rows.empty:
         raise ValueError(f"no rows for variant {variant!r}, layer {layer}")
-    return square_matrix(rows, value, f"variant {variant!r}")
+    return maps(rows, value, label=f"variant {variant!r}")
 
 
 def variant_label(params) -> str:

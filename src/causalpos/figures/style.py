@@ -139,17 +139,6 @@ def layer_axis(ax, xlabel: str = "Layer") -> None:
 # ---------------------------------------------------------------- heatmaps
 
 
-def square_matrix(rows: pd.DataFrame, value: str, label: str = "one panel") -> np.ndarray:
-    """Long rows (query_pos, key_pos, value, seq_len) as an n x n array [query_pos, key_pos]; NaN where no row."""
-    sizes = rows["seq_len"].unique()
-    if len(sizes) != 1:
-        raise ValueError(f"{label} has several seq_len values: {sorted(sizes)}")
-    n = int(sizes[0])
-    matrix = np.full((n, n), np.nan)
-    matrix[rows["query_pos"].to_numpy(int), rows["key_pos"].to_numpy(int)] = rows[value].to_numpy(float)
-    return matrix
-
-
 MAX_TICKS = 4  # tick labels per heatmap axis: "0 100 200", not "0 50 100150200250" in a small panel
 
 

@@ -11,9 +11,9 @@ as each group completes (groups.parquet, for a bootstrap over sequences), so
 memory does not grow with the number of sequences. With a state folder, a killed
 run restarts from its last completed group (causalpos.models.resume).
 
-`extract_to_files` writes the four tables (scores, intermediates, probe, groups; columns in
-causalpos.tables) layer by layer (causalpos.models.outputs); `extract` returns them as
-frames, for tests and notebooks.
+`extract_to_files` writes the five tables (scores, intermediates, probe, groups, head_scores; columns in
+causalpos.tables; head_scores, each query head's mean scores, has rows only with `per_head`) layer by layer
+(causalpos.models.outputs); `extract` returns them as frames, for tests and notebooks.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ class ExtractionSettings:
     probe_positions: int = 32  # ... at most this many positions of each (a seeded choice)
     seed: int = 0
     n_groups: int = 16  # bootstrap groups of whole batches
+    per_head: bool = False  # also each query head's mean scores (head_scores.parquet; extraction.per_head)
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Extraction:
     probe: pd.DataFrame
     seconds: float
     groups: pd.DataFrame | None = None
+    head_scores: pd.DataFrame | None = None
 
 
 def check_request(model, name: str, seq_len: int, intermediates_layer: int | None) -> None:
@@ -107,12 +109,13 @@ class ExtractionRun:
         n_sequences, seq_len = tokens.shape
         self.layer = settings.intermediates_layer
         self.recorder = ScoreRecorder(len(self.layers), seq_len, self.device,
-                                      capture_layers=() if self.layer is None else (self.layer,))
+                                      capture_layers=() if self.layer is None else (self.layer,),
+                                      per_head=settings.per_head)
         self.n_batches = -(-n_sequences // settings.batch_size)
         self.group_of_batch = batch_groups(self.n_batches, settings.n_groups)
         self.n_probe = min(settings.probe_sequences, n_sequences)
         self.positions = choose_probe_positions(self.n_probe, seq_len, settings.probe_positions, settings.seed)
-        self.probe = (StreamingProbe(len(self.layers) + 1, model.config.hidden_size, self.n_probe)
+        self.probe = (StreamingProbe(len(self.layers) + 1, model.config.hidden_size, self.n_probe, device=self.device)
                       if self.n_probe else None)
         query, key = packed_pairs(seq_len)
         self.packed = torch.from_numpy(query * seq_len + key).to(self.device)  # flat [S, S] index of each packed pair
@@ -133,9 +136,9 @@ class ExtractionRun:
             self.model.model(input_ids=ids, use_cache=False, causalpos_recorder=self.recorder)  # no LM head
         if self.layer is not None:
             self._add_intermediates(seen)
-        for row, sequence in enumerate(probed):
-            features = [seen[("probe", state)][row].cpu().numpy() for state in range(len(self.layers) + 1)]
-            self.probe.add_sequence(sequence, features, self.positions[sequence])
+        if probed:  # the batch's probed sequences at once, on the device
+            features = [seen[("probe", state)] for state in range(len(self.layers) + 1)]
+            self.probe.add_batch(probed.start, features, self.positions[probed.start:probed.stop])
         self.next_batch += 1
         return len(ids)
 
@@ -197,7 +200,8 @@ class ExtractionRun:
         recorder = self.recorder
         return {"next_batch": self.next_batch, "groups_done": self.groups_done, "seconds": self.seconds,
                 "total": recorder.total, "total_sq": recorder.total_sq, "n_sequences": recorder.n_sequences,
-                "hidden": recorder.hidden, "gram_total": self.gram_total, "probe": self.probe}
+                "hidden": recorder.hidden, "gram_total": self.gram_total, "probe": self.probe,
+                "head_total": recorder.head_total}
 
     def restore(self, state: dict) -> None:
         self.next_batch, self.groups_done, self.seconds = state["next_batch"], state["groups_done"], state["seconds"]
@@ -205,6 +209,7 @@ class ExtractionRun:
         self.recorder.total_sq.copy_(state["total_sq"])
         self.recorder.n_sequences, self.recorder.hidden = state["n_sequences"], state["hidden"]
         self.gram_total, self.probe = state["gram_total"], state["probe"]
+        self.recorder.head_total = state.get("head_total")
 
 
 def _checked_tokens(model, tokens, name: str, settings: ExtractionSettings) -> np.ndarray:
@@ -233,6 +238,8 @@ def extract_to_files(model, tokens: np.ndarray, name: str, kind: str, paths: dic
     (True), log lines with the time left (False), or whichever suits stderr (None).
     """
     settings = ExtractionSettings(**settings)
+    if settings.per_head and "head_scores" not in paths:
+        raise ValueError("extract_to_files: per_head needs a path for the head_scores table")
     tokens = _checked_tokens(model, tokens, name, settings)
     run = ExtractionRun(model, tokens, name, kind, settings)
     if state_dir is None:
@@ -282,16 +289,20 @@ def _write_tables(run: ExtractionRun, state_folder: ExtractionState, paths: dict
     probe = run.probe.results() if run.probe is not None else []
     outputs.write_probe(paths["probe"], probe, run.name, run.kind, seq_len, metadata)
     outputs.join_group_parts(paths["groups"], [state_folder.part(g) for g in range(run.groups_done)], metadata)
+    if "head_scores" in paths:  # no rows without per_head
+        outputs.write_head_scores(paths["head_scores"], run.recorder.head_means(), run.name, run.kind, n, seq_len,
+                                  metadata)
 
 
 def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8, intermediates_layer: int | None = 0,
             probe_sequences: int = 200, probe_positions: int = 32, seed: int = 0, progress: bool | None = False,
-            n_groups: int = 16) -> Extraction:
+            n_groups: int = 16, per_head: bool = False) -> Extraction:
     """extract_to_files into a temporary folder, the tables read back as frames (without the `table` column)."""
     settings = dict(batch_size=batch_size, intermediates_layer=intermediates_layer, probe_sequences=probe_sequences,
-                    probe_positions=probe_positions, seed=seed, n_groups=n_groups)
+                    probe_positions=probe_positions, seed=seed, n_groups=n_groups, per_head=per_head)
     with tempfile.TemporaryDirectory(prefix="causalpos-extract-") as folder:
         paths = {table: Path(folder) / f"{table}.parquet" for table in ACTIVATION_TABLES}
         seconds = extract_to_files(model, tokens, name, kind, paths, progress=progress, **settings)
         frames = {table: pq.read_table(path).to_pandas().drop(columns="table") for table, path in paths.items()}
-    return Extraction(frames["scores"], frames["intermediates"], frames["probe"], seconds, frames["groups"])
+    return Extraction(frames["scores"], frames["intermediates"], frames["probe"], seconds, frames["groups"],
+                      frames["head_scores"])

@@ -1,4 +1,4 @@
-"""The extraction's four tables, written to Parquet from arrays a layer, stage or group at a time.
+"""The extraction's five tables, written to Parquet from arrays a layer, stage or group at a time.
 
 At S = 1,024 a model of 30 layers has 15.7M rows of scores; built as one pandas frame
 they took several times the accumulators' memory. Here they go out in Arrow record
@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from causalpos.io import atomic_path
-from causalpos.tables import GROUP_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS, SCORE_COLUMNS
+from causalpos.tables import (GROUP_COLUMNS, HEAD_SCORE_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS,
+                              SCORE_COLUMNS)
 from causalpos.tril import packed_pairs, seq_len_of_packed
 
 TEXT, I32, I64, F64 = pa.large_string(), pa.int32(), pa.int64(), pa.float64()
@@ -31,10 +32,12 @@ TYPES = {  # the types pandas gave these columns when the tables were built as f
                   seq_len=I64),
     "groups": dict(model=TEXT, kind=TEXT, quantity=TEXT, stage=TEXT, layer=I64, group=I64, n_sequences=I64,
                    seq_len=I64, sums=pa.list_(pa.float32())),
+    "head_scores": dict(model=TEXT, kind=TEXT, layer=I32, head=I32, query_pos=I32, key_pos=I32, score_mean=F64,
+                        n_sequences=I32, seq_len=I32),
 }
 CHUNK = 1 << 17  # rows per record batch (and row group) of the long tables: ~10 MB of columns at a time
 COLUMNS = {"scores": SCORE_COLUMNS, "intermediates": INTERMEDIATE_COLUMNS, "probe": PROBE_COLUMNS,
-           "groups": GROUP_COLUMNS}
+           "groups": GROUP_COLUMNS, "head_scores": HEAD_SCORE_COLUMNS}
 
 
 def schema(table: str) -> pa.Schema:
@@ -97,6 +100,25 @@ def write_scores(path, mean: np.ndarray, sem: np.ndarray, name: str, kind: str, 
                                          query_pos=query[rows], key_pos=key[rows], score_mean=mean[layer, rows],
                                          score_sem=sem[layer, rows], score_diagnorm=diagnorm[rows],
                                          n_sequences=n_sequences, seq_len=seq_len))
+
+
+def write_head_scores(path, mean: np.ndarray | None, name: str, kind: str, n_sequences: int, seq_len: int,
+                      metadata: dict | None) -> None:
+    """head_scores.parquet from each head's packed means [layers, heads, pairs], layer by layer and head by
+    head; None (extraction.per_head off): the table with no rows, so the stage's outputs are always the same."""
+    query, key = packed_pairs(seq_len)
+    with table_writer(path, "head_scores", metadata) as writer:
+        if mean is None:
+            writer.write_batch(batch("head_scores", 0, model=name, kind=kind, layer=0, head=0, query_pos=0,
+                                     key_pos=0, score_mean=0.0, n_sequences=n_sequences, seq_len=seq_len))
+            return
+        for layer in range(mean.shape[0]):
+            for head in range(mean.shape[1]):  # a row group has one layer and head (io.PartTable reads by them)
+                for rows in _chunks(len(query)):
+                    writer.write_batch(batch("head_scores", rows.stop - rows.start, model=name, kind=kind,
+                                             layer=layer, head=head, query_pos=query[rows], key_pos=key[rows],
+                                             score_mean=mean[layer, head, rows], n_sequences=n_sequences,
+                                             seq_len=seq_len))
 
 
 def _chunks(n: int):

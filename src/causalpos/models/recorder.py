@@ -8,7 +8,9 @@ model uses them (after RoPE, any q/k norm, the model's own scaling), and the mas
 the layer applies. It adds the head-averaged scaled scores q.k * scaling of each
 sequence to running float64 sums (and sums of squares, for standard errors) of
 that layer, then computes the attention output with transformers' own SDPA
-function. Nothing of size batch x heads x S x S is ever kept.
+function. Nothing of size batch x heads x S x S is ever kept. With `per_head` it also adds each query head's
+scores to running float64 sums [layers, heads, pairs] (the mean only: no squares, no groups), in a second
+computation beside the head average's, which stays as it is.
 
 Only the lower triangle (key <= query) is kept, packed row-major (causalpos.tril:
 pair (q, k) at q (q + 1) / 2 + k). Pairs a layer's mask hides inside that triangle
@@ -43,6 +45,7 @@ class ScoreRecorder:
     seq_len: int
     device: torch.device
     capture_layers: tuple = ()
+    per_head: bool = False  # also each query head's sums (head_total), extraction.per_head
     total: torch.Tensor = field(init=False)  # [layers, packed pairs] float64, all sequences so far
     total_sq: torch.Tensor = field(init=False)
     group_total: torch.Tensor = field(init=False)  # the open group's sums, float32 as groups.parquet stores them
@@ -51,6 +54,9 @@ class ScoreRecorder:
     av_gram: dict = field(default_factory=dict)  # layer -> this batch's sum over sequences of the head-mean Gram of AV
     n_sequences: int = 0
     group_n: int = 0
+    # [layers, heads, packed pairs] float64 sums of each query head's scores, all sequences so far (per_head;
+    # made at the first layer's call, when the number of heads is known)
+    head_total: torch.Tensor | None = None
 
     def __post_init__(self):
         shape = (self.n_layers, packed_size(self.seq_len))
@@ -84,6 +90,25 @@ class ScoreRecorder:
         if layer == 0:
             self.n_sequences += batch
             self.group_n += batch
+        if self.per_head:
+            self._record_heads(layer, query, key, scaling)
+
+    def _record_heads(self, layer: int, query: torch.Tensor, key: torch.Tensor, scaling: float) -> None:
+        """Add each query head's scores of the batch to head_total. Query head h reads key head h // (heads //
+        key heads), as transformers' repeat_kv expands them. The sum over the batch of q_b k_b^T is one product
+        per head with the sequences side by side in the inner dimension, [rows, B * D] x [B * D, keys]: no
+        [B, heads, S, S] transient and no sum over it."""
+        batch, heads, seq, dim = query.shape
+        groups = key.shape[1]
+        if self.head_total is None:
+            self.head_total = torch.zeros((self.n_layers, heads, packed_size(self.seq_len)), dtype=torch.float64,
+                                          device=self.device)
+        q = (query.float() * scaling).permute(1, 2, 0, 3).reshape(groups, heads // groups, seq, batch * dim)
+        k = key.float().permute(1, 2, 0, 3).reshape(groups, seq, batch * dim)
+        for rows, cols, where, start, stop in self._blocks:
+            # [groups, heads of the group x the block's rows, keys]: head g * (heads // groups) + r of group g
+            scores = torch.matmul(q[:, :, rows].reshape(groups, -1, batch * dim), k[:, :cols].transpose(1, 2))
+            self.head_total[layer, :, start:stop] += scores.view(heads, -1).index_select(1, where)
 
     def _hidden_pairs(self, attention_mask: torch.Tensor | None, seq: int) -> torch.Tensor | None:
         """Packed pairs of the lower triangle that the layer's mask hides, None if it hides none.
@@ -140,6 +165,17 @@ class ScoreRecorder:
             self.masked(layer, mean[layer])
             self.masked(layer, sem[layer])
         return mean, sem
+
+    def head_means(self) -> np.ndarray | None:
+        """Each head's mean over sequences, packed [layers, heads, pairs], NaN where a layer hides a pair; None
+        without per_head. Divides head_total in place: call it once, at the end."""
+        if self.head_total is None:
+            return None
+        mean = self.head_total.div_(self.n_sequences).cpu().numpy()
+        for layer in range(self.n_layers):
+            if self.hidden.get(layer) is not None:
+                mean[layer][:, self.hidden[layer].cpu().numpy()] = np.nan
+        return mean
 
 
 def _row_blocks(seq_len: int, device) -> list:

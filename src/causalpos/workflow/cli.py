@@ -92,6 +92,14 @@ def cmd_summary(args, config):
     run_summary(inputs["scores"], inputs["probe"], paths.summary_dir(args.results))
 
 
+def cmd_heads(args, config):
+    from causalpos.workflow.runners import run_heads
+
+    this = job(config, args.results, "heads")
+    run_heads(this["inputs"]["head_scores"], output=paths.summary_file("heads.parquet", args.results),
+              **this["params"])
+
+
 def cmd_claims(args, config):
     from causalpos.workflow.runners import run_claims
 

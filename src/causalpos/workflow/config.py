@@ -12,7 +12,7 @@ from causalpos.errors import UserError
 from causalpos.figures.registry import CONFIGURABLE, FIGURES, TRAINED_LABELS
 from causalpos.models.data import check_sources
 from causalpos.models.pretrained import SOURCE_KEYS, check_gguf, gguf_file, model_label, source_kind
-from causalpos.models.probe import MIN_SEQUENCES as PROBE_MIN_SEQUENCES  # its 60/20/20 split by sequence
+from causalpos.models.probe_split import MIN_SEQUENCES as PROBE_MIN_SEQUENCES  # its 60/20/20 split by sequence
 from causalpos.models.settings import TrainingSettings, snapshot_schedule, training_settings
 from causalpos.simulation.variant import Variant
 from causalpos.workflow import paths
@@ -184,7 +184,7 @@ def extraction_settings(config: dict, model: str) -> dict:
     """Everything that decides one model's extraction tables (the rule's params: a change reruns that model)."""
     section = config["extraction"]
     common = {key: section[key] for key in ("intermediates_layer", "probe_sequences", "probe_positions",
-                                            "bootstrap_groups")}
+                                            "bootstrap_groups", "per_head")}
     if model in MODELS:
         return {"kind": "trained", "batch_size": section["batch_size"], **common}
     # the default run takes held-out documents only (its sizes leave plenty of them)
@@ -194,10 +194,12 @@ def extraction_settings(config: dict, model: str) -> dict:
 
 def paper_llms_settings(config: dict, model: str) -> dict:
     """One pretrained model's extraction at the paper's size (target paper_llms): extraction_settings with the
-    sizes, batch, groups and splits of extraction.paper_llms (a model's own sizes apply to the default run only)."""
+    sizes, batch, groups, splits and per_head of extraction.paper_llms (a model's own sizes apply to the default
+    run only)."""
     section = config["extraction"]["paper_llms"]
     spec = {k: v for k, v in config["extraction"]["pretrained"]["models"][model].items() if k in SOURCE_KEYS}
-    sizes = {key: section[key] for key in ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits")}
+    sizes = {key: section[key] for key in ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits",
+                                           "per_head")}
     return {**extraction_settings(config, model), **spec, **sizes, "setting": "extraction.paper_llms"}
 
 
@@ -459,6 +461,7 @@ def figure_inputs(config: dict, figure: str, results: str | None = None,
         "length_eval": [paths.model_file(m, "length_eval.parquet", results) for m in MODELS]
         if "length_eval" in reads else [],
         "emergence": [paths.summary_file("emergence.parquet", results)] if "emergence" in reads else [],
+        "heads": [paths.summary_file("heads.parquet", results)] if "heads" in reads else [],
         **{table: [paths.activation_table(m, table, results) for m in chosen] if table in reads else []
            for table in ("scores", "intermediates", "probe")},
     }

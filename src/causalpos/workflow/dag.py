@@ -107,19 +107,23 @@ def _recursion_variants(config: dict) -> dict:
     return {name: Variant(**variant_params(config, name)).params() for name in config["simulation"]["variants"]}
 
 
+WINDOW_TEST_TABLES = ("scores", "groups")  # the extraction's tables the window test reads
+
+
 def window_test_sources(config: dict, results: str) -> dict[str, str]:
     """{pretrained model: the results folder its window test reads}: paper_llms's where its extraction has
-    written every table (1,000 x 1,024 tokens: queries past Gemma's window), else the default run's. A
-    paper_llms run that finishes later changes the input files, and Snakemake reruns the test."""
+    written both tables the test reads, scores and groups (1,000 x 1,024 tokens: queries past Gemma's window),
+    else the default run's. A paper_llms run that finishes later changes the input files, and Snakemake reruns
+    the test."""
     paper = paths.paper_llms_dir(results)
-    return {model: paper if all(os.path.exists(p) for p in paths.activation_tables(model, paper).values())
+    return {model: paper if all(os.path.exists(paths.activation_table(model, t, paper)) for t in WINDOW_TEST_TABLES)
             else results for model in pretrained_models(config)}
 
 
 def _window_test_inputs(config, results) -> Files:
     sources = window_test_sources(config, results)
     return {table: [paths.activation_table(m, table, folder) for m, folder in sources.items()]
-            for table in ("scores", "groups")} | {
+            for table in WINDOW_TEST_TABLES} | {
         "models": [copy for m in sources for copy in _converted_copy(config, results, m)]}
 
 
@@ -278,6 +282,11 @@ STAGE_LIST = [
           writes=lambda r: paths.summary_tables(r),
           inputs=lambda config, results: {table: [paths.activation_table(m, table, results)
                                                   for m in extracted_models(config)] for table in ("scores", "probe")}),
+    Stage("heads", "run_heads", command="heads",
+          description="each attention head's non-relative amplitude and first-key emphasis to results/summary",
+          writes=lambda r: [paths.summary_file("heads.parquet", r), paths.heads_benchmark()],  # as recursion's
+          inputs=lambda config, results: {"head_scores": [paths.activation_table(m, "head_scores", results)
+                                                          for m in extracted_models(config)]}),
     Stage("claims", "run_claims", command="claims",
           description="the claims ledger (every claim of the paper as a verdict) to results/summary",
           writes=lambda r: [paths.summary_file("claims.{ext}", r), claims_page(paths.claims_dir(r), "{page}", "{ext}")],

@@ -166,8 +166,13 @@ def summary_tables(results: str = RESULTS) -> list[str]:
 
 
 def summary_file(name: str, results: str = RESULTS) -> str:
-    """claims.parquet, claims.md, convergence.parquet, runtimes.parquet, runtimes.html, config.html"""
+    """claims.parquet, claims.md, convergence.parquet, heads.parquet, runtimes.parquet, runtimes.html, config.html"""
     return f"{summary_dir(results)}/{name}"
+
+
+def heads_benchmark(results: str = RESULTS) -> str:
+    """Snakemake's benchmark of rule heads (results/summary/heads.parquet: every head of every model)."""
+    return f"{benchmarks_dir(results)}/heads.tsv"
 
 
 def figure_files(stem: str, formats, results: str = RESULTS) -> list[str]:

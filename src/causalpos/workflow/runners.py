@@ -19,10 +19,11 @@ from pathlib import Path
 
 from causalpos import __version__
 from causalpos.devices import available_cpus, resolve_device
-from causalpos.io import DamagedFileError, move_aside, read_array, read_table, read_tables, write_parquet
+from causalpos.io import DamagedFileError, PartTable, move_aside, read_array, read_table, read_tables, write_parquet
 from causalpos.workflow.digest import code_digest
 
 log = logging.getLogger("causalpos")
+PART_TABLES = ("scores", "groups")  # the ledger's inputs read a part at a time (io.PartTable), not whole
 
 
 def rebuilds_damaged_inputs(runner):
@@ -205,7 +206,7 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
                                intermediates_layer=settings["intermediates_layer"],
                                probe_sequences=settings["probe_sequences"],
                                probe_positions=settings["probe_positions"], seed=seed,
-                               n_groups=settings["bootstrap_groups"])
+                               n_groups=settings["bootstrap_groups"], per_head=settings.get("per_head", False))
     log.info("extract %s: %.1f s (%.0f tokens/s) -> %s", name, seconds, tokens.size / seconds,
              ", ".join(map(str, outputs.values())))
 
@@ -251,8 +252,24 @@ def run_summary(scores, probes, out_dir) -> None:
     """The measured claims of Sections 4.2 and 5.2, per model and layer, to results/summary/."""
     from causalpos.analysis.summary import write_summaries
 
-    written = write_summaries(read_tables(scores), read_tables(probes), out_dir)
+    written = write_summaries(PartTable(scores, "scores"), read_tables(probes), out_dir)
     log.info("summary -> %s", ", ".join(map(str, written.values())))
+
+
+@rebuilds_damaged_inputs
+def run_heads(head_scores, output) -> None:
+    """Each attention head's non-relative amplitude and first-key emphasis (analysis.heads), every extracted
+    model, to results/summary/heads.parquet; read a layer at a time (SmolLM2-135M's table: 8.9M rows)."""
+    from causalpos.analysis.heads import KEYS, heads_frame
+    from causalpos.io import PartTable
+
+    start = time.perf_counter()
+    table = PartTable(head_scores, "head_scores")
+    frame = heads_frame(table.read(dict(zip(KEYS, key))) for key in table.keys(KEYS))
+    write_parquet(frame, output, {"stage": "heads", "version": __version__})
+    models = frame["model"].nunique()
+    log.info("heads: %d rows (%d models) in %.1f s -> %s%s", len(frame), models, time.perf_counter() - start, output,
+             "" if models else " (no per-head maps: extraction.per_head is off)")
 
 
 @rebuilds_damaged_inputs
@@ -286,7 +303,9 @@ def run_claims(inputs: dict, settings: dict, table, markdown, folder, options: d
     from causalpos.io import atomic_path
 
     start = time.perf_counter()
-    tables = {name: read_tables(paths) if paths else None for name, paths in inputs.items()}
+    # the long tables a layer at a time (issue 26: their memory would grow with the models' depth)
+    tables = {name: (PartTable(paths, name) if name in PART_TABLES else read_tables(paths)) if paths else None
+              for name, paths in inputs.items()}
     ledger = build_ledger(tables.get("simulations"), tables.get("theory"), tables["scores"], tables["intermediates"],
                           tables["groups"], thresholds=settings.get("thresholds") or None,
                           n_bootstrap=settings["n_bootstrap"], seed=settings["seed"],
@@ -329,13 +348,13 @@ def run_window_test(inputs: dict, models: dict, settings: dict, output) -> None:
         if stack is None:
             log.info("window test: %s has no sliding-window layer", name)
             continue
-        scores, groups = read_table(scores_path), read_table(groups_path)
-        groups = groups[groups["quantity"] == "scores"]
+        scores, groups = PartTable(scores_path, "scores"), PartTable(groups_path, "groups").select(quantity="scores")
         data = LedgerInputs(None, None, scores, None, groups, settings["n_bootstrap"], settings["seed"])
-        size = int(scores["seq_len"].max())
+        size = max(n for (n,) in scores.keys(["seq_len"]))
         predicted = predicted_scores(stack, max(size, 2 * stack.window))
+        first_layer = min(layer for (layer,) in groups.keys(["layer"]))
         common = {"model": name, "source": spec["source"], "seq_len": size,
-                  "n_sequences": int(groups[groups["layer"] == groups["layer"].min()]["n_sequences"].sum())}
+                  "n_sequences": sum(n for _, n in groups.select(layer=first_layer).keys(["group", "n_sequences"]))}
         for layer in data.score_layers(name):
             field = data.score_field(name, layer)
             rows += [{**common, **r} for r in layer_rows(field, layer, stack, predicted[layer])]
@@ -357,7 +376,7 @@ def run_convergence(inputs: dict, settings: dict, table, figures, options: dict)
     from causalpos.figures.style import save_figure
 
     start = time.perf_counter()
-    frame = convergence_frame(read_tables(inputs["scores"]), read_tables(inputs["groups"]),
+    frame = convergence_frame(PartTable(inputs["scores"], "scores"), PartTable(inputs["groups"], "groups"),
                               thresholds=settings.get("thresholds") or None, n_bootstrap=settings["n_bootstrap"],
                               seed=settings["seed"], min_groups=settings["convergence_min_groups"])
     write_parquet(frame, table, {"stage": "convergence", "settings": settings, "version": __version__})
@@ -459,7 +478,7 @@ def run_all_layers(scores, options: dict, folder) -> None:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     formats = options.get("formats") or ["pdf", "png"]
-    written = render_all_layers({"scores": read_tables([scores])}, options,
+    written = render_all_layers({"scores": PartTable([scores], "scores")}, options,
                                 lambda kind, first, last: [all_layers_page(folder, kind, first, last, fmt)
                                                            for fmt in formats])
     stale = set(folder.glob(ALL_LAYERS_PAGE.format(kind="*", layers="*", ext="*"))) - {Path(p) for p in written}

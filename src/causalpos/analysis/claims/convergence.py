@@ -26,7 +26,8 @@ import pandas as pd
 from causalpos.analysis.claims.catalogue import merge_thresholds
 from causalpos.analysis.claims.family import adjust
 from causalpos.analysis.claims.models import claim8
-from causalpos.analysis.claims.replicates import GROUP_NEEDS, SCORE_NEEDS, LedgerInputs
+from causalpos.analysis.claims.replicates import GROUP_NEEDS, SCORE_NEEDS, LedgerInputs, model_kinds
+from causalpos.io import PartTable
 from causalpos.tables import require_columns
 
 CONVERGENCE_COLUMNS = ["model", "n_sequences", "claim_id", "layer", "value", "uncertainty", "verdict", "p_value",
@@ -44,30 +45,48 @@ def group_levels(n_groups: int, min_groups: int) -> list[int]:
     return sorted(levels)
 
 
-def convergence_frame(scores: pd.DataFrame, groups: pd.DataFrame, thresholds: dict | None = None,
-                      n_bootstrap: int = 200, seed: int = 0, min_groups: int = 4) -> pd.DataFrame:
+def convergence_frame(scores, groups, thresholds: dict | None = None, n_bootstrap: int = 200, seed: int = 0,
+                      min_groups: int = 4) -> pd.DataFrame:
     """Claim 8's rows for every pretrained model (kind "pretrained") at each level of group_levels, one row
-    per model, number of sequences, claim and layer (NaN for 8b, 8c: over the layers)."""
+    per model, number of sequences, claim and layer (NaN for 8b, 8c: over the layers). The tables are
+    DataFrames or io.PartTables (read a layer at a time)."""
     th = merge_thresholds(thresholds)
     scores = require_columns(scores, SCORE_NEEDS, "scores")
     groups = require_columns(groups, GROUP_NEEDS, "groups")
     rows = []
-    for model in sorted(scores.loc[scores["kind"] == "pretrained", "model"].unique()):
-        model_groups = groups[groups["model"] == model]
-        counts = (model_groups[model_groups["quantity"] == "scores"].groupby("group")["n_sequences"].first()
-                  .sort_index())
+    for model in sorted(m for m, kind in model_kinds(scores).items() if kind == "pretrained"):
+        model_scores, model_groups = _of_model(scores, model), _of_model(groups, model)
+        counts = _group_sizes(model_groups)
         if counts.empty:
             raise ValueError(f"the groups table has no scores of model {model!r}: no bootstrap to measure with")
-        data = LedgerInputs(None, None, scores[scores["model"] == model], None, model_groups, n_bootstrap, seed)
+        data = LedgerInputs(None, None, model_scores, None, model_groups, n_bootstrap, seed)
+        size = max(_seq_lens(model_scores))
         for k in group_levels(len(counts), min_groups):
             view = data if k == len(counts) else data.first_groups_view(k)
             for found in adjust(claim8(view, th), th["family_alpha"]):  # Holm within this model's claim 8 at k
                 rows.append({"model": model, "n_sequences": int(counts.iloc[:k].sum()), "n_groups": k,
-                             "seq_len": int(scores.loc[scores["model"] == model, "seq_len"].max()),
-                             **{c: found[c] for c in CONVERGENCE_COLUMNS if c in found}})
+                             "seq_len": size, **{c: found[c] for c in CONVERGENCE_COLUMNS if c in found}})
     frame = pd.DataFrame(rows, columns=CONVERGENCE_COLUMNS)
     frame["layer"] = frame["layer"].astype("Int64")
     return frame.sort_values(["model", "claim_id", "layer", "n_sequences"], ignore_index=True, na_position="first")
+
+
+def _of_model(table, model: str):
+    return table.select(model=model) if isinstance(table, PartTable) else table[table["model"] == model]
+
+
+def _group_sizes(groups) -> pd.Series:
+    """Sequences per group of the scores' group rows, by group number."""
+    if isinstance(groups, PartTable):
+        rows = groups.select(quantity="scores").keys(["group", "n_sequences"])
+        return pd.Series([n for _, n in rows], index=[g for g, _ in rows]).groupby(level=0).first().sort_index()
+    return groups[groups["quantity"] == "scores"].groupby("group")["n_sequences"].first().sort_index()
+
+
+def _seq_lens(scores) -> list[int]:
+    if isinstance(scores, PartTable):
+        return [int(n) for (n,) in scores.keys(["seq_len"])]
+    return [int(scores["seq_len"].max())]
 
 
 def _key(claim_id, model, layer) -> tuple:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.analysis.triangles import COLUMN_CHUNK, pack
+from causalpos.io import PartTable
 from causalpos.tables import require_columns
 from causalpos.tril import packed_size
 
@@ -137,12 +138,28 @@ def list_matrix(column: pd.Series, dtype=np.float64) -> np.ndarray:
     return np.stack(rows)
 
 
-def split_by(frame: pd.DataFrame, keys) -> dict:
+def split_by(frame, keys):
+    """{key tuple: rows} of a DataFrame, or of an io.PartTable read a part at a time when asked for."""
+    if isinstance(frame, PartTable):
+        return frame.parts(keys)
     return {key if isinstance(key, tuple) else (key,): rows for key, rows in frame.groupby(keys, sort=True)}
 
 
+def model_kinds(table) -> dict:
+    """{model: kind} of a DataFrame or an io.PartTable that has both columns."""
+    if table is None or "kind" not in table.columns:
+        return {}
+    if isinstance(table, PartTable):
+        pairs = table.keys(["model", "kind"])
+    else:
+        pairs = table[["model", "kind"]].drop_duplicates().itertuples(index=False)
+    return {str(m): str(k) for m, k in pairs}
+
+
 class LedgerInputs:
-    """The tables, indexed once, and their replicates (drawn on first use and kept)."""
+    """The tables, indexed once, and their replicates (drawn on first use and kept). The scores and groups
+    tables may be io.PartTables: a model's layer is then read when a claim asks for it, so memory does not grow
+    with the number of layers."""
 
     def __init__(self, simulations, theory, scores, intermediates, groups, n_bootstrap, seed, simulation_groups=None,
                  recursion=None, window_test=None):
@@ -161,14 +178,12 @@ class LedgerInputs:
         self._scores = split_by(self.scores, ["model", "layer"]) if self.scores is not None else {}
         self._inter = split_by(self.intermediates, ["model", "stage"]) if self.intermediates is not None else {}
         self._groups = {}
-        if self.groups is not None:
+        if isinstance(self.groups, PartTable):  # a missing stage reads as "" there
+            self._groups = split_by(self.groups, ["model", "quantity", "stage", "layer"])
+        elif self.groups is not None:
             stage = self.groups["stage"].astype(object).where(self.groups["stage"].notna(), "").astype(str)
             self._groups = split_by(self.groups.assign(stage=stage), ["model", "quantity", "stage", "layer"])
-        self._kinds = {}
-        for table in (self.groups, self.scores):
-            if table is not None and "kind" in table.columns:
-                pairs = table[["model", "kind"]].drop_duplicates()
-                self._kinds.update({str(m): str(k) for m, k in zip(pairs["model"], pairs["kind"])})
+        self._kinds = {**model_kinds(self.groups), **model_kinds(self.scores)}
         self._counts = {}
         self._cache = {}
         self.first_groups = None  # first_groups_view: the models measured on their first groups only
