@@ -239,12 +239,14 @@ def write_summaries(scores, probe: pd.DataFrame, out_dir, metadata: dict | None 
     out_dir = Path(out_dir)
     if isinstance(scores, PartTable):
         require_columns(scores, SCORE_NEEDS, "scores")
-        layers = (scores.read(dict(zip(KEYS, key))) for key in scores.keys(KEYS))
-        parts = ((nonrelativeness(rows, left_fraction=left_fraction), increasing_fraction(rows)) for rows in layers)
-        by_layer = list(zip(*parts)) or ([], [])
-        if not by_layer[0]:
+        nonrelative, increasing = [], []
+        for key in scores.keys(KEYS):
+            rows = scores.read(dict(zip(KEYS, key)))
+            nonrelative.append(nonrelativeness(rows, left_fraction=left_fraction))
+            increasing.append(increasing_fraction(rows))
+        if not nonrelative:
             raise ValueError("the scores table is empty")
-        nonrelative, increasing = (pd.concat(frames, ignore_index=True) for frames in by_layer)
+        nonrelative, increasing = pd.concat(nonrelative, ignore_index=True), pd.concat(increasing, ignore_index=True)
     else:
         nonrelative, increasing = nonrelativeness(scores, left_fraction=left_fraction), increasing_fraction(scores)
     frames = {"nonrelativeness": nonrelative, "increasing_fraction": increasing, "position_probe": probe_summary(probe)}

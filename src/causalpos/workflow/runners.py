@@ -261,7 +261,6 @@ def run_heads(head_scores, output) -> None:
     """Each attention head's non-relative amplitude and first-key emphasis (analysis.heads), every extracted
     model, to results/summary/heads.parquet; read a layer at a time (SmolLM2-135M's table: 8.9M rows)."""
     from causalpos.analysis.heads import KEYS, heads_frame
-    from causalpos.io import PartTable
 
     start = time.perf_counter()
     table = PartTable(head_scores, "head_scores")
@@ -338,7 +337,7 @@ def run_window_test(inputs: dict, models: dict, settings: dict, output) -> None:
     default run's: `source` says which)."""
     from transformers import AutoConfig
 
-    from causalpos.analysis.claims.replicates import LedgerInputs
+    from causalpos.analysis.claims.replicates import LedgerInputs, group_sizes, longest_seq_len
     from causalpos.analysis.windows import attention_stack, layer_rows, predicted_scores, window_frame
 
     start = time.perf_counter()
@@ -350,11 +349,10 @@ def run_window_test(inputs: dict, models: dict, settings: dict, output) -> None:
             continue
         scores, groups = PartTable(scores_path, "scores"), PartTable(groups_path, "groups").select(quantity="scores")
         data = LedgerInputs(None, None, scores, None, groups, settings["n_bootstrap"], settings["seed"])
-        size = max(n for (n,) in scores.keys(["seq_len"]))
+        size = longest_seq_len(scores)
         predicted = predicted_scores(stack, max(size, 2 * stack.window))
-        first_layer = min(layer for (layer,) in groups.keys(["layer"]))
         common = {"model": name, "source": spec["source"], "seq_len": size,
-                  "n_sequences": sum(n for _, n in groups.select(layer=first_layer).keys(["group", "n_sequences"]))}
+                  "n_sequences": int(group_sizes(groups).sum())}
         for layer in data.score_layers(name):
             field = data.score_field(name, layer)
             rows += [{**common, **r} for r in layer_rows(field, layer, stack, predicted[layer])]

@@ -26,7 +26,8 @@ import pandas as pd
 from causalpos.analysis.claims.catalogue import merge_thresholds
 from causalpos.analysis.claims.family import adjust
 from causalpos.analysis.claims.models import claim8
-from causalpos.analysis.claims.replicates import GROUP_NEEDS, SCORE_NEEDS, LedgerInputs, model_kinds
+from causalpos.analysis.claims.replicates import (GROUP_NEEDS, SCORE_NEEDS, LedgerInputs, group_sizes,
+                                                  longest_seq_len, model_kinds)
 from causalpos.io import PartTable
 from causalpos.tables import require_columns
 
@@ -56,11 +57,11 @@ def convergence_frame(scores, groups, thresholds: dict | None = None, n_bootstra
     rows = []
     for model in sorted(m for m, kind in model_kinds(scores).items() if kind == "pretrained"):
         model_scores, model_groups = _of_model(scores, model), _of_model(groups, model)
-        counts = _group_sizes(model_groups)
+        counts = group_sizes(model_groups)
         if counts.empty:
             raise ValueError(f"the groups table has no scores of model {model!r}: no bootstrap to measure with")
         data = LedgerInputs(None, None, model_scores, None, model_groups, n_bootstrap, seed)
-        size = max(_seq_lens(model_scores))
+        size = longest_seq_len(model_scores)
         for k in group_levels(len(counts), min_groups):
             view = data if k == len(counts) else data.first_groups_view(k)
             for found in adjust(claim8(view, th), th["family_alpha"]):  # Holm within this model's claim 8 at k
@@ -73,20 +74,6 @@ def convergence_frame(scores, groups, thresholds: dict | None = None, n_bootstra
 
 def _of_model(table, model: str):
     return table.select(model=model) if isinstance(table, PartTable) else table[table["model"] == model]
-
-
-def _group_sizes(groups) -> pd.Series:
-    """Sequences per group of the scores' group rows, by group number."""
-    if isinstance(groups, PartTable):
-        rows = groups.select(quantity="scores").keys(["group", "n_sequences"])
-        return pd.Series([n for _, n in rows], index=[g for g, _ in rows]).groupby(level=0).first().sort_index()
-    return groups[groups["quantity"] == "scores"].groupby("group")["n_sequences"].first().sort_index()
-
-
-def _seq_lens(scores) -> list[int]:
-    if isinstance(scores, PartTable):
-        return [int(n) for (n,) in scores.keys(["seq_len"])]
-    return [int(scores["seq_len"].max())]
 
 
 def _key(claim_id, model, layer) -> tuple:

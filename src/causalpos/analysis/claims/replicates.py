@@ -156,6 +156,21 @@ def model_kinds(table) -> dict:
     return {str(m): str(k) for m, k in pairs}
 
 
+def group_sizes(groups) -> pd.Series:
+    """Sequences per group of a groups table's score rows (a DataFrame or an io.PartTable), by group number."""
+    if isinstance(groups, PartTable):
+        rows = groups.select(quantity="scores").keys(["group", "n_sequences"])
+        return pd.Series([n for _, n in rows], index=[g for g, _ in rows]).groupby(level=0).first().sort_index()
+    return groups[groups["quantity"] == "scores"].groupby("group")["n_sequences"].first().sort_index()
+
+
+def longest_seq_len(scores) -> int:
+    """The largest seq_len of a scores table (a DataFrame or an io.PartTable)."""
+    if isinstance(scores, PartTable):
+        return max(int(n) for (n,) in scores.keys(["seq_len"]))
+    return int(scores["seq_len"].max())
+
+
 class LedgerInputs:
     """The tables, indexed once, and their replicates (drawn on first use and kept). The scores and groups
     tables may be io.PartTables: a model's layer is then read when a claim asks for it, so memory does not grow
