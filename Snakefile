@@ -1,6 +1,6 @@
 # causalpos: reproduce "Behind RoPE: How Does Causal Mask Encode Positional Information?"
 # Run:  snakemake --cores 8 all_figures      (config: config.yaml, checked before any job)
-#       snakemake --cores 8 length_seeds     (the length comparison over training seeds: more trainings)
+#       snakemake --cores 8 length_seeds     (length and pattern ablation over training seeds: more trainings)
 #       snakemake --cores 8 paper_llms       (Section 5.2 at the paper's size: 1,000 x 1,024 tokens per LLM; hours on a CPU)
 # The rules' inputs, params and code come from the stages of src/causalpos/workflow/dag.py.
 
@@ -53,6 +53,7 @@ rule all:
         paths.summary_tables(RESULTS),
         rules.heads.output,
         rules.emergence_summary.output if SNAPSHOTS else [],
+        rules.pattern_ablation_summary.output,
         rules.claims.output,
         rules.runtimes.output,
         rules.config_record.output,
@@ -64,3 +65,12 @@ rule all:
 rule all_figures:
     input:
         rules.all.input,
+
+
+# The comparisons over training seeds (evaluation.seeds), not part of `all`: each seed trains both models again.
+# The length table and figure, the pattern ablation of every seed and its ledger (claim 11, under results/seeds).
+rule length_seeds:
+    input:
+        rules.length_seeds_table.output,
+        rules.pattern_ablation_seeds.output,
+        rules.length_seeds_claims.output,

@@ -57,3 +57,18 @@ rule window_test:
         **stage_params("window_test"),
     script:
         "../workflow_scripts/window_test.py"
+
+
+# Issue 27: claim 11 (the pattern ablation) over every training seed, for target length_seeds: its rows alone,
+# under results/seeds (SEEDS), as paper_llms's ledger has claim 8's.
+use rule claims as length_seeds_claims with:
+    input:
+        **stage_inputs("length_seeds_claims"),
+    output:
+        table=paths.summary_file("claims.parquet", SEEDS),
+        markdown=paths.summary_file("claims.md", SEEDS),
+        figures=claims_figure_files(SEEDS, ABLATION_CLAIM),
+    log:
+        log_path("length_seeds_claims.log"),
+    params:
+        **stage_params("length_seeds_claims"),

@@ -3,6 +3,7 @@ import re
 
 from causalpos.analysis.claims.catalogue import ledger_pages
 from causalpos.figures.registry import (
+    ABLATION_FIGURE,
     ALL_LAYERS_FIGURE,
     ALL_LAYERS_PAGE,
     CLAIMS_FIGURE,
@@ -243,6 +244,11 @@ PAPER_FIGURES = paper_llms_figures(config)
 PAPER_FIGURE = "|".join(map(re.escape, PAPER_FIGURES)) or "(?!)"
 # paper_llms's ledger has the rows of claim 8 (the pretrained LLMs) alone
 PAPER_CLAIM = dag.PAPER_CLAIM
+
+# ---- target length_seeds: its summary, figures and ledger (claim 11's rows alone) under results/seeds
+SEEDS = paths.seeds_dir(RESULTS)
+ABLATION_CLAIM = dag.ABLATION_CLAIM
+ABLATION_FILE = paths.ABLATION_FILE
 
 
 def paper_llms_outputs():

@@ -53,6 +53,29 @@ use rule extract_trained as extract_pretrained with:
         state=paths.extraction_state_dir("{model}", RESULTS),
 
 
+# Issue 27: a pretrained LLM's loss with its non-relative pattern taken out, at its extraction's length.
+rule pattern_ablation_pretrained:
+    input:
+        unpack(job_inputs("pattern_ablation_pretrained")),
+    output:
+        paths.pretrained_ablation("{model}", RESULTS),
+    log:
+        log_path("pattern_ablation/{model}.log"),
+    benchmark:
+        paths.ablation_benchmark("{model}", RESULTS)
+    wildcard_constraints:
+        model=stage_models("pattern_ablation_pretrained"),
+    conda:
+        "../envs/causalpos.yaml"
+    threads: config["extraction"]["threads"]
+    resources:
+        mem_mb=8192,
+    params:
+        **stage_params("pattern_ablation_pretrained"),
+    script:
+        "../workflow_scripts/pattern_ablation_pretrained.py"
+
+
 rule summary:
     input:
         **stage_inputs("summary"),

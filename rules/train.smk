@@ -42,6 +42,48 @@ rule length_eval:
         "../workflow_scripts/length_eval.py"
 
 
+# Issue 27: the held-out loss at every length with the model's non-relative pattern taken out, and its controls.
+rule pattern_ablation:
+    input:
+        **stage_inputs("pattern_ablation"),
+    output:
+        paths.model_file("{model}", ABLATION_FILE, RESULTS),
+    log:
+        log_path("pattern_ablation/{model}.log"),
+    benchmark:
+        paths.ablation_benchmark("{model}", RESULTS)
+    wildcard_constraints:
+        model=stage_models("pattern_ablation"),
+    conda:
+        "../envs/causalpos.yaml"
+    threads: config["extraction"]["threads"]
+    resources:
+        mem_mb=4096,
+    params:
+        **stage_params("pattern_ablation"),
+    script:
+        "../workflow_scripts/pattern_ablation.py"
+
+
+# Every model's ablation table in one, and its figure (rule pattern_ablation_seeds: every training seed).
+rule pattern_ablation_summary:
+    input:
+        **stage_inputs("pattern_ablation_summary"),
+    output:
+        table=paths.summary_file(ABLATION_FILE, RESULTS),
+        figures=report_figures(
+            ABLATION_FIGURE, caption="../report/pattern_ablation.rst"
+        ),
+    log:
+        log_path("pattern_ablation_summary.log"),
+    conda:
+        "../envs/causalpos.yaml"
+    params:
+        **stage_params("pattern_ablation_summary"),
+    script:
+        "../workflow_scripts/pattern_ablation_summary.py"
+
+
 # Section 4.2's extraction at every snapshot of a trained model, and the held-out loss there.
 rule emergence:
     input:
@@ -109,9 +151,9 @@ use rule length_eval as length_eval_seed with:
         **stage_params("length_eval_seed"),
 
 
-rule length_seeds:
+rule length_seeds_table:
     input:
-        **stage_inputs("length_seeds"),
+        **stage_inputs("length_seeds_table"),
     output:
         table=paths.summary_file("length_seeds.parquet", RESULTS),
         figures=report_figures(
@@ -122,6 +164,31 @@ rule length_seeds:
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("length_seeds"),
+        **stage_params("length_seeds_table"),
     script:
         "../workflow_scripts/length_seeds.py"
+
+
+use rule pattern_ablation as pattern_ablation_seed with:
+    input:
+        **stage_inputs("pattern_ablation_seed"),
+    output:
+        paths.seed_model_file("{model}", "{seed}", ABLATION_FILE, RESULTS),
+    log:
+        log_path("pattern_ablation_seed/{model}_seed{seed}.log"),
+    benchmark:
+        paths.ablation_benchmark("{model}_seed{seed}", RESULTS)
+    params:
+        **stage_params("pattern_ablation_seed"),
+
+
+use rule pattern_ablation_summary as pattern_ablation_seeds with:
+    input:
+        **stage_inputs("pattern_ablation_seeds"),
+    output:
+        table=paths.summary_file(ABLATION_FILE, SEEDS),
+        figures=paths.figure_files(ABLATION_FIGURE, FORMATS, SEEDS),
+    log:
+        log_path("pattern_ablation_seeds.log"),
+    params:
+        **stage_params("pattern_ablation_seeds"),

@@ -76,3 +76,22 @@ def test_cli_extract_gives_the_rule_tables(finished_copy):
                    capture_output=True)
     for name, frame in by_rule.items():
         pd.testing.assert_frame_equal(pd.read_parquet(tables / f"{name}.parquet"), frame, rtol=1e-6)
+
+
+def test_cli_ablation_gives_the_rule_outputs(finished_copy):
+    """`causalpos ablate rope` and `ablation-summary` again in the finished run: the same table as rules
+    pattern_ablation and pattern_ablation_summary wrote (the same sequences, maps and shuffle), and its figure."""
+    env = {**os.environ, "PYTHONPATH": str(finished_copy / "src"), "OMP_NUM_THREADS": "1"}
+    results = finished_copy / "results"
+    by_rule = {name: pd.read_parquet(path) for name, path in (
+        ("rope", results / "models" / "rope" / "pattern_ablation.parquet"),
+        ("summary", results / "summary" / "pattern_ablation.parquet"))}
+    (results / "models" / "rope" / "pattern_ablation.parquet").unlink()
+    (results / "figures" / "figT4_pattern_ablation.png").unlink()
+    for stage in (["ablate", "rope"], ["ablation-summary"]):
+        subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", *stage], cwd=finished_copy, env=env,
+                       check=True, capture_output=True, text=True)
+    for name, path in (("rope", results / "models" / "rope" / "pattern_ablation.parquet"),
+                       ("summary", results / "summary" / "pattern_ablation.parquet")):
+        pd.testing.assert_frame_equal(pd.read_parquet(path), by_rule[name], rtol=1e-5)
+    assert (results / "figures" / "figT4_pattern_ablation.png").stat().st_size > 1000

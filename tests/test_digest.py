@@ -93,9 +93,16 @@ def edit(root, relative: str) -> None:
 
 
 @pytest.mark.parametrize("relative, changed", [
-    ("models/train.py", {"run_train", "run_length_eval", "run_emergence"}),
+    # the pattern ablation reads the held-out blocks as training does
+    ("models/train.py", {"run_train", "run_length_eval", "run_emergence", "run_pattern_ablation",
+                         "run_pattern_ablation_pretrained"}),
     ("models/extract.py", {"run_extract", "run_emergence"}),
-    ("models/snapshots.py", {"run_train", "run_length_eval", "run_emergence"}),
+    ("models/snapshots.py", {"run_train", "run_length_eval", "run_emergence", "run_pattern_ablation",
+                             "run_pattern_ablation_pretrained"}),
+    ("models/intervention.py", {"run_pattern_ablation", "run_pattern_ablation_pretrained"}),
+    # what is subtracted, and the table's columns: its stages, and claim 11 in the ledger (convergence builds it)
+    ("pattern_ablation.py", {"run_pattern_ablation", "run_pattern_ablation_pretrained", "run_pattern_ablation_summary",
+                             "run_claims", "run_convergence"}),
     ("models/emergence.py", {"run_emergence"}),
     ("simulation/engine.py", {"run_simulation"}),
     ("simulation/recursion.py", {"run_recursion", "run_window_test"}),  # the window test runs it on LLM stacks
@@ -105,10 +112,11 @@ def edit(root, relative: str) -> None:
                                 "run_window_test", "run_heads"}),
     ("analysis/heads.py", {"run_heads", "run_figure", "run_all_layers"}),  # figures.render draws figH1_heads
     ("analysis/emergence.py", {"run_emergence_summary"}),
-    ("analysis/lengths.py", {"run_length_seeds"}),
+    ("analysis/lengths.py", {"run_length_seeds", "run_claims", "run_convergence"}),  # claim 11's t
     ("analysis/multiplicity.py", {"run_length_seeds", "run_claims", "run_convergence", "run_emergence_summary"}),
     ("analysis/claims/convergence.py", {"run_claims", "run_convergence"}),
-    ("figures/style.py", {"run_figure", "run_all_layers", "run_claims", "run_length_seeds", "run_convergence"}),
+    ("figures/style.py", {"run_figure", "run_all_layers", "run_claims", "run_length_seeds", "run_convergence",
+                          "run_pattern_ablation_summary"}),
 ])
 def test_an_edit_changes_the_digest_of_the_stages_that_run_it_only(source_copy, relative, changed):
     before = {stage: code_digest(stage, source_copy) for stage in EVERY_RUNNER}

@@ -19,12 +19,24 @@ pytestmark = pytest.mark.workflow
 
 def test_length_seeds_target_trains_the_other_seeds_and_summarises(finished_copy):
     """`snakemake length_seeds`: both models again with each of evaluation.seeds, their length evaluation and
-    the table and figure over seeds; the default run's own trainings are reused, not retrained."""
+    pattern ablation, the tables and figures over seeds and claim 11's ledger; the default run's own trainings
+    and ablations are reused, not redone."""
     jobs = planned_jobs(finished_copy, "length_seeds")
     config = yaml.safe_load((finished_copy / "config.yaml").read_text())
     seeds = config["evaluation"]["seeds"]
-    assert {rule for rule, _ in jobs} == {"train_seed", "length_eval_seed", "length_seeds"}
+    assert {rule for rule, _ in jobs} == {"train_seed", "length_eval_seed", "length_seeds_table",
+                                          "pattern_ablation_seed", "pattern_ablation_seeds", "length_seeds_claims"}
     snakemake(finished_copy, "length_seeds")
+    everyone = [config["training"].get("seed", 0), *seeds]
+    ablation = pd.read_parquet(finished_copy / "results" / "seeds" / "summary" / "pattern_ablation.parquet")
+    assert set(ablation["kind"]) == {"trained"}  # the pretrained models have no training seed
+    assert sorted(ablation.groupby("model")["seed"].unique().map(sorted).tolist()) == [sorted(everyone)] * 2
+    ledger = pd.read_parquet(finished_copy / "results" / "seeds" / "summary" / "claims.parquet")
+    assert set(ledger["claim_id"]) == {"11a"}
+    factors = [f for f in config["evaluation"]["length_factors"] if f > 1]
+    assert len(ledger) == 2 * len(factors) and ledger["uncertainty"].notna().all()  # an SE over the seeds
+    assert ledger["note"].str.contains(f"{len(everyone)} training seeds").all()
+    assert (finished_copy / "results" / "seeds" / "figures" / "figT4_pattern_ablation.png").stat().st_size > 1000
     table = pd.read_parquet(finished_copy / "results" / "summary" / "length_seeds.parquet")
     assert set(table["model"]) == {"nope", "rope", "nope - rope"}
     assert (table["n_seeds"] == 1 + len(seeds)).all()

@@ -13,7 +13,10 @@ ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted
 CLAIMS_FIGURE = "figL1_claims"  # drawn by rule claims, beside the ledger: a folder of pages (catalogue.PAGES)
 ALL_LAYERS_PAGE = "{kind}_layers{layers}.{ext}"  # a page of ALL_LAYERS_FIGURE in its model's folder
 CLAIMS_PAGE = "claims{claims}.{ext}"  # a page of CLAIMS_FIGURE in its folder, claims a key of catalogue.PAGES
-LENGTH_SEEDS_FIGURE = "figT3_length_seeds"  # drawn by rule length_seeds (its own target), beside its table
+LENGTH_SEEDS_FIGURE = "figT3_length_seeds"  # drawn by rule length_seeds_table (target length_seeds), beside its table
+# drawn by rule pattern_ablation_summary beside results/summary/pattern_ablation.parquet (and by
+# pattern_ablation_seeds under results/seeds for every seed)
+ABLATION_FIGURE = "figT4_pattern_ablation"
 CONVERGENCE_FIGURE = "figL2_convergence"  # drawn by rule convergence, beside results/summary/convergence.parquet
 TRAINED_LABELS = {"nope": "NoPE", "rope": "RoPE"}  # the pretrained models' names: workflow.config.model_labels
 
@@ -29,7 +32,8 @@ class FigureSpec:
     models: whose extraction tables ("model": options["model"], "trained": nope and rope,
     "pretrained": every pretrained model, "all": every extracted model, "one": one per rule job).
     The report's captions (what a figure shows and what to look for) are in report/: figure.rst for
-    the figures of rule figure, all_layers.rst, claims.rst and length_seeds.rst for the other three."""
+    the figures of rule figure, all_layers.rst, claims.rst, convergence.rst, length_seeds.rst and
+    pattern_ablation.rst for the others."""
 
     section: str
     tables: tuple[str, ...] = ()
@@ -65,11 +69,13 @@ FIGURES = {
     CLAIMS_FIGURE: FigureSpec("Claims"),
     CONVERGENCE_FIGURE: FigureSpec("Claims"),
     LENGTH_SEEDS_FIGURE: FigureSpec("Trained models"),
+    ABLATION_FIGURE: FigureSpec("Trained models"),
 }
-# Figures a config lists under `figures:` (the other four are drawn by rules model_figure, claims, convergence,
-# length_seeds)
+# Figures a config lists under `figures:` (the other five are drawn by rules model_figure, claims, convergence,
+# length_seeds_table, pattern_ablation_summary)
 CONFIGURABLE = tuple(f for f in FIGURES
-                     if f not in (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE))
+                     if f not in (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE,
+                                  ABLATION_FIGURE))
 
 
 def all_layers_page(folder, kind: str, first: int, last: int, ext: str) -> str:

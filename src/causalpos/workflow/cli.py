@@ -239,9 +239,63 @@ def cmd_length_seeds(args, config):
     from causalpos.figures.registry import LENGTH_SEEDS_FIGURE
     from causalpos.workflow.runners import run_length_seeds
 
-    options = job(config, args.results, "length_seeds")["params"]["options"]
+    options = job(config, args.results, "length_seeds_table")["params"]["options"]
     run_length_seeds(dag.length_runs(config, args.results), paths.summary_file("length_seeds.parquet", args.results),
                      paths.figure_files(LENGTH_SEEDS_FIGURE, options["formats"], args.results), options)
+
+
+def cmd_ablate(args, config):
+    from causalpos.workflow.runners import run_pattern_ablation, run_pattern_ablation_pretrained
+
+    if args.model not in extracted_models(config):
+        raise ConfigError(f"unknown model {args.model!r}; known: {extracted_models(config)}")
+    if args.model in MODELS:
+        run_pattern_ablation(model_dir=paths.model_dir(args.model, args.results),
+                             tokens_dir=paths.tokens_dir(args.results),
+                             output=paths.model_file(args.model, paths.ABLATION_FILE, args.results),
+                             **job(config, args.results, "pattern_ablation", model=args.model)["params"])
+        return
+    this = job(config, args.results, "pattern_ablation_pretrained", model=args.model)
+    run_pattern_ablation_pretrained(documents=this["inputs"]["documents"],
+                                    output=paths.pretrained_ablation(args.model, args.results), **this["params"])
+
+
+def cmd_ablate_seed(args, config):
+    from causalpos.workflow.runners import run_pattern_ablation
+
+    model_dir = paths.seed_model_dir(args.model, args.seed, args.results)
+    run_pattern_ablation(model_dir=model_dir, tokens_dir=paths.tokens_dir(args.results),
+                         output=paths.seed_model_file(args.model, args.seed, paths.ABLATION_FILE, args.results),
+                         **job(config, args.results, "pattern_ablation_seed", model=args.model, seed=args.seed)[
+                             "params"])
+
+
+def ablation_summary(config, results: str, stage: str, folder: str) -> None:
+    """Rule pattern_ablation_summary (folder: the results folder) or pattern_ablation_seeds (results/seeds)."""
+    from causalpos.figures.registry import ABLATION_FIGURE
+    from causalpos.workflow.runners import run_pattern_ablation_summary
+
+    this = job(config, results, stage)
+    run_pattern_ablation_summary(this["inputs"]["tables"], paths.summary_file(paths.ABLATION_FILE, folder),
+                                 paths.figure_files(ABLATION_FIGURE, config["plot"]["formats"], folder),
+                                 **this["params"])
+
+
+def cmd_ablation_summary(args, config):
+    ablation_summary(config, args.results, "pattern_ablation_summary", args.results)
+
+
+def cmd_ablation_seeds(args, config):
+    ablation_summary(config, args.results, "pattern_ablation_seeds", paths.seeds_dir(args.results))
+
+
+def cmd_ablation_claims(args, config):
+    from causalpos.workflow.runners import run_claims
+
+    folder = paths.seeds_dir(args.results)
+    this = job(config, args.results, "length_seeds_claims")
+    run_claims(this["inputs"], table=paths.summary_file("claims.parquet", folder),
+               markdown=paths.summary_file("claims.md", folder), folder=paths.claims_dir(folder), **this["params"])
 
 
 def cmd_list(args, config):
@@ -254,7 +308,8 @@ def cmd_list(args, config):
 # the device key each stage runs on: `cuda` there needs CUDA on this machine (the others are not checked)
 STAGE_DEVICE = {"simulate": ["device"], "train": ["training.device"], "evaluate": ["training.device"],
                 "extract": ["extraction.device"], "emergence": ["extraction.device"],
-                "train-seed": ["training.device"], "evaluate-seed": ["training.device"]}
+                "train-seed": ["training.device"], "evaluate-seed": ["training.device"],
+                "ablate-seed": ["training.device"]}
 # a command's options besides its stage's wildcards
 OPTIONS = {
     "sample": [(("-o", "--output"), {})],

@@ -482,6 +482,8 @@ def claims_inputs(config: dict, results: str | None = None) -> dict[str, list[st
         "convergence": [paths.summary_file("convergence.parquet", results)] if pretrained_models(config) else [],
         # claim 10d-10e (ours): sliding-window layers of the pretrained LLMs against the recursion
         "window_test": [paths.summary_file("window_test.parquet", results)] if pretrained_models(config) else [],
+        # claim 11 (ours): the pattern ablation, one training seed here (every seed: target length_seeds)
+        "pattern_ablation": [paths.summary_file(paths.ABLATION_FILE, results)],
     }
 
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable
 
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE, claims_page
+from causalpos.figures.registry import (ABLATION_FIGURE, ALL_LAYERS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE,
+                                       claims_page)
 from causalpos.models.snapshots import snapshot_name
 from causalpos.simulation.variant import Variant
 from causalpos.workflow import paths
@@ -34,7 +35,8 @@ from causalpos.workflow.config import (MODELS, claims_inputs, emergence_settings
 
 Files = dict[str, "str | list[str]"]
 PAPER_CLAIM = 8  # paper_llms's ledger has the rows of claim 8 (the pretrained LLMs) alone
-TARGETS = ("all", "all_figures", "paper_llms")  # rules that only name other rules' outputs
+ABLATION_CLAIM = 11  # target length_seeds's ledger has the rows of claim 11 (the pattern ablation over seeds) alone
+TARGETS = ("all", "all_figures", "length_seeds", "paper_llms")  # rules that only name other rules' outputs
 
 
 @dataclass(frozen=True)
@@ -73,12 +75,41 @@ def _seed_training(config: dict, seed) -> dict:
     return {**config["training"], "seed": int(seed), "snapshot_steps": 0}
 
 
+def seed_runs(config: dict, results: str, name: str) -> list[tuple[str, int, str]]:
+    """(model, seed, file `name` of that training) of every training in the comparison over seeds: the default
+    run's (training.seed), then evaluation.seeds's."""
+    seed = int(config["training"]["seed"])
+    runs = [(m, seed, paths.model_file(m, name, results)) for m in MODELS]
+    return runs + [(m, s, paths.seed_model_file(m, s, name, results)) for m in MODELS for s in extra_seeds(config)]
+
+
 def length_runs(config: dict, results: str) -> list[tuple[str, int, str]]:
     """(model, seed, length_eval.parquet) of every training in the length comparison over seeds."""
-    seed = int(config["training"]["seed"])
-    runs = [(m, seed, paths.model_file(m, "length_eval.parquet", results)) for m in MODELS]
-    return runs + [(m, s, paths.seed_model_file(m, s, "length_eval.parquet", results))
-                   for m in MODELS for s in extra_seeds(config)]
+    return seed_runs(config, results, "length_eval.parquet")
+
+
+def _ablation_params(config, results, model, seed=None) -> dict:
+    """A trained model's pattern ablation: the length evaluation's lengths and sequences, and the maps' own."""
+    evaluation = config["evaluation"]
+    return {"name": model, "factors": evaluation["length_factors"], "max_sequences": evaluation["length_sequences"],
+            "n_estimate": evaluation["ablation_sequences"], "device": config["training"]["device"],
+            "seed": config["data"]["seed"],
+            "training_seed": int(config["training"]["seed"] if seed is None else seed)}
+
+
+def _pretrained_ablation_params(config, results, model) -> dict:
+    """A pretrained model's pattern ablation at its extraction's length, on sequences of its extraction's splits."""
+    settings = extraction_settings(config, model)
+    return {"name": model, "settings": {key: settings[key] for key in ("seq_len", "batch_size", "splits", "setting")},
+            "n_estimate": config["evaluation"]["ablation_sequences"],
+            "n_evaluate": config["evaluation"]["length_sequences"], "location": model_location(config, model, results),
+            "device": config["extraction"]["device"], "seed": config["data"]["seed"]}
+
+
+def ablation_tables(config: dict, results: str) -> list[str]:
+    """The default run's ablation tables: both trained models (training.seed) and every pretrained model."""
+    return [paths.model_file(m, paths.ABLATION_FILE, results) for m in MODELS] + [
+        paths.pretrained_ablation(m, results) for m in pretrained_models(config)]
 
 
 def _converted_copy(config, results, model) -> list[str]:
@@ -263,13 +294,52 @@ STAGE_LIST = [
           inputs=lambda config, results, model, seed: {
               "model": paths.seed_model_file(model, seed, "model.safetensors", results), **_heldout_inputs(results)},
           params=_length_eval_params),
-    Stage("length_seeds", "run_length_seeds", command="length-seeds",
+    Stage("length_seeds_table", "run_length_seeds", command="length-seeds",
           description="length generalisation over seeds: table and figure",
           writes=lambda r: [paths.summary_file("length_seeds.parquet", r),
                             paths.figure_files(LENGTH_SEEDS_FIGURE, ["{ext}"], r)[0]],
           inputs=lambda config, results: {"runs": [path for _, _, path in length_runs(config, results)]},
           params=lambda config, results: {"runs": [[m, s] for m, s, _ in length_runs(config, results)],
                                           "options": config["plot"]}),
+    Stage("pattern_ablation", "run_pattern_ablation", command="ablate {model}", models="trained",
+          description="held-out loss of a trained model at every length with its non-relative pattern taken out "
+                      "(and the controls)",
+          writes=lambda r: [paths.model_file("{model}", paths.ABLATION_FILE, r), paths.ablation_benchmark("{model}")],
+          inputs=lambda config, results, model: {"model": paths.model_file(model, "model.safetensors", results),
+                                                 **_heldout_inputs(results)},
+          params=_ablation_params),
+    Stage("pattern_ablation_seed", "run_pattern_ablation", command="ablate-seed {model} {seed}", models="trained",
+          description="the pattern ablation of a model trained with another seed",
+          writes=lambda r: [paths.seed_model_file("{model}", "{seed}", paths.ABLATION_FILE, r),
+                            paths.ablation_benchmark("{model}_seed{seed}")],
+          inputs=lambda config, results, model, seed: {
+              "model": paths.seed_model_file(model, seed, "model.safetensors", results), **_heldout_inputs(results)},
+          params=_ablation_params),
+    Stage("pattern_ablation_pretrained", "run_pattern_ablation_pretrained", command="ablate {model}",
+          models="pretrained",
+          description="a pretrained LLM's loss with its non-relative pattern taken out (and the controls)",
+          writes=lambda r: [paths.pretrained_ablation("{model}", r), paths.ablation_benchmark("{model}")],
+          inputs=_pretrained_inputs, params=_pretrained_ablation_params),
+    Stage("pattern_ablation_summary", "run_pattern_ablation_summary", command="ablation-summary",
+          description="the pattern ablation of every model to results/summary, and its figure",
+          writes=lambda r: [paths.summary_file(paths.ABLATION_FILE, r),
+                            paths.figure_files(ABLATION_FIGURE, ["{ext}"], r)[0]],
+          inputs=lambda config, results: {"tables": ablation_tables(config, results)},
+          params=lambda config, results: {"options": plot_options(config)}),
+    Stage("pattern_ablation_seeds", "run_pattern_ablation_summary", command="ablation-seeds",
+          description="the pattern ablation of every training seed to results/seeds/summary, and its figure",
+          writes=lambda r: [paths.summary_file(paths.ABLATION_FILE, paths.seeds_dir(r)),
+                            paths.figure_files(ABLATION_FIGURE, ["{ext}"], paths.seeds_dir(r))[0]],
+          inputs=lambda config, results: {"tables": [path for _, _, path in
+                                                     seed_runs(config, results, paths.ABLATION_FILE)]},
+          params=lambda config, results: {"options": plot_options(config)}),
+    Stage("length_seeds_claims", "run_claims", command="ablation-claims",
+          description="claim 11's ledger rows over every training seed to results/seeds/summary",
+          writes=lambda r: [paths.summary_file("claims.{ext}", paths.seeds_dir(r)),
+                            claims_page(paths.claims_dir(paths.seeds_dir(r)), "{page}", "{ext}")],
+          inputs=lambda config, results: {"pattern_ablation": [paths.summary_file(paths.ABLATION_FILE,
+                                                                                  paths.seeds_dir(results))]},
+          params=lambda config, results: {**_claims_params(config, results), "claim": ABLATION_CLAIM}),
     Stage("pretrained", "run_pretrained", command="pretrained {model}", models="pretrained",
           description="convert a GGUF model of extraction.pretrained.models to safetensors",
           writes=lambda r: [paths.pretrained_dir("{model}", r), f"{paths.pretrained_dir('{model}', r)}/{{name}}"],

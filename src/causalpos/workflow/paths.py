@@ -17,6 +17,7 @@ from causalpos.tables import ACTIVATION_TABLES
 
 RESULTS = "results"
 EMERGENCE_TABLES = ("scores", "intermediates", "groups", "losses")  # rule emergence's tables per model
+ABLATION_FILE = "pattern_ablation.parquet"  # a model's pattern ablation table, and every model's in summary/
 
 
 def logs_dir(results: str = RESULTS) -> str:
@@ -118,15 +119,31 @@ def emergence_benchmark(model: str, results: str = RESULTS) -> str:
 
 def seed_model_dir(model: str, seed, results: str = RESULTS) -> str:
     """A model trained again with another seed (evaluation.seeds), for the length comparison."""
-    return f"{results}/seeds/{model}/seed{seed}"
+    return f"{seeds_dir(results)}/{model}/seed{seed}"
 
 
 def seed_model_file(model: str, seed, name: str, results: str = RESULTS) -> str:
     return f"{seed_model_dir(model, seed, results)}/{name}"
 
 
+def ablation_benchmark(job: str, results: str = RESULTS) -> str:
+    """Snakemake's benchmark of a pattern ablation job (a model, or a model and seed as "{model}_seed{seed}")."""
+    return f"{benchmarks_dir(results)}/pattern_ablation/{job}.tsv"
+
+
 def seed_train_benchmark(model: str, seed, results: str = RESULTS) -> str:
     return f"{benchmarks_dir(results)}/train_seed/{model}_seed{seed}.tsv"
+
+
+def seeds_dir(results: str = RESULTS) -> str:
+    """The trainings with other seeds, and the results of target length_seeds that summarise every seed (its
+    own summary/ and figures/, as paper_llms_dir's)."""
+    return f"{results}/seeds"
+
+
+def pretrained_ablation(model: str, results: str = RESULTS) -> str:
+    """A pretrained model's pattern ablation table (rule pattern_ablation_pretrained), beside its extraction's."""
+    return f"{results}/activations/{model}/{ABLATION_FILE}"
 
 
 def pretrained_dir(model: str, results: str = RESULTS) -> str:

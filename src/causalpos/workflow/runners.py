@@ -159,6 +159,68 @@ def run_length_seeds(runs: list, table, figures, options: dict) -> None:
     log.info("length over seeds:\n%s", frame.to_string(index=False))
 
 
+@rebuilds_damaged_inputs
+def run_pattern_ablation(name: str, model_dir, tokens_dir, factors, max_sequences: int, n_estimate: int, output,
+                         training_seed: int, device: str = "auto", seed: int = 0) -> None:
+    """A trained model's held-out loss at every length with its non-relative pattern taken out, and the controls
+    (causalpos.pattern_ablation), to Parquet."""
+    from causalpos.models.intervention import ablate_trained
+
+    start = time.perf_counter()
+    dev = resolve_device(device, "training.device")
+    frame = ablate_trained(model_dir, tokens_dir, factors, max_sequences, n_estimate, seed, device=dev,
+                           model_name=name, training_seed=training_seed)
+    write_parquet(frame, output, {"stage": "pattern_ablation", "seed": seed, "training_seed": training_seed,
+                                  "device": str(dev), "seconds": time.perf_counter() - start, "version": __version__})
+    log.info("pattern ablation in %.1f s:\n%s", time.perf_counter() - start, frame.to_string(index=False))
+
+
+@rebuilds_damaged_inputs
+def run_pattern_ablation_pretrained(name: str, settings: dict, location, documents, n_estimate: int,
+                                    n_evaluate: int, output, device: str = "auto", seed: int = 0) -> None:
+    """A pretrained LLM's loss at its extraction's length with its non-relative pattern taken out, and the
+    controls: the maps from `n_estimate` sequences of its own tokenizer, the losses on `n_evaluate` others."""
+    from causalpos.models.intervention import ABLATION_ATTENTION, ablate_pretrained
+    from causalpos.models.pretrained import bos_prefix, load_for_extraction
+    from causalpos.models.sequences import TooFewSequences, llm_sequences, load_tokenizer_for_extraction
+
+    start = time.perf_counter()
+    setting = f"extraction.pretrained.models.{name}"
+    tokenizer = load_tokenizer_for_extraction(str(location), setting)
+    try:
+        tokens, _ = llm_sequences(read_table(documents), tokenizer, settings["seq_len"], n_estimate + n_evaluate,
+                                  seed=seed, splits=settings["splits"], setting=settings["setting"],
+                                  prefix=bos_prefix(tokenizer), strict=True)
+    except TooFewSequences as err:
+        raise TooFewSequences(f"pattern ablation of {name}: evaluation.ablation_sequences + "
+                              f"evaluation.length_sequences = {n_estimate + n_evaluate} sequences wanted; {err}") \
+            from None
+    dev = resolve_device(device, "extraction.device")
+    model, _ = load_for_extraction(str(location), setting, dev, ABLATION_ATTENTION, with_tokenizer=False)
+    frame = ablate_pretrained(model, tokens, name, n_estimate, seed, settings["batch_size"], dev)
+    write_parquet(frame, output, {"stage": "pattern_ablation_pretrained", "location": str(location),
+                                  "settings": settings, "device": str(dev),
+                                  "seconds": time.perf_counter() - start, "version": __version__})
+    log.info("pattern ablation %s in %.1f s:\n%s", name, time.perf_counter() - start, frame.to_string(index=False))
+
+
+@rebuilds_damaged_inputs
+def run_pattern_ablation_summary(tables: list, table, figures, options: dict) -> None:
+    """Every model's ablation table in one (results/summary, or results/seeds/summary over every seed), and
+    its figure."""
+    from causalpos.figures.ablation import fig_pattern_ablation
+    from causalpos.figures.style import save_figure
+    from causalpos.pattern_ablation import ABLATION_COLUMNS
+    from causalpos.tables import require_columns
+
+    frame = require_columns(read_tables(tables), ABLATION_COLUMNS, "pattern_ablation")[ABLATION_COLUMNS]
+    frame = frame.sort_values(["kind", "model", "seed", "factor"], kind="stable", ignore_index=True)
+    write_parquet(frame, table, {"stage": "pattern_ablation_summary", "tables": [str(t) for t in tables],
+                                 "version": __version__})
+    save_figure(lambda: fig_pattern_ablation({"pattern_ablation": frame}, options), options, figures)
+    log.info("pattern ablation: %d rows of %d models -> %s", len(frame), frame["model"].nunique(), table)
+
+
 def run_pretrained(name: str, spec: dict, out_dir) -> None:
     """Dequantise a GGUF model into a safetensors folder (loaded in a second by the extraction)."""
     from causalpos.models.pretrained import convert_gguf
@@ -305,11 +367,12 @@ def run_claims(inputs: dict, settings: dict, table, markdown, folder, options: d
     # the long tables a layer at a time (issue 26: their memory would grow with the models' depth)
     tables = {name: (PartTable(paths, name) if name in PART_TABLES else read_tables(paths)) if paths else None
               for name, paths in inputs.items()}
-    ledger = build_ledger(tables.get("simulations"), tables.get("theory"), tables["scores"], tables["intermediates"],
-                          tables["groups"], thresholds=settings.get("thresholds") or None,
+    ledger = build_ledger(tables.get("simulations"), tables.get("theory"), tables.get("scores"),
+                          tables.get("intermediates"), tables.get("groups"),
+                          thresholds=settings.get("thresholds") or None,
                           n_bootstrap=settings["n_bootstrap"], seed=settings["seed"],
                           simulation_groups=tables.get("simulation_groups"), recursion=tables.get("recursion"),
-                          window_test=tables.get("window_test"))
+                          window_test=tables.get("window_test"), pattern_ablation=tables.get("pattern_ablation"))
     if claim is not None:
         ledger = ledger[ledger["claim"] == claim].reset_index(drop=True)
     ledger = note_flips(ledger, tables.get("convergence"))

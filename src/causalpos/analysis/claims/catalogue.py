@@ -5,7 +5,7 @@
 claim and setting: the columns LEDGER_COLUMNS (``claim_id, section, statement, setting, metric, value,
 uncertainty, threshold, verdict``), then EXTRA_COLUMNS (the one-sided ``p_value`` and ``p_against`` and their
 Holm-adjusted ``p_adjusted`` and ``p_against_adjusted`` (see Verdict), ``exact`` (a value without sampling
-error: a closed form or a symbolic check), ``claim`` 1-10, a short ``title``, the
+error: a closed form or a symbolic check), ``claim`` 1-11, a short ``title``, the
 ``direction`` of the threshold, ``unit``, the family-wise ``alpha``, ``model``, ``layer`` (0-based), a short
 ``label`` for plots, a ``note`` naming the variants or the source of the uncertainty; for claim 8a the
 amplitude with the attention-sink key 0, the left-region deficit and the range ratio of claim 8c; for 8d
@@ -21,7 +21,8 @@ title; TOPICS says what each claim number is about and which page of the claims 
 builder's docstring says why its metric measures the claim: simulation.py (1a-1b, 2-6; 2d-2e and 3d in
 later_layers.py), closed_forms.py
 (1c-1f; 1g-1h in appendix_errata.py), models.py (7a-7c, 8), stages.py (7d-7n), robustness.py (9a), large_d.py
-(10a-10c: ours, the large-d recursion against Monte Carlo at every layer; issue 25).
+(10a-10c: ours, the large-d recursion against Monte Carlo at every layer; issue 25), ablation_claims.py (11a:
+ours, the pattern ablation's loss gaps over training seeds; issue 27).
 Layers are 0-based in the data; statements and settings say "layer L (paper)" = 1-based.
 
 Uncertainty. Every metric is computed on the point estimate and on `n_bootstrap` replicates of its
@@ -48,9 +49,10 @@ same amount of noise once more. Concordances and advantages are reported as esti
 
 Verdict (THRESHOLDS["family_alpha"] = 0.05; family.py). Each row tests its claim one-sided: ``p_value`` = P(an
 estimate at least this far on the claim's side | the true value = the threshold), from the normal
-approximation z = (value - threshold) / uncertainty, and ``p_against`` the same for the other side (evidence
-that the claim fails). Holm's step-down adjustment over the ledger's family (every row with finite p's that is
-not exact; our own claim 10 is a family of its own, so it leaves the paper's verdicts as they are) gives
+approximation z = (value - threshold) / uncertainty (11a: Student's t over training seeds instead), and
+``p_against`` the same for the other side (evidence that the claim fails). Holm's step-down adjustment over the
+ledger's family (every row with finite p's that is not exact; our own claims 10 and 11 are a family each, so
+they leave the paper's verdicts as they are) gives
 ``p_adjusted`` and ``p_against_adjusted``: a row is *supported* when p_adjusted <= alpha,
 *not supported* when p_against_adjusted <= alpha, else *inconclusive*. Guarantee: over the m rows of the
 family, the chance of any false "supported" verdict is at most alpha, and, separately, the chance of any false
@@ -204,6 +206,9 @@ THRESHOLDS = {
     # 10e (ours): "the non-relative pattern sits in the global layers" (an earlier README's reading of Gemma-3):
     # the median amplitude of the global layers exceeds that of the sliding ones over the same pairs.
     "global_excess": 0.0,
+    # 11a (ours, a sign claim): removing the non-relative pattern shrinks the loss gap to the training length
+    # more than removing the same values shuffled within each band (effect < 0: the pattern hurts longer contexts).
+    "ablation_effect": 0.0,
     # 9a: the verdict under our exact-moment law agrees with the one under the paper's construction: 1 = the
     # same verdict, 0.5 = one of them inconclusive, 0 = opposite verdicts; > 0.5 = the same verdict.
     "law_agreement": 0.5,
@@ -490,6 +495,14 @@ CLAIMS = {claim.id: claim for claim in (
                     "global layers (the same pairs for both layer types)",
           metric="median amplitude of the global layers - median of the sliding ones, layers 2+ (paper)",
           unit="fraction of score RMS", direction=">", threshold="global_excess"),
+    Claim("11a", title="the pattern hurts longer contexts (ours)", section="ours (issue 27), tests 5.2's conjecture",
+          statement="Ours, testing Section 5.2's \"Since this pattern non-uniformly emphasizes the first few keys, it "
+                    "may potentially negatively affect length generalization\" on our trained models: subtracting "
+                    "each layer's non-relative pattern from its logits at inference shrinks the loss gap to the "
+                    "training length more than subtracting the same values shuffled within each band",
+          metric="effect of removing the non-relative pattern on the loss gap at k x the training length (gap under "
+                 "'pattern' minus gap under the shuffled control), mean over training seeds",
+          unit="nats per token", direction="<", threshold="ablation_effect"),
 )}
 
 
@@ -518,6 +531,8 @@ TOPICS = {topic.number: topic for topic in (
     Topic(9, "the input law", "8-9"),
     # ours (issue 25): theory for every layer
     Topic(10, "the large-d recursion (ours)", "10"),
+    # ours (issue 27): Section 5.2's conjecture, by ablation
+    Topic(11, "the pattern and length generalisation (ours)", "11"),
 )}
 # the claims figure's pages, in order: page -> the claim numbers it shows
 PAGES = {page: tuple(n for n, topic in TOPICS.items() if topic.page == page)

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.claims import closed_forms, large_d, later_layers, models, robustness, simulation, stages
+from causalpos.analysis.claims import (ablation_claims, closed_forms, large_d, later_layers, models, robustness,
+                                       simulation, stages)
 from causalpos.analysis.claims.catalogue import (CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS,
                                                  merge_thresholds)
 from causalpos.analysis.claims.family import adjust, in_family, is_exact
@@ -19,17 +20,19 @@ SIM_BUILDERS = (simulation.claim1, closed_forms.claim1_appendix, simulation.clai
                 later_layers.claim2_figure1_cosine, simulation.claim3, later_layers.claim3_by_layer, simulation.claim4,
                 simulation.claim5, simulation.claim6, models.claim7)
 BUILDERS = SIM_BUILDERS + (stages.claim7_stages, models.claim8)
-# our own claims (not the paper's): a Holm family of their own, so that adding them leaves the paper's verdicts as
-# they are
-OWN_BUILDERS = (large_d.claim10, large_d.claim10_windows)
+# our own claims (not the paper's), one Holm family per claim: adding one leaves the paper's verdicts, and those of
+# our other claims, as they are
+OWN_FAMILIES = ((large_d.claim10, large_d.claim10_windows), (ablation_claims.claim11,))
+OWN_CLAIMS = (10, 11)  # their claim numbers
 
 
 def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, scores: pd.DataFrame | None,
                  intermediates: pd.DataFrame | None, groups: pd.DataFrame | None, thresholds: dict | None = None,
                  n_bootstrap: int = 200, seed: int = 0,
                  simulation_groups: pd.DataFrame | None = None, recursion: pd.DataFrame | None = None,
-                 window_test: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The claims ledger: one row per claim and setting (see the module docstring), claims in order 1a .. 10e.
+                 window_test: pd.DataFrame | None = None,
+                 pattern_ablation: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The claims ledger: one row per claim and setting (see catalogue's docstring), claims in order 1a .. 11a.
 
     Any table may be None or empty: the claims that need it get rows with value NaN, verdict
     "inconclusive" and a note. A table missing a needed column raises ValueError.
@@ -37,13 +40,14 @@ def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, 
     Verdicts: Holm over the paper's claims' rows (family.adjust, at thresholds' family_alpha), after every builder
     ran; the exact-law twin rows that claim 9a compares get a Holm of their own first (their family: the twin
     rows), so that both verdicts of a pair follow the same rule. 9a's rows are not tests (outside the family).
-    Our own claims (10) are a family of their own: their tests take no power from the paper's.
+    Each of our own claims (10, 11) is a family of its own (OWN_FAMILIES): their tests take no power from the
+    paper's, nor from each other's.
     """
     th = merge_thresholds(thresholds)
     if int(n_bootstrap) < 2:
         raise ValueError(f"n_bootstrap must be >= 2 to estimate an uncertainty, got {n_bootstrap}")
     data = LedgerInputs(simulations, theory, scores, intermediates, groups, int(n_bootstrap), int(seed),
-                        simulation_groups, recursion, window_test)
+                        simulation_groups, recursion, window_test, pattern_ablation)
     rows = []
     for build in BUILDERS:
         rows.extend(build(data, th))
@@ -53,7 +57,8 @@ def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, 
         for build in SIM_BUILDERS:
             twin_rows.extend(build(twins, th))
     rows = adjust(rows, th["family_alpha"])
-    own = adjust([r for build in OWN_BUILDERS for r in build(data, th)], th["family_alpha"])
+    own = [r for family in OWN_FAMILIES
+           for r in adjust([r for build in family for r in build(data, th)], th["family_alpha"])]
     rows.extend(robustness.claim9(rows, adjust(twin_rows, th["family_alpha"]), data, th))
     ledger = pd.DataFrame(rows + own)
     ledger = ledger.iloc[np.argsort(ledger["claim"].to_numpy(), kind="stable")]  # 9a is built after the family's
@@ -129,13 +134,28 @@ def threshold_text(row) -> str:
     return f"{row['direction']} {row['threshold']:g}"
 
 
+def own_text(ledger: pd.DataFrame) -> str:
+    """The Markdown's words on our own claims (OWN_CLAIMS) the ledger has: each a Holm family of its own."""
+    tested = in_family(ledger)
+    counts = {n: int((tested & (ledger["claim"] == n).to_numpy()).sum()) for n in OWN_CLAIMS
+              if (ledger["claim"] == n).any()}
+    if not counts:
+        return ""
+    text = (" Our own claims are Holm-adjusted apart, each over its own rows that test something ("
+            + ", ".join(f"claim {n}: {k}" for n, k in counts.items()) + "), so they take no power from the paper's.")
+    if 11 in counts:
+        text += (" Claim 11's standard error is the SD over training seeds / sqrt(n), its p's Student's t with n - 1 "
+                 "degrees of freedom (not the normal approximation); one seed gives no verdict.")
+    return text
+
+
 def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> str:
     """The ledger as Markdown: one table of every claim (its statement on its first row; the per-layer claims
     8a and 8d summarised per model, claim 9a in one line), then a table of claims 8a and 8d per model and
     layer, one of claim 7 with the first k keys left out (models.KEY_SWEEP), and one of claim 9a's comparisons of
     the two input laws. `model_labels`: the models' names in the per-layer table (default: their keys)."""
     alpha = ledger_alpha(ledger)
-    m = int(in_family(ledger).sum())
+    m = int((in_family(ledger) & ~ledger["claim"].isin(OWN_CLAIMS).to_numpy()).sum())
     lines = [
         "Each row is one claim of the paper measured in one setting: value ± one standard error (the spread of "
         "the metric itself under a bootstrap over groups of Monte Carlo sample blocks for the simulations, over "
@@ -150,7 +170,7 @@ def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> s
         "rows (closed forms, symbolic checks) are certain, not counted among the tests; 9a compares two verdicts "
         "and is not a test (the twins it compares are adjusted in a family of their own); a property that holds "
         "by construction is marked so. Layers are numbered as in the paper (from 1), positions from 0 as in the "
-        "tables.",
+        "tables." + own_text(ledger),
         "",
         "| claim | setting | metric | value | threshold | p (adjusted), for / against | verdict |",
         "| --- | --- | --- | --- | --- | --- | --- |",

@@ -41,6 +41,8 @@ SIM_GROUP_NEEDS = ["variant", "layer", "group", "n_samples", "seq_len", "sums"]
 WINDOW_TEST_NEEDS = ["model", "source", "seq_len", "n_sequences", "layer", "layer_type", "window", "region",
                      "query_from", "query_to", "measured", "uncertainty", "predicted", "replicates"]
 RECURSION_NEEDS = ["variant", "layer", "query_pos", "key_pos", "score", "concentrates", "corrected", "score_corrected"]
+# claim 11 (ablation_claims): the pattern ablation's rows (pattern_ablation.ABLATION_COLUMNS)
+ABLATION_NEEDS = ["model", "kind", "seed", "factor", "seq_len", "condition", "gap", "effect", "effect_sem"]
 
 
 def debias(values: np.ndarray) -> np.ndarray:
@@ -177,7 +179,7 @@ class LedgerInputs:
     with the number of layers."""
 
     def __init__(self, simulations, theory, scores, intermediates, groups, n_bootstrap, seed, simulation_groups=None,
-                 recursion=None, window_test=None):
+                 recursion=None, window_test=None, pattern_ablation=None):
         self.n_bootstrap, self.seed = n_bootstrap, seed
         self.sim = require_columns(simulations, SIM_NEEDS, "simulations", optional=True)
         sim_groups = require_columns(simulation_groups, SIM_GROUP_NEEDS, "simulation_groups", optional=True)
@@ -186,6 +188,7 @@ class LedgerInputs:
         self.recursion = require_columns(recursion, RECURSION_NEEDS, "recursion", optional=True)
         self._recursion = split_by(self.recursion, ["variant", "layer"]) if self.recursion is not None else {}
         self.window_test = require_columns(window_test, WINDOW_TEST_NEEDS, "window_test", optional=True)
+        self.pattern_ablation = require_columns(pattern_ablation, ABLATION_NEEDS, "pattern_ablation", optional=True)
         self.scores = require_columns(scores, SCORE_NEEDS, "scores", optional=True)
         self.intermediates = require_columns(intermediates, INTERMEDIATE_NEEDS, "intermediates", optional=True)
         self.groups = require_columns(groups, GROUP_NEEDS, "groups", optional=True)
