@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TRAINED = {"model_type": "smollm3", "vocab_size": 8192, "hidden_size": 256, "intermediate_size": 688,
            "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-           "max_position_embeddings": 1024, "no_rope_layers": [1, 1, 1, 1], "tie_word_embeddings": True}
+           "max_position_embeddings": 1024, "no_rope_layers": [1, 1, 1, 1], "tie_word_embeddings": True,
+           "pad_token_id": None, "bos_token_id": None, "eos_token_id": 0}
 
 
 def build(shape: str):

@@ -7,37 +7,26 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AttentionInterface, Gemma3ForCausalLM, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, AttentionInterface
 
 from causalpos import pattern_ablation as pa
 from causalpos.models import intervention
 from causalpos.models.intervention import ABLATION_ATTENTION, ablate, mean_score_maps, sequence_losses
 from causalpos.tril import packed_pairs, packed_size
 from helpers import eager_softmax_inputs
-from test_heads import SEQ, VOCAB, WINDOW, gemma_config, llama_config
+from test_heads import SEQ, VOCAB, WINDOW, save
 
 CPU = torch.device("cpu")
 
 
-def saved_model(model_class, config, folder) -> str:
-    torch.manual_seed(3)
-    model = model_class(config)
-    with torch.no_grad():  # norm weights that matter, so the layers' maps differ
-        for name, parameter in model.named_parameters():
-            if "norm" in name:
-                parameter.normal_(1.0 if model_class is LlamaForCausalLM else 0.0, 0.5)
-    model.save_pretrained(folder)
-    return str(folder)
-
-
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory):
-    return saved_model(LlamaForCausalLM, llama_config(6, 2), tmp_path_factory.mktemp("llama"))
+    return save("llama_gqa", tmp_path_factory.mktemp("llama"))  # 6 query heads on 2 key heads
 
 
 @pytest.fixture(scope="module")
 def gemma(tmp_path_factory):
-    return saved_model(Gemma3ForCausalLM, gemma_config(4, 2), tmp_path_factory.mktemp("gemma"))
+    return save("gemma3_gqa", tmp_path_factory.mktemp("gemma"))  # layer 0 slides, layer 1 is global
 
 
 def load(folder, attention=ABLATION_ATTENTION):
@@ -219,3 +208,25 @@ def test_a_trained_models_table_on_held_out_blocks(llama, tmp_path):
     none = table[table["condition"] == "none"]
     assert (none["delta"] == 0).all() and (none["bias_rms"] == 0).all()
     assert isinstance(table, pd.DataFrame) and table["loss"].notna().all()
+
+
+def test_the_figure_shows_each_models_effects_over_its_seeds_and_the_llms_losses():
+    from causalpos.figures.ablation import fig_pattern_ablation
+
+    rng = np.random.default_rng(2)
+
+    def table(model, kind, seed, factors):
+        losses = {(f, c): rng.normal(5, 0.1, size=8 // f) for f in factors for c in pa.CONDITIONS}
+        return pa.ablation_rows(losses, {k: 0.0 for k in losses}, {f: 16 * f for f in factors}, model, kind, seed, 4)
+
+    frame = pd.concat([table("nope", "trained", 0, (1, 2, 4)), table("nope", "trained", 1, (1, 2, 4)),
+                       table("rope", "trained", 0, (1, 2, 4)), table("tiny_llm", "pretrained", -1, (1,))])
+    fig = fig_pattern_ablation({"pattern_ablation": frame}, {"model_labels": {"tiny_llm": "Tiny LLM"}})
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["NoPE: 2 seeds (±SE over seeds)", "RoPE: 1 seed (±SE over sequences)",
+                      "Pretrained LLMs (±SE over sequences)"]
+    nope = frame[(frame["model"] == "nope") & (frame["condition"] == "pattern") & (frame["factor"] == 4)]
+    drawn = [bars.lines[0].get_ydata() for bars in fig.axes[0].containers
+             if bars.get_label() == "non-relative pattern removed"]
+    assert drawn and drawn[0][-1] == pytest.approx(nope["effect"].mean())  # the mean over the two seeds at 4x
+    assert "Tiny LLM" in fig.axes[2].get_xticklabels()[0].get_text()

@@ -6,15 +6,16 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
-from causalpos.figures.style import MODEL_LABELS, new_figure, require_table
+from causalpos.figures.style import length_axis, model_label, new_figure, require_table
+from causalpos.figures.training import shared_legend
 from causalpos.pattern_ablation import CONDITIONS
 
 CONDITION_LABELS = {"none": "none (the model as it is)", "pattern": "non-relative pattern removed",
                     "shuffled": "control: pattern shuffled within bands", "relative": "relative part removed",
                     "pattern_sink": "pattern removed, key 0 too"}
-NEEDS = ("model", "kind", "seed", "factor", "seq_len", "condition", "loss", "delta", "delta_sem", "gap", "gap_sem")
+NEEDS = ("model", "kind", "seed", "factor", "seq_len", "condition", "loss", "delta", "delta_sem", "effect",
+         "effect_sem")
 
 
 def over_seeds(rows: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -28,38 +29,36 @@ def over_seeds(rows: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def fig_pattern_ablation(tables: dict, options) -> Figure:
-    """One panel per trained model: the gap (loss at k x the training length minus at 1x, under the same
-    condition) of every condition, mean over training seeds (dots: the seeds); a last panel for the pretrained
-    models: each condition's loss minus the unmodified model's at their sequence length (±SE over sequences)."""
+    """One panel per trained model: under each condition, the loss gap to the training length (loss at k x it
+    minus at 1x) minus the gap under the shuffled control, at each k > 1 (the `effect` column: claim 11's
+    statistic for "pattern"; < 0: the condition lets the loss grow less with length than the control), mean
+    over training seeds (dots: the seeds; symmetric log scale, linear within ±0.001); a last panel for the pretrained models: each condition's loss minus
+    the unmodified model's at their sequence length (±SE over sequences, symmetric log scale)."""
     table = require_table(tables, "pattern_ablation", NEEDS)
     colours = dict(zip(CONDITIONS, sns.color_palette("colorblind", len(CONDITIONS))))
-    trained = table[table["kind"] == "trained"]
+    trained = table[(table["kind"] == "trained") & table["effect"].notna()]
     pretrained = table[table["kind"] == "pretrained"]
     models = sorted(trained["model"].unique())
-    panels = len(models) + (1 if len(pretrained) else 0)
-    fig = new_figure(5.5 * max(panels, 1), 4.2)
-    axes = np.atleast_1d(fig.subplots(1, max(panels, 1)))
+    panels = max(len(models) + (1 if len(pretrained) else 0), 1)
+    fig = new_figure(5.5 * panels, 4.5)
+    axes = np.atleast_1d(fig.subplots(1, panels))
+    offsets = dict(zip(CONDITIONS, np.linspace(0.92, 1.08, len(CONDITIONS))))  # side by side at each length
     for ax, model in zip(axes, models):
         rows = trained[trained["model"] == model]
         n_seeds = rows["seed"].nunique()
-        summary = over_seeds(rows, "gap")
-        offsets = dict(zip(CONDITIONS, np.linspace(0.93, 1.07, len(CONDITIONS))))  # side by side at each length
+        summary = over_seeds(rows, "effect")
         for condition in [c for c in CONDITIONS if c in set(summary["condition"])]:
-            line = summary[summary["condition"] == condition]
-            dots = rows[rows["condition"] == condition]
-            ax.plot(dots["seq_len"] * offsets[condition], dots["gap"], "o", alpha=0.3, markersize=3,
+            line, dots = summary[summary["condition"] == condition], rows[rows["condition"] == condition]
+            ax.plot(dots["seq_len"] * offsets[condition], dots["effect"], "o", alpha=0.3, markersize=3,
                     color=colours[condition])
-            ax.errorbar(line["seq_len"] * offsets[condition], line["mean"], yerr=line["error"], marker="s",
+            ax.errorbar(line["seq_len"] * offsets[condition], line["mean"], yerr=line["error"], fmt="s",
                         capsize=3, color=colours[condition], label=CONDITION_LABELS[condition])
         ax.axhline(0.0, ls=":", color="gray")
-        ax.set_xscale("log", base=2)
-        ticks = sorted(rows["seq_len"].unique())
-        ax.set_xticks(ticks, [str(int(t)) for t in ticks])
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("Sequence length (tokens)")
-        ax.set_ylabel("Loss gap to the training length (nats/token)")
+        ax.set_yscale("symlog", linthresh=1e-3)  # linear within ±0.001: the pattern next to the relative part
+        length_axis(ax, rows["seq_len"])
+        ax.set_ylabel("Gap - the control's gap (nats/token)")
         spread = "SE over seeds" if n_seeds > 1 else "SE over sequences"
-        ax.set_title(f"{MODEL_LABELS.get(model, model)}: {n_seeds} seed{'s' if n_seeds > 1 else ''} (±{spread})")
+        ax.set_title(f"{model_label(model, options)}: {n_seeds} seed{'s' if n_seeds > 1 else ''} (±{spread})")
     if len(pretrained):
         ax = axes[len(models)]
         shown = [c for c in CONDITIONS if c != "none" and c in set(pretrained["condition"])]
@@ -69,17 +68,11 @@ def fig_pattern_ablation(tables: dict, options) -> Figure:
             rows = pretrained[pretrained["condition"] == condition].set_index("model").reindex(names)
             ax.bar(np.arange(len(names)) + (i - (len(shown) - 1) / 2) * width, rows["delta"], width,
                    yerr=rows["delta_sem"], capsize=2, color=colours[condition], label=CONDITION_LABELS[condition])
-        labels = (options or {}).get("model_labels") or {}
         lengths = pretrained.groupby("model")["seq_len"].first()
-        ax.set_xticks(range(len(names)), [f"{labels.get(m, m)}\n{int(lengths[m])} tokens" for m in names])
+        ax.set_xticks(range(len(names)), [f"{model_label(m, options)}\n{int(lengths[m])} tokens" for m in names])
+        ax.set_yscale("symlog", linthresh=0.01)  # the relative part's removal is 100x the pattern's
         ax.axhline(0.0, ls=":", color="gray")
-        ax.set_ylabel("Loss minus the unmodified model's (nats/token)")
+        ax.set_ylabel("Loss - unmodified (nats/token)")
         ax.set_title("Pretrained LLMs (±SE over sequences)")
-    entries = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
-    if entries:
-        fig.legend(entries.values(), entries.keys(), loc="outside lower center", ncols=min(len(entries), 3),
-                   fontsize="small")
+    shared_legend(fig, axes, columns=3)
     return fig

@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from causalpos.figures.legibility import (
     PNG_TEXT_KEY,
@@ -133,6 +133,15 @@ def style_legend(ax, models, colours, styles: list[tuple[str, str]]) -> None:
 def layer_axis(ax, xlabel: str = "Layer") -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
+
+
+def length_axis(ax, seq_lens) -> None:
+    """A log2 x axis of sequence lengths with one tick per length (the length-generalisation figures)."""
+    ax.set_xscale("log", base=2)
+    ticks = sorted({int(t) for t in seq_lens})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("Sequence length (tokens)")
 
 
 

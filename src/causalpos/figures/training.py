@@ -5,7 +5,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from causalpos.figures.style import MODEL_COLOURS, MODEL_LABELS, new_figure, require_table
+from causalpos.figures.style import MODEL_COLOURS, MODEL_LABELS, length_axis, new_figure, require_table
 
 
 def fig_training_loss(tables: dict, options) -> Figure:
@@ -30,15 +30,16 @@ def fig_training_loss(tables: dict, options) -> Figure:
     return fig
 
 
-def shared_legend(fig, axes) -> None:
+def shared_legend(fig, axes, columns: int | None = None) -> None:
     """One key for the lines of all `axes` (each label once), below them: inside a panel, a key can cover
-    curves that span the whole axis."""
+    curves that span the whole axis. `columns`: at most that many entries a row (default: all in one)."""
     entries = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     if entries:
-        fig.legend(entries.values(), entries.keys(), loc="outside lower center", ncols=len(entries),
+        fig.legend(entries.values(), entries.keys(), loc="outside lower center",
+                   ncols=min(len(entries), columns or len(entries)),
                    fontsize="small")
 
 
@@ -54,11 +55,7 @@ def fig_length_generalization(tables: dict, options) -> Figure:
     trained = lengths.loc[lengths["factor"] == 1, "seq_len"]
     if not trained.empty:
         ax.axvline(float(trained.iloc[0]), ls=":", color="gray", label="training length")
-    ax.set_xscale("log", base=2)
-    ticks = sorted(lengths["seq_len"].unique())
-    ax.set_xticks(ticks, [str(int(t)) for t in ticks])
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("Sequence length (tokens)")
+    length_axis(ax, lengths["seq_len"])
     ax.set_ylabel("Held-out loss (nats/token)")
     ax.set_title("Length generalisation")
     # beside the axes: the curves and their error bars fill the middle of the panel
