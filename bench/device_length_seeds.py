@@ -101,7 +101,7 @@ def main() -> None:
     from causalpos.figures.registry import LENGTH_SEEDS_FIGURE
     from causalpos.workflow.runners import run_length_seeds
 
-    options = dag.params(config, args.results, "length_seeds")["options"]
+    options = dag.params(config, args.results, "length_seeds_table")["options"]
     table = paths.summary_file("length_seeds.parquet", args.results)
     figures = paths.figure_files(LENGTH_SEEDS_FIGURE, options["formats"], args.results)
     run_length_seeds(runs, table, figures, options)

@@ -28,8 +28,9 @@ from causalpos.figures.convergence import plot_convergence
 from causalpos.figures.legibility import (MIN_TEXT_PX, clipped_texts, displayed_text_px, drawn, drawn_tick_labels,
                                           legends_over_data, overlapping_texts)
 from causalpos.figures.ledger import plot_ledger
-from causalpos.figures.registry import (ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, FIGURES,
-                                        LENGTH_SEEDS_FIGURE)
+from causalpos.figures.ablation import fig_pattern_ablation
+from causalpos.figures.registry import (ABLATION_FIGURE, ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE,
+                                        FIGURES, LENGTH_SEEDS_FIGURE)
 from causalpos.io import read_table
 from causalpos.workflow import dag, paths
 from causalpos.workflow.config import extracted_models, load_config
@@ -38,7 +39,7 @@ from causalpos.workflow.runners import run_all_layers, run_figure, run_length_se
 FIGURE_IDS = [figure for figure in render.DRAW if figure != ALL_LAYERS_FIGURE]  # rule figure's
 KINDS = ("raw", "diagnorm")
 FAMILIES = [*FIGURE_IDS, *(f"{ALL_LAYERS_FIGURE}/{kind}" for kind in KINDS), CLAIMS_FIGURE, CONVERGENCE_FIGURE,
-            LENGTH_SEEDS_FIGURE]
+            LENGTH_SEEDS_FIGURE, ABLATION_FIGURE]
 DEEP_LAYERS = 18  # a model with this many layers or more has several all-layers pages (Gemma-3-270M: 18)
 DEEP_MODEL = "llm_18_layers"  # a made-up model of DEEP_LAYERS layers, where the run has none (a name no run has)
 
@@ -152,7 +153,21 @@ def draw_length_seeds(run: Path, config: dict, out: Path, recorder: Recorder) ->
             runs.append((model, seed, path))
     recorder.family = LENGTH_SEEDS_FIGURE
     run_length_seeds(runs, out / "length_seeds.parquet", [out / f"{LENGTH_SEEDS_FIGURE}.png"],
-                     dag.params(config, str(run / "results"), "length_seeds")["options"])
+                     dag.params(config, str(run / "results"), "length_seeds_table")["options"])
+
+
+def draw_ablation(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
+    """figT4 as the run drew it (one seed and the pretrained model), and over three seeds (the run's trained
+    rows as seed 0, and two more with their effects shifted by +-0.001)."""
+    table = read_table(run / paths.summary_file(paths.ABLATION_FILE))
+    trained = table[table["kind"] == "trained"]
+    seeds = pd.concat([trained, *(trained.assign(seed=seed, effect=trained["effect"] + shift)
+                                  for seed, shift in ((1, 0.001), (2, -0.001)))], ignore_index=True)
+    options = dag.params(config, str(run / "results"), "pattern_ablation_summary")["options"]
+    recorder.family = ABLATION_FIGURE
+    for name, frame in (("run", table), ("seeds", seeds)):
+        recorder(lambda frame=frame: fig_pattern_ablation({"pattern_ablation": frame}, options), options,
+                 [out / f"{ABLATION_FIGURE}_{name}.png"])
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +179,7 @@ def figures(finished_run, tmp_path_factory) -> dict[str, list[Drawn]]:
     with pytest.MonkeyPatch.context() as patch:  # the runners import save_figure from style when they run
         patch.setattr(style, "save_figure", recorder)
         patch.setattr(render, "save_figure", recorder)
-        for draw in (draw_rule_figures, draw_all_layers, draw_claims, draw_length_seeds):
+        for draw in (draw_rule_figures, draw_all_layers, draw_claims, draw_length_seeds, draw_ablation):
             draw(finished_run, config, out, recorder)
     return recorder.drawn
 
@@ -218,7 +233,8 @@ def problems_of(drawn_figure: Drawn) -> list[str]:
 
 
 def test_the_families_are_every_figure():
-    assert set(FIGURE_IDS) | {ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE} == set(FIGURES)
+    assert set(FIGURE_IDS) | {ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE,
+                              ABLATION_FIGURE} == set(FIGURES)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -223,8 +223,8 @@ def test_the_figure_shows_each_models_effects_over_its_seeds_and_the_llms_losses
                        table("rope", "trained", 0, (1, 2, 4)), table("tiny_llm", "pretrained", -1, (1,))])
     fig = fig_pattern_ablation({"pattern_ablation": frame}, {"model_labels": {"tiny_llm": "Tiny LLM"}})
     titles = [ax.get_title() for ax in fig.axes]
-    assert titles == ["NoPE: 2 seeds (±SE over seeds)", "RoPE: 1 seed (±SE over sequences)",
-                      "Pretrained LLMs (±SE over sequences)"]
+    assert titles == ["NoPE: 2 seeds\n(±SE over seeds)", "RoPE: 1 seed\n(±SE over sequences)",
+                      "Pretrained LLMs\n(±SE over sequences)"]
     nope = frame[(frame["model"] == "nope") & (frame["condition"] == "pattern") & (frame["factor"] == 4)]
     drawn = [bars.lines[0].get_ydata() for bars in fig.axes[0].containers
              if bars.get_label() == "non-relative pattern removed"]

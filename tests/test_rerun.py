@@ -18,8 +18,10 @@ pytestmark = pytest.mark.workflow
 def figures_using(config: dict, variant: str) -> set[tuple[str, str]]:
     return {("figure", name) for name, spec in config["figures"].items() if variant in spec.get("variants", [])}
 
+ABLATION = {("pattern_ablation_summary", "")}  # every model's pattern ablation in one table, and its figure
 TRAINING_JOBS = {("train", "nope"), ("train", "rope"), ("length_eval", "nope"), ("length_eval", "rope"),
-                 ("figure", "figT1_training_loss"), ("figure", "figT2_length_generalization")}
+                 ("figure", "figT1_training_loss"), ("figure", "figT2_length_generalization"),
+                 ("pattern_ablation", "nope"), ("pattern_ablation", "rope")} | ABLATION
 
 TRAINED_ANALYSIS = {("extract_trained", "nope"), ("extract_trained", "rope"), ("model_figure_trained", "nope"),
                     ("model_figure_trained", "rope"),
@@ -29,6 +31,7 @@ TRAINED_ANALYSIS = {("extract_trained", "nope"), ("extract_trained", "rope"), ("
 
 LLM_ANALYSIS = {("extract_pretrained", "smollm2_135m"), ("model_figure_pretrained", "smollm2_135m"),
                 ("figure", "fig05_llms")}
+LLM_ABLATION = {("pattern_ablation_pretrained", "smollm2_135m")} | ABLATION  # on the documents, not the extraction
 
 EMERGENCE = {("emergence", "nope"), ("emergence", "rope"), ("emergence_summary", ""), ("figure", "figE1_emergence")}
 
@@ -39,7 +42,7 @@ def with_ledger(jobs: set) -> set:
     rules = {rule for rule, _ in jobs}
     extractions = {"extract_trained", "extract_pretrained"}
     extra = {("runtimes", "")} if rules & {"simulate", "train", "emergence", "recursion", *extractions} else set()
-    if rules & {"simulate", "theory", "recursion", *extractions}:
+    if rules & {"simulate", "theory", "recursion", "pattern_ablation_summary", *extractions}:
         extra.add(("claims", ""))
     if "extract_pretrained" in rules:  # the LLMs' claims on growing N, and the sliding-window test
         extra |= {("convergence", ""), ("window_test", "")}
@@ -49,7 +52,8 @@ def with_ledger(jobs: set) -> set:
 
 def test_editing_data_code_reruns_the_data_branch_only(finished_copy):
     touch_source(finished_copy, "models/data")
-    expected = {("sample", ""), ("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS | LLM_ANALYSIS | EMERGENCE
+    expected = {("sample", ""), ("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS | LLM_ANALYSIS | EMERGENCE \
+        | LLM_ABLATION
     assert planned_jobs(finished_copy, "all") == with_ledger(expected)  # the documents feed the LLM's sequences too
 
 def test_changing_the_vocabulary_reruns_tokenizer_training_and_their_analysis(finished_copy):
@@ -92,7 +96,8 @@ def all_figure_jobs(config: dict) -> set[tuple[str, str]]:
 def test_changing_a_plot_option_reruns_only_figures(finished_copy):
     edit_config(finished_copy, lambda c: c["plot"].update(dpi=72))
     config = yaml.safe_load((finished_copy / "config.yaml").read_text())
-    assert planned_jobs(finished_copy) == all_figure_jobs(config) | {("claims", ""), ("convergence", "")} | CONFIG_PAGE
+    assert planned_jobs(finished_copy) == all_figure_jobs(config) | {("claims", ""), ("convergence", "")} | ABLATION \
+        | CONFIG_PAGE
 
 def test_editing_simulation_code_reruns_simulations_and_figures(finished_copy):
     touch_source(finished_copy, "simulation/engine")
@@ -105,8 +110,8 @@ def test_editing_simulation_code_reruns_simulations_and_figures(finished_copy):
 def test_editing_figure_code_reruns_only_figures(finished_copy):
     touch_source(finished_copy, "figures/style")
     config = yaml.safe_load((finished_copy / "config.yaml").read_text())
-    # the ledger and the convergence table draw their figures
-    assert planned_jobs(finished_copy) == all_figure_jobs(config) | {("claims", ""), ("convergence", "")}
+    # the ledger, the convergence table and the pattern ablation draw their figures
+    assert planned_jobs(finished_copy) == all_figure_jobs(config) | {("claims", ""), ("convergence", "")} | ABLATION
 
 def test_editing_extraction_code_reruns_extraction_summary_and_their_figures(finished_copy):
     touch_source(finished_copy, "models/extract")

@@ -14,6 +14,7 @@ from causalpos.pattern_ablation import CONDITIONS
 CONDITION_LABELS = {"none": "none (the model as it is)", "pattern": "non-relative pattern removed",
                     "shuffled": "control: pattern shuffled within bands", "relative": "relative part removed",
                     "pattern_sink": "pattern removed, key 0 too"}
+LINEAR_WITHIN = 1e-3  # nats: a panel with larger effects is drawn on a symmetric log scale, linear within this
 NEEDS = ("model", "kind", "seed", "factor", "seq_len", "condition", "loss", "delta", "delta_sem", "effect",
          "effect_sem")
 
@@ -32,7 +33,8 @@ def fig_pattern_ablation(tables: dict, options) -> Figure:
     """One panel per trained model: under each condition, the loss gap to the training length (loss at k x it
     minus at 1x) minus the gap under the shuffled control, at each k > 1 (the `effect` column: claim 11's
     statistic for "pattern"; < 0: the condition lets the loss grow less with length than the control), mean
-    over training seeds (dots: the seeds; symmetric log scale, linear within ±0.001); a last panel for the pretrained models: each condition's loss minus
+    over training seeds (dots: the seeds; a symmetric log scale, linear within ±0.001, where some exceed
+    0.002); a last panel for the pretrained models: each condition's loss minus
     the unmodified model's at their sequence length (±SE over sequences, symmetric log scale)."""
     table = require_table(tables, "pattern_ablation", NEEDS)
     colours = dict(zip(CONDITIONS, sns.color_palette("colorblind", len(CONDITIONS))))
@@ -40,7 +42,7 @@ def fig_pattern_ablation(tables: dict, options) -> Figure:
     pretrained = table[table["kind"] == "pretrained"]
     models = sorted(trained["model"].unique())
     panels = max(len(models) + (1 if len(pretrained) else 0), 1)
-    fig = new_figure(5.5 * panels, 4.5)
+    fig = new_figure(4.2 * panels, 4.2)  # no wider: the report shows it at one width, and its text shrinks with it
     axes = np.atleast_1d(fig.subplots(1, panels))
     offsets = dict(zip(CONDITIONS, np.linspace(0.92, 1.08, len(CONDITIONS))))  # side by side at each length
     for ax, model in zip(axes, models):
@@ -54,11 +56,12 @@ def fig_pattern_ablation(tables: dict, options) -> Figure:
             ax.errorbar(line["seq_len"] * offsets[condition], line["mean"], yerr=line["error"], fmt="s",
                         capsize=3, color=colours[condition], label=CONDITION_LABELS[condition])
         ax.axhline(0.0, ls=":", color="gray")
-        ax.set_yscale("symlog", linthresh=1e-3)  # linear within ±0.001: the pattern next to the relative part
+        if (summary["mean"].abs() + summary["error"].fillna(0)).max() > 2 * LINEAR_WITHIN:
+            ax.set_yscale("symlog", linthresh=LINEAR_WITHIN)  # the pattern's effects next to the relative part's
         length_axis(ax, rows["seq_len"])
-        ax.set_ylabel("Gap - the control's gap (nats/token)")
+        ax.set_ylabel("Gap - control's gap (nats/token)")
         spread = "SE over seeds" if n_seeds > 1 else "SE over sequences"
-        ax.set_title(f"{model_label(model, options)}: {n_seeds} seed{'s' if n_seeds > 1 else ''} (±{spread})")
+        ax.set_title(f"{model_label(model, options)}: {n_seeds} seed{'s' if n_seeds > 1 else ''}\n(±{spread})")
     if len(pretrained):
         ax = axes[len(models)]
         shown = [c for c in CONDITIONS if c != "none" and c in set(pretrained["condition"])]
@@ -73,6 +76,6 @@ def fig_pattern_ablation(tables: dict, options) -> Figure:
         ax.set_yscale("symlog", linthresh=0.01)  # the relative part's removal is 100x the pattern's
         ax.axhline(0.0, ls=":", color="gray")
         ax.set_ylabel("Loss - unmodified (nats/token)")
-        ax.set_title("Pretrained LLMs (±SE over sequences)")
-    shared_legend(fig, axes, columns=3)
+        ax.set_title("Pretrained LLMs\n(±SE over sequences)")
+    shared_legend(fig, axes, columns=2)
     return fig
