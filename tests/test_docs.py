@@ -344,7 +344,7 @@ def test_report_captions_say_what_to_look_for_once():
     # the paper's Figures 11-16 are its LLMs: a trained model's pages are ours, named as such
     assert "Figures 11-16" in pages[-1] and "SmolLM2-135M" in pages[-1] and "smol" not in pages[-1]
     assert "Figures 11-16" not in pages[-2] and "trained NoPE model" in pages[-2]
-    pages += [render_caption("length_seeds.rst")]
+    pages += [render_caption("length_seeds.rst"), render_caption("pattern_ablation.rst")]
     for html in pages:
         assert "Look for" in html and "system-message" not in html
     assert len(set(pages)) == len(pages)
