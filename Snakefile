@@ -8,6 +8,9 @@ import os
 
 from snakemake.utils import min_version
 
+from causalpos.workflow.config import check_duplicate_keys
+from causalpos.workflow.user_errors import stop_on_user_error
+
 min_version("9.19")  # as pyproject.toml's snakemake requirement
 
 # the checkout envs/causalpos.yaml installs (its pip: entry) where jobs run in conda environments: this
@@ -23,7 +26,11 @@ envvars:
 
 # config.yaml unless --configfile names another: `--configfile .test/config.yaml` runs that config alone
 # (Snakemake would otherwise merge it into config.yaml's), as `causalpos --configfile` does.
+# A config.yaml that is not YAML stops here with the file, line and column (Snakemake's own message names neither).
+# A workflow used as a module (tests/test_module.py) reads no configfile of its own.
 if not workflow.overwrite_configfiles:
+    if not workflow.modifier.skip_configfile:
+        stop_on_user_error(check_duplicate_keys, "config.yaml")
 
     configfile: "config.yaml"
 

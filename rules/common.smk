@@ -26,6 +26,7 @@ from causalpos.workflow.config import (
     snapshot_steps,
     validate_config,
 )
+from causalpos.workflow.user_errors import stop_on_user_error
 from snakemake import io as snakemake_io  # a line opening with `report` is a directive
 
 # Snakemake's own validate (inside) against the JSON schema, plus cross-key
@@ -35,9 +36,10 @@ from snakemake import io as snakemake_io  # a line opening with `report` is a di
 # a SLURM login node, nor inside each SLURM job, nor in a dry run (-n), which
 # plans a GPU config anywhere (while this file is read the executor is not known
 # yet: workflow.local_exec is always True here).
+# A rejected config ends Snakemake with its message alone (stop_on_user_error).
 for path in workflow.configfiles:
-    check_duplicate_keys(path)
-validate_config(config, devices=False)
+    stop_on_user_error(check_duplicate_keys, path)
+stop_on_user_error(validate_config, config, devices=False)
 
 # every result under RESULTS (and its logs and benchmarks too unless it is "results")
 RESULTS = results_dir(config)
@@ -270,7 +272,7 @@ def paper_llms_outputs():
 onstart:
     # the executor is known now, and a dry run never gets here
     if workflow.local_exec and workflow.is_main_process:
-        check_devices(config, config["training"])
+        stop_on_user_error(check_devices, config, config["training"])
     # Ctrl-C or SIGTERM to Snakemake also stop its running jobs (alone, it waits for them to end)
     from causalpos.workflow.process_control import forward_stop_signals
 

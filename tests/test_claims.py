@@ -626,5 +626,7 @@ def test_column_chunks_give_the_same_numbers():
     draws = rng.integers(0, 3, size=(16, replicates)).astype(np.float32)
     divisors = draws.sum(axis=0) * 4.0
     point = rng.normal(size=packed_size(size))
+    # float32 products summed in another order: equal to float32's precision of the sums (~1e-7 of values ~1), which
+    # a relative tolerance alone cannot say for entries near 0 (seen: 2e-8 apart at 1e-4, under a loaded BLAS)
     np.testing.assert_allclose(stack(point, (group_sums, draws, divisors)),
-                               stack(point, (group_sums @ draws, divisors)), rtol=1e-6)
+                               stack(point, (group_sums @ draws, divisors)), rtol=1e-6, atol=1e-7)

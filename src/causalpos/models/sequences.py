@@ -17,12 +17,17 @@ log = logging.getLogger("causalpos")
 
 
 def load_tokenizer_for_extraction(location: str, setting: str):
-    """The model's own tokenizer alone: the sequences are chosen (and too few refused) before the weights load."""
+    """The model's own tokenizer alone: the sequences are chosen (and too few refused) before the weights load.
+    A folder's tokenizer files are checked first: a damaged one raises DamagedFileError naming it."""
     from transformers import AutoTokenizer
 
+    from causalpos.models.model_files import verify_local_tokenizer
+
+    verify_local_tokenizer(location)
     try:
         return AutoTokenizer.from_pretrained(location)
     except (OSError, ValueError) as err:
+        verify_local_tokenizer(location)  # moved aside meanwhile by another job reading it?
         raise ValueError(f"{setting}: cannot load the tokenizer of {location!r}: {err}") from None
 
 

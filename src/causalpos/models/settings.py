@@ -128,6 +128,19 @@ def training_settings(section: dict) -> TrainingSettings:
     return cfg
 
 
+def check_warmup(cfg: dict) -> None:
+    """A config's warmup must end before its last step: causalpos.models.train's schedule (lr_at) rises linearly
+    for warmup_steps steps, then falls along a cosine to min_lr at `steps`; with warmup_steps >= steps every step
+    is still warming up, the rate never reaches lr and never decays. The workflow checks a config with it (ValueError
+    names the keys); training_settings does not, so that a test or a benchmark may train a few steps of a schedule."""
+    warmup, steps = cfg["warmup_steps"], cfg["steps"]
+    if warmup >= steps:
+        raise ValueError(f"training.warmup_steps = {warmup} must be less than training.steps = {steps}: the learning "
+                         f"rate rises during the warmup, so every step would still be warming up (it would never "
+                         f"reach training.lr = {cfg['lr']} nor decay along the cosine to training.min_lr = "
+                         f"{cfg['min_lr']}); set it below {steps}")
+
+
 def snapshot_schedule(cfg: dict) -> list[int]:
     """The optimizer steps after which training writes a weight-only snapshot, sorted (step 0: before any update).
 

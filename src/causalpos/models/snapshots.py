@@ -43,9 +43,13 @@ def write_snapshot(model, path) -> None:
 
 
 def load_snapshot(model, path) -> None:
-    """Load the weights of a snapshot into `model` (the same architecture), in the model's own dtype."""
+    """Load the weights of a snapshot into `model` (the same architecture), in the model's own dtype; a damaged
+    file raises DamagedFileError naming it (models.model_files)."""
     from safetensors.torch import load_model
 
+    from causalpos.models.model_files import verify_safetensors
+
+    verify_safetensors(path)
     missing, unexpected = load_model(model, str(path), strict=True)
     if missing or unexpected:  # load_model raises on these with strict=True; kept as a guard
         raise ValueError(f"{path}: does not fit the model (missing {missing}, unexpected {unexpected})")

@@ -53,6 +53,7 @@ from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RES
                                           CheckpointError, check_fingerprint, fingerprint, load_checkpoint,
                                           remove_stale_temporaries, rng_states, save_checkpoint, set_rng_states)
 from causalpos.models.model import build_model, count_parameters
+from causalpos.models.model_files import checked_again_on_failure, verify_model_folder, verify_tokenizer_folder
 from causalpos.models.settings import snapshot_schedule, training_settings
 from causalpos.models.snapshots import FOLDER as SNAPSHOT_FOLDER
 from causalpos.models.snapshots import Snapshots
@@ -338,6 +339,8 @@ def train(model_name: str, rope: bool, blocks_dir, out_dir, checkpoint_dir, cfg:
     log = log or logger
     cfg = training_settings(cfg)
     blocks = Blocks(blocks_dir)
+    if tokenizer_dir is not None:  # saved with the model at the end: a damaged one stops the run before training
+        verify_tokenizer_folder(tokenizer_dir)
     if blocks.block_len > cfg["model"]["context"]:
         raise ValueError(f"block_len = {blocks.block_len} of {blocks.dir} exceeds "
                          f"training.model.context = {cfg['model']['context']}")
@@ -567,7 +570,9 @@ def evaluate_lengths(model_dir, blocks_dir, factors=(1, 2, 4), max_sequences: in
     if threads:
         torch.set_num_threads(threads)
     dev = resolve_device(device, "training.device")
-    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").to(dev).eval()
+    verify_model_folder(model_dir)  # a damaged file: DamagedFileError naming it, not safetensors' error
+    with checked_again_on_failure(model_dir):
+        model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").to(dev).eval()
     limit = model.config.max_position_embeddings
     longest = factors[-1] * blocks.block_len
     if longest > limit and not beyond_context:
@@ -597,7 +602,7 @@ def evaluate_lengths(model_dir, blocks_dir, factors=(1, 2, 4), max_sequences: in
 def _trained_name(model_dir: Path) -> str:
     info = model_dir / "training.json"
     if info.is_file():
-        return json.loads(info.read_text()).get("model_name", model_dir.name)
+        return read_json(info).get("model_name", model_dir.name)
     return model_dir.name
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import tempfile
 from pathlib import Path
 
 from causalpos.errors import UserError
@@ -23,6 +24,7 @@ from causalpos.workflow.config import (
     results_dir,
     variant_params,
 )
+from causalpos.workflow.user_errors import USER_ERRORS
 
 
 class MissingInputError(UserError):
@@ -305,6 +307,17 @@ def cmd_list(args, config):
         print("figure", name, figure_variants(config, name))
 
 
+def positive_int(text: str) -> int:
+    """A count of processes or threads: a whole number >= 1 (0 and negatives meant nothing, silently)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give 1 or more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed; give 1 or more")
+    return value
+
+
 # the device key each stage runs on: `cuda` there needs CUDA on this machine (the others are not checked)
 STAGE_DEVICE = {"simulate": ["device"], "train": ["training.device"], "evaluate": ["training.device"],
                 "extract": ["extraction.device"], "emergence": ["extraction.device"],
@@ -316,9 +329,10 @@ OPTIONS = {
     "theory": [(("-o", "--output"), {})],
     "recursion": [(("-o", "--output"), {})],
     "simulate": [(("-o", "--output"), {}), (("--device",), {"choices": ["auto", "cpu", "cuda"]}),
-                 (("--threads",), {"type": int})],
-    "train": [(("--processes",), {"type": int, "help": "DDP processes via torchrun (default: train_processes)"})],
-    "train-seed": [(("--processes",), {"type": int, "help": "DDP processes via torchrun (default: train_processes)"})],
+                 (("--threads",), {"type": positive_int, "help": "CPU threads (default: simulation.threads)"})],
+    "train": [(("--processes",), {"type": positive_int, "help": "DDP processes via torchrun (default: train_processes)"})],
+    "train-seed": [(("--processes",), {"type": positive_int,
+                                       "help": "DDP processes via torchrun (default: train_processes)"})],
     "plot": [(("--model",), {"help": f"the model of {ALL_LAYERS_FIGURE}"})],
 }
 WILDCARD_HELP = {"model": "nope, rope or a name under extraction.pretrained.models", "variant":
@@ -335,8 +349,15 @@ def commands() -> dict[str, list[dag.Stage]]:
     return found
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's errors in one line, as the CLI's other errors (its usage block buried the message)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="causalpos", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="causalpos", description=__doc__.split("\n")[0])
     parser.add_argument("--configfile", default="config.yaml", help="workflow config (default: config.yaml)")
     parser.add_argument("--results", help="results folder (default: the config's `results`, else results)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -357,14 +378,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class OutputError(UserError):
+    """-o or the results folder names somewhere this process cannot write."""
+
+
+def check_writable(path, option: str, file: bool = False) -> None:
+    """OutputError unless `path` can be written: a folder (or with `file`, a file) that exists and is writable,
+    or whose nearest existing parent is a writable folder. Nothing is left behind: a refused command leaves no
+    trace, an accepted one makes its folders as it writes."""
+    path = Path(path)
+    if file and path.is_dir():
+        raise OutputError(f"{option} {path} is a folder; name the file to write (e.g. {path / 'table.parquet'})")
+    if not file and path.exists() and not path.is_dir():
+        raise OutputError(f"{option} {path} is a file, not a folder; name a folder for the results")
+    existing = path if path.exists() else next(p for p in path.absolute().parents if p.exists())
+    folder = existing.parent if existing.is_file() and existing == path else existing
+    if not folder.is_dir():
+        raise OutputError(f"{option} {path}: {folder} is a file, so no folder can be made under it")
+    try:  # a real write: permissions, a read-only mount, /proc; os.access says yes to root everywhere
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise OutputError(f"{option} {path}: cannot write in {folder} ({err.strerror}); choose another place") from None
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
         config = load_config(args.configfile, devices=STAGE_DEVICE.get(args.command, []))
         args.results = args.results or results_dir(config)
+        if args.command != "list":  # every other command writes under the results folder (or -o)
+            check_writable(args.results, "--results" if "--results" in (argv or sys.argv) else "results")
+        if getattr(args, "output", None):
+            check_writable(args.output, "-o", file=True)
         args.func(args, config)
-    except (ValueError, UserError) as err:
+    except USER_ERRORS as err:
         # what a user can fix (a setting, a missing or damaged file): one line, no traceback
         print(f"causalpos {args.command}: {err}", file=sys.stderr)
         return 2

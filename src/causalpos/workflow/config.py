@@ -11,9 +11,10 @@ import yaml
 from causalpos.errors import UserError
 from causalpos.figures.registry import CONFIGURABLE, FIGURES, TRAINED_LABELS
 from causalpos.models.data import check_sources
+from causalpos.models.folders import source_problem
 from causalpos.models.pretrained import SOURCE_KEYS, check_gguf, gguf_file, model_label, source_kind
 from causalpos.models.probe_split import MIN_SEQUENCES as PROBE_MIN_SEQUENCES  # its 60/20/20 split by sequence
-from causalpos.models.settings import TrainingSettings, snapshot_schedule, training_settings
+from causalpos.models.settings import TrainingSettings, check_warmup, snapshot_schedule, training_settings
 from causalpos.simulation.variant import Variant
 from causalpos.workflow import paths
 
@@ -30,22 +31,33 @@ def _key_path(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def _describe(error: jsonschema.ValidationError, within: tuple = ()) -> str:
-    """The error in words, naming its key (under `within`: the path of the section validated alone)."""
+def _describe(error: jsonschema.ValidationError, within: tuple = ()) -> str | None:
+    """The error in words, naming its key (under `within`: the path of the section validated alone) and, for a
+    bound, the key's description (why the bound); None for an error another one already names."""
     where = _key_path([*within, *error.absolute_path])
     schema = error.schema
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
-        extra = sorted(set(error.instance) - set(allowed))
-        return f"{where}: unknown key(s) {extra}; allowed keys: {allowed}"
+        refused = (schema.get("propertyNames") or {}).get("not", {}).get("enum", [])  # named by their own error
+        extra = sorted(set(error.instance) - set(allowed) - set(refused))
+        return f"{where}: unknown key(s) {extra}; allowed keys: {allowed}" if extra else None
+    if error.validator == "not" and isinstance(error.validator_value, dict) and "description" in error.validator_value:
+        return f"{where}: {error.instance!r} {error.validator_value['description']}"  # a key that was removed
     if error.validator == "enum":
         return f"{where} = {error.instance!r} is not allowed; allowed values: {schema['enum']}"
     if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "type",
                            "minItems", "minProperties", "uniqueItems"):
         bounds = {k: schema[k] for k in ("type", "minimum", "maximum", "exclusiveMinimum",
                                           "exclusiveMaximum") if k in schema}
-        return f"{where} = {error.instance!r} is invalid ({error.message}); allowed: {bounds}"
+        why = f"; {schema['description']}" if "description" in schema else ""
+        return f"{where} = {error.instance!r} is invalid ({error.message}); allowed: {bounds}{why}"
     return f"{where}: {error.message}"
+
+
+def _invalid(errors, within: tuple = ()) -> str:
+    """The schema's errors, one line each, sorted by key."""
+    lines = (_describe(e, within) for e in sorted(errors, key=lambda e: list(map(str, e.absolute_path))))
+    return "\n  ".join(line for line in lines if line is not None)
 
 
 def validate_config(config: dict, devices=True) -> dict:
@@ -63,8 +75,7 @@ def validate_config(config: dict, devices=True) -> dict:
     except WorkflowError:
         schema = yaml.safe_load(SCHEMA_PATH.read_text())
         validator = jsonschema.validators.validator_for(schema)(schema)
-        errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-        raise ConfigError("invalid config:\n  " + "\n  ".join(_describe(e) for e in errors)) from None
+        raise ConfigError("invalid config:\n  " + _invalid(validator.iter_errors(config))) from None
     check_config(config, devices)
     return config
 
@@ -76,9 +87,9 @@ def with_defaults(config: dict) -> dict:
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
     validator = _filling_validator(jsonschema.validators.validator_for(schema), schema)
     config = copy.deepcopy(config)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    errors = list(validator.iter_errors(config))
     if errors:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(_describe(e) for e in errors))
+        raise ConfigError("invalid config:\n  " + _invalid(errors))
     return config
 
 
@@ -89,9 +100,9 @@ def training_defaults(section: dict | None = None) -> TrainingSettings:
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
     validator = _filling_validator(jsonschema.validators.validator_for(schema), schema["properties"]["training"])
     section = copy.deepcopy(section or {})
-    errors = sorted(validator.iter_errors(section), key=lambda e: list(map(str, e.absolute_path)))
+    errors = list(validator.iter_errors(section))
     if errors:
-        raise ConfigError("invalid training settings:\n  " + "\n  ".join(_describe(e, ("training",)) for e in errors))
+        raise ConfigError("invalid training settings:\n  " + _invalid(errors, ("training",)))
     try:
         return training_settings(section)
     except ValueError as err:
@@ -116,6 +127,7 @@ def _filling_validator(base, schema: dict):
 def check_config(config: dict, devices=True) -> None:
     try:
         training = training_settings(config["training"])  # complete: the schema's defaults are filled in
+        check_warmup(training)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     block_len, context = config["tokenizer"]["block_len"], training["model"]["context"]
@@ -133,6 +145,10 @@ def check_config(config: dict, devices=True) -> None:
         check_sources(config["data"]["sources"])
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    if config["tokenizer"]["name"] is not None:  # a folder holding a tokenizer, or a Hub id (offline: cached)
+        problem = source_problem("tokenizer.name", config["tokenizer"]["name"], "tokenizer")
+        if problem:
+            raise ConfigError(problem)
     check_extraction(config, training)
     check_snapshots_and_seeds(config, training)
     check_figure_lists(config)
@@ -264,8 +280,10 @@ def check_extraction(config: dict, training: dict) -> None:
             source_kind(spec, f"extraction.pretrained.models.{name}")
         except ValueError as err:
             raise ConfigError(str(err)) from None
-        if "path" in spec and not Path(spec["path"]).is_dir():
-            raise ConfigError(f"extraction.pretrained.models.{name}.path: folder {spec['path']} does not exist")
+        for key in ("path", "name"):  # config.json, weights and a tokenizer; a Hub id offline: in the local cache
+            if key in spec and (problem := source_problem(f"extraction.pretrained.models.{name}.{key}", spec[key],
+                                                          "model", hub=key == "name")):
+                raise ConfigError(problem)
         if "gguf" in spec:
             check_gguf_model(config, name)
     check_probe(config)
@@ -396,11 +414,39 @@ def check_duplicate_keys(path) -> None:
     the loaded config no longer shows it. ConfigError names the file, the key path and both lines."""
     path = Path(path)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
+    text = config_text(path)
     try:
-        root = yaml.compose(path.read_text(), Loader=loader)
+        root = yaml.compose(text, Loader=loader)
     except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
+        raise ConfigError(yaml_problem(path, text, err)) from None
     _find_duplicate_keys(root, [], path)
+
+
+def config_text(path) -> str:
+    """The text of a config file, or a one-line ConfigError naming it: missing, a folder, unreadable, not text."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a folder; name a YAML file (e.g. config.yaml)")
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {path} is not a text file (byte {err.object[err.start]:#04x} at offset "
+                          f"{err.start} is not UTF-8); a config is a YAML text file such as config.yaml") from None
+    except OSError as err:
+        raise ConfigError(f"config file {path} cannot be read ({err.strerror})") from None
+
+
+def yaml_problem(path, text: str, err: yaml.YAMLError) -> str:
+    """A YAML parser's error in one line: the file, the line and column, what is wrong (a tab, most often)."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    if mark is None:
+        return f"config file {path} is not valid YAML: {problem}"
+    line = text.splitlines()[mark.line] if mark.line < len(text.splitlines()) else ""
+    hint = "; YAML indents with spaces, never tabs" if "\t" in line else ""
+    return f"config file {path}, line {mark.line + 1}, column {mark.column + 1}: not valid YAML: {problem}{hint}"
 
 
 def _find_duplicate_keys(node, where: list, path: Path) -> None:
@@ -423,11 +469,11 @@ def _find_duplicate_keys(node, where: list, path: Path) -> None:
 def load_config(path, devices=True) -> dict:
     """Read, check (duplicate keys, then validate_config; `devices` as there) and fill in a config file."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    check_duplicate_keys(path)
-    with path.open() as fh:
-        config = yaml.safe_load(fh) or {}
+    check_duplicate_keys(path)  # also: a missing file, a folder, not text, not YAML
+    config = yaml.safe_load(config_text(path)) or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"config file {path}: its top level is a {type(config).__name__}; a config maps keys "
+                          f"(data:, training:, ...) to their settings")
     return validate_config(config, devices)
 
 

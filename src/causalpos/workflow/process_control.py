@@ -1,11 +1,14 @@
-"""What a job process needs around its stage's runner: its log in the file Snakemake's log: names, and an end
-when the workflow ends (Ctrl-C or SIGTERM to Snakemake reach its jobs; a job dies with its Snakemake).
+"""What a job process needs around its stage's runner: its log in the file Snakemake's log: names, an end
+when the workflow ends (Ctrl-C or SIGTERM to Snakemake reach its jobs; a job dies with its Snakemake), and one
+writer per output folder (a training run by hand beside the same Snakemake job is refused).
 
-Kept apart from workflow.runners: none of this decides a result, so none of it enters a code digest.
+Kept apart from workflow.runners: none of this decides a result. Only run_train imports it (run_stoppable,
+one_writer), so it enters that stage's code digest alone.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import logging
 import os
@@ -15,7 +18,9 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from causalpos.errors import UserError
 from causalpos.process_exit import skip_final_collection
+from causalpos.workflow.user_errors import is_user_error, report_job_error
 
 log = logging.getLogger("causalpos")
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -23,7 +28,7 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 class JobLog:
     """Around a Snakemake job's stage: send its log records (and any traceback) to `path`, as Snakemake's
-    log: wants; stop the job when Snakemake dies (stop_with_parent); at the end, with the job's work done,
+    log: wants; a UserError ends the job with its message in one line on stderr (workflow.user_errors); stop the job when Snakemake dies (stop_with_parent); at the end, with the job's work done,
     spare its process the final garbage collection (causalpos.process_exit)."""
 
     def __init__(self, path):
@@ -47,14 +52,58 @@ class JobLog:
         log.removeHandler(self.handler)
         self.handler.close()
         skip_final_collection()
+        if is_user_error(exc):  # a message that says what to do: one line on the console, the traceback in the log
+            report_job_error(exc, self.path)
+            raise SystemExit(1) from None
         return False
+
+
+# ---------------------------------------------------------------- one writer per output folder
+
+
+class OutputLocked(UserError):
+    """Another process is writing the same output folder (a CLI command beside a Snakemake job, say)."""
+
+
+def lock_file(folder) -> Path:
+    """The lock of an output folder: a hidden file beside it (inside, it would be part of a directory output)."""
+    folder = Path(folder)
+    return folder.parent / f".{folder.name}.lock"
+
+
+@contextmanager
+def one_writer(folder, what: str):
+    """Hold the lock of `folder` while the block writes it, or raise OutputLocked at once naming the holder.
+
+    An advisory flock on lock_file(folder): Snakemake's own lock covers two Snakemakes in one working folder,
+    not `causalpos train` run beside its job, nor two working folders sharing a results folder. The kernel
+    drops it when its process dies, so a kill -9 leaves nothing to clean up; the file stays, unlocked."""
+    path = lock_file(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            raise OutputLocked(f"{folder} is being written by another process ({what}, pid {holder}, lock {path}); "
+                               f"wait for it to end or stop it, then run this again") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # ---------------------------------------------------------------- stopping jobs
 
 
 def run_stoppable(command: list[str]) -> int:
-    """Run `command` (torchrun) to its end and pass it the first SIGTERM or SIGINT this process gets.
+    """Run `command` (torchrun) to its end and pass it the first SIGTERM or SIGINT this process gets; return
+    its exit status, or raise StoppedBySignal where that signal stopped it.
 
     Its own session keeps a terminal's Ctrl-C from reaching it a second time (torchrun cuts its shutdown
     short on a second signal); it gets SIGTERM if this process dies; and unlike subprocess.run, no
@@ -68,7 +117,16 @@ def run_stoppable(command: list[str]) -> int:
             proc.send_signal(signum)
 
     with _handling(forward):
-        return proc.wait()
+        code = proc.wait()
+    if code and forwarded:  # expected: the ranks wrote their checkpoints (models.train); no traceback to show
+        raise StoppedBySignal(f"stopped by {signal.Signals(forwarded[0]).name} (torchrun exit status {code}); "
+                              f"the checkpoint of the last step reached is written: run the same command again "
+                              f"to resume from it")
+    return code
+
+
+class StoppedBySignal(UserError):
+    """SIGTERM or SIGINT, passed on by run_stoppable, stopped the command it ran."""
 
 
 @contextmanager

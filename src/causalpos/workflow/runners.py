@@ -42,15 +42,36 @@ def rebuilds_damaged_inputs(runner):
 
 
 def _moved_aside(err: DamagedFileError) -> DamagedFileError:
+    """Move the damaged file aside and say what reruns it. A file inside a directory() output (a snapshot, a
+    converted pretrained model) goes with its whole folder; a model's or tokenizer's file that its rule does
+    not declare (models.model_files: generation_config.json) with the folder's file that it does. A model
+    folder that no rule writes (the config's `path:`) is the user's: left where it is."""
     from causalpos.workflow.dag import stage_writing  # not at the top: it would enter every stage's code digest
 
-    link = os.readlink(err.path) if os.path.islink(err.path) else None
-    moved = move_aside(err.path)
     rule = stage_writing(err.path)
-    advice = f"moved to {moved}. " + (f"Rule {rule} rebuilds it: run the same snakemake command again."
-                                      if rule else "Rerun the step that writes it.")
+    # a model's or tokenizer's file (models.model_files): `companion` is its folder's file that the rule declares
+    companion = getattr(err, "companion", None)
+    if rule is None and hasattr(err, "companion"):  # a model folder the config names (path:), not a result
+        return DamagedFileError(err.path, err.reason, "no rule of the workflow writes it: replace it.")
+    folder, rebuilt = os.path.dirname(err.path), "it"
+    if rule and stage_writing(folder) == rule:  # inside a directory() output, whose files Snakemake does not check
+        from causalpos.models.model_files import move_folder_aside
+
+        link = os.readlink(folder) if os.path.islink(folder) else None
+        advice = f"moved its folder {folder} (an output of rule {rule}) to {move_folder_aside(folder)}. "
+        what = "folder"
+    else:
+        link = os.readlink(err.path) if os.path.islink(err.path) else None
+        moved, what = move_aside(err.path), "file"
+        advice = f"moved to {moved}. "
+        if companion and os.path.lexists(companion):  # not an output of the rule: a missing one reruns nothing
+            advice = (f"moved to {moved}, and {companion}, the output of its rule beside it, to "
+                      f"{move_aside(companion)}, so that Snakemake runs that rule again. ")
+            rebuilt = "both"
+    advice += (f"Rule {rule} rebuilds {rebuilt}: run the same snakemake command again." if rule
+               else "Rerun the step that writes it.")
     if link:  # the rerun would link the same damaged copy again
-        advice += f" It was a link to {link} (the between-workflow cache): delete that file too."
+        advice += f" It was a link to {link} (the between-workflow cache): delete that {what} too."
     return DamagedFileError(err.path, err.reason, advice)
 
 
@@ -107,27 +128,29 @@ def run_train(model: str, settings: dict, tokens_dir, tokenizer_dir, out_dir, ch
     import subprocess
     import tempfile
 
-    from causalpos.workflow.process_control import run_stoppable
+    from causalpos.workflow.process_control import one_writer, run_stoppable
 
-    checkpoints = checkpoint_folder(checkpoint_root, model, settings, os.path.join(tokens_dir, "blocks.json"))
-    log.info("train %s: %s; checkpoints in %s", model, settings, checkpoints)
-    if processes == 1:
-        from causalpos.models.train import train
+    with one_writer(out_dir, f"training {model}"):  # the CLI and the Snakemake job: one writer of a model folder
+        checkpoints = checkpoint_folder(checkpoint_root, model, settings, os.path.join(tokens_dir, "blocks.json"))
+        log.info("train %s: %s; checkpoints in %s", model, settings, checkpoints)
+        if processes == 1:
+            from causalpos.models.train import train
 
-        train(model, model == "rope", tokens_dir, out_dir, checkpoints, settings, tokenizer_dir=tokenizer_dir, log=log)
-        return
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-        json.dump(settings, fh)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-               "-m", "causalpos.models.train", "--model", model, "--blocks", str(tokens_dir), "--out", str(out_dir),
-               "--checkpoints", checkpoints, "--config", fh.name, "--tokenizer", str(tokenizer_dir)]
-    log.info("launch: %s", " ".join(command))
-    try:
-        code = run_stoppable(command)
-    finally:
-        os.unlink(fh.name)
-    if code:
-        raise subprocess.CalledProcessError(code, command)
+            train(model, model == "rope", tokens_dir, out_dir, checkpoints, settings, tokenizer_dir=tokenizer_dir,
+                  log=log)
+            return
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+            json.dump(settings, fh)
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+                   "-m", "causalpos.models.train", "--model", model, "--blocks", str(tokens_dir), "--out",
+                   str(out_dir), "--checkpoints", checkpoints, "--config", fh.name, "--tokenizer", str(tokenizer_dir)]
+        log.info("launch: %s", " ".join(command))
+        try:
+            code = run_stoppable(command)
+        finally:
+            os.unlink(fh.name)
+        if code:
+            raise subprocess.CalledProcessError(code, command)
 
 
 @rebuilds_damaged_inputs
