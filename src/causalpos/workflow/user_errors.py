@@ -32,10 +32,10 @@ def stop_on_user_error(check, *args, **kwargs):
         raise SystemExit(1) from None
 
 
-def report_job_error(error: BaseException, log_path, rule: str | None = None) -> None:
-    """What a job says on stderr when its stage raised one of USER_ERRORS (the traceback is in its log already)."""
-    where = f"rule {rule}: " if rule else ""
-    print(f"{where}{error} (details: {log_path})", file=sys.stderr, flush=True)
+def report_job_error(error: BaseException, log_path) -> None:
+    """What a job says on stderr when its stage raised one of USER_ERRORS (the traceback is in its log already;
+    Snakemake's own report of the failed job names the rule)."""
+    print(f"{error} (details: {log_path})", file=sys.stderr, flush=True)
 
 
 def is_user_error(error: BaseException | None) -> bool:
