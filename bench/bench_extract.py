@@ -65,7 +65,7 @@ def run_side(side: str, model, tokens, batch: int) -> dict:
     from causalpos.models.extract import extract_to_files
     from causalpos.models.probe_split import MIN_SEQUENCES
     from causalpos.models.recorder import ScoreRecorder
-    from causalpos.tables import ACTIVATION_TABLES
+    from causalpos.catalogue.tables import ACTIVATION_TABLES
 
     batches = [torch.from_numpy(tokens[i:i + batch]) for i in range(0, len(tokens), batch)]
     if side == "plain":

@@ -82,7 +82,7 @@ def batches(model, tokens, settings: dict) -> dict:
 
 def whole(model, tokens, settings: dict, repeats: int) -> dict:
     from causalpos.models.extract import extract_to_files
-    from causalpos.tables import ACTIVATION_TABLES
+    from causalpos.catalogue.tables import ACTIVATION_TABLES
 
     seconds, sizes = {False: [], True: []}, {}
     for flag in [False, True, True, False] * repeats:

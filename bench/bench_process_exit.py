@@ -1,4 +1,4 @@
-"""How long a stage's process takes to exit, with and without causalpos.process_exit.skip_final_collection.
+"""How long a stage's process takes to exit, with and without causalpos.runtime.processes.skip_final_collection.
 
 Each side is a fresh interpreter that imports what a job imports (`--imports`, by default what training
 imports) and exits; the time is wall and CPU of the whole process, so the difference is the exit's final
@@ -21,7 +21,7 @@ import time
 def one_process(imports: list[str], skip: bool) -> tuple[float, float]:
     code = "".join(f"import {name}\n" for name in imports)
     if skip:
-        code += "from causalpos.process_exit import skip_final_collection\nskip_final_collection()\n"
+        code += "from causalpos.runtime.processes import skip_final_collection\nskip_final_collection()\n"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from causalpos.devices import available_cpus, resolve_device
+from causalpos.runtime.devices import available_cpus, resolve_device
 from causalpos.models.model import build_model
 from causalpos.models.train import lm_loss, make_optimizer, train
 from causalpos.workflow.config import training_defaults

@@ -206,7 +206,7 @@ def markov_blocks(root: Path, block_len: int, vocab: int, n_train: int, n_heldou
                   snippet_len: int, active: int = 512, seed: int = 0) -> tuple[Path, Path]:
     """Token blocks in the data stage's format, and snippets: an order-1 Markov chain over `active` ids of the
     vocabulary (3 successors each), every block a fresh start. Loss floor ln 3, unigram ~ ln(active)."""
-    from causalpos.models.tokenizer import unigram_entropy
+    from causalpos.corpus.tokens import unigram_entropy
 
     rng = np.random.default_rng(seed)
     ids = rng.choice(np.arange(1, vocab), active, replace=False)  # 0 is the eos id, never drawn
@@ -339,7 +339,7 @@ def extraction_settings() -> dict:
 def extract_once(ctx, device: str, tag: str, **overrides) -> tuple[dict, dict]:
     import pyarrow.parquet as pq
 
-    from causalpos.tables import ACTIVATION_TABLES
+    from causalpos.catalogue.tables import ACTIVATION_TABLES
     from causalpos.workflow.runners import run_extract
 
     settings = {**extraction_settings(), **overrides}
@@ -542,7 +542,7 @@ def main(argv=None) -> int:
 
     import torch
 
-    from causalpos.devices import available_cpus
+    from causalpos.runtime.devices import available_cpus
 
     cpus = available_cpus()
     torch.set_num_threads(cpus)

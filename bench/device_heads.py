@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from causalpos.models import extract as extraction  # noqa: E402
 from causalpos.models.extract import ATTENTION_NAME, extract, extract_to_files  # noqa: E402
 from causalpos.models.recorder import ScoreRecorder  # noqa: E402
-from causalpos.tables import ACTIVATION_TABLES  # noqa: E402
+from causalpos.catalogue.tables import ACTIVATION_TABLES  # noqa: E402
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DEFAULT_RUN = dict(batch_size=4, intermediates_layer=0, probe_sequences=200, probe_positions=32, n_groups=16)

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import yaml
 
-from causalpos.workflow import dag, paths
+from causalpos.catalogue import paths
+from causalpos.workflow import dag
 from causalpos.workflow.config import with_defaults
 
 
@@ -98,7 +99,7 @@ def main() -> None:
             bundle()
     wall = time.perf_counter() - start
 
-    from causalpos.figures.registry import LENGTH_SEEDS_FIGURE
+    from causalpos.catalogue.figures import LENGTH_SEEDS_FIGURE
     from causalpos.workflow.runners import run_length_seeds
 
     options = dag.params(config, args.results, "length_seeds_table")["options"]

@@ -48,7 +48,7 @@ def measure(shape: str, sequences: int, seq_len: int, batch: int, device, per_he
     import torch
 
     from causalpos.models.extract import extract_to_files
-    from causalpos.tables import ACTIVATION_TABLES
+    from causalpos.catalogue.tables import ACTIVATION_TABLES
 
     cuda = device.type == "cuda"
     if cuda:

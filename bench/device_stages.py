@@ -24,7 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from causalpos.workflow import dag, paths
+from causalpos.catalogue import paths
+from causalpos.workflow import dag
 from causalpos.workflow.config import MODELS, with_defaults
 
 # the CLI with the jsonschema-only validation, in a fresh process per stage (one CUDA context each)

@@ -1,8 +1,8 @@
 import os
 import re
 
-from causalpos.analysis.claims.catalogue import ledger_pages
-from causalpos.figures.registry import (
+from causalpos.catalogue.claims import ledger_pages
+from causalpos.catalogue.figures import (
     ABLATION_FIGURE,
     ALL_LAYERS_FIGURE,
     ALL_LAYERS_PAGE,
@@ -12,7 +12,8 @@ from causalpos.figures.registry import (
     LENGTH_SEEDS_FIGURE,
     claims_pages,
 )
-from causalpos.workflow import dag, paths, provenance
+from causalpos.catalogue import paths
+from causalpos.workflow import dag, provenance
 from causalpos.workflow.config import (
     MODELS,
     check_devices,

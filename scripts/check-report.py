@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from PIL import Image
 
 from causalpos.figures.legibility import MIN_TEXT_PX, PNG_TEXT_KEY
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, ALL_LAYERS_PAGE
+from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, ALL_LAYERS_PAGE
 
 DATA_URL_LIMIT = 2 * 1024 * 1024  # Chromium blocks larger data: URLs in frames
 PORT = 9333

@@ -3,7 +3,7 @@
     python scripts/update-docs-claims.py            # after `snakemake --cores 8 all_figures`
 
 Also copies the pages of the ledger's figure, results/figures/figL1_claims/claims*.png (one per part of the paper,
-analysis.claims.catalogue.PAGES), to docs/figures/figL1_claims/, where docs/claims.md and docs/figures.md show
+catalogue.claims.PAGES), to docs/figures/figL1_claims/, where docs/claims.md and docs/figures.md show
 them. The counts and findings written around the table in docs/claims.md and README.md are prose: check them
 against the new ledger.
 """
@@ -12,9 +12,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from causalpos.analysis.claims.catalogue import PAGES
-from causalpos.figures.registry import claims_page
-from causalpos.workflow.paths import claims_dir
+from causalpos.catalogue.claims import PAGES
+from causalpos.catalogue.figures import claims_page
+from causalpos.catalogue.paths import claims_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 

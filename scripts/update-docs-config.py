@@ -6,7 +6,7 @@
 Every key of src/causalpos/schemas/config.schema.yaml gets a row: the values the schema allows, the value used
 when the key is left out (the schema's default; for the variant parameters those of
 causalpos.simulation.variant.Variant, for claims.thresholds those of
-causalpos.analysis.claims.catalogue.THRESHOLDS), the value in the default config.yaml, and what it means (the
+causalpos.catalogue.claims.THRESHOLDS), the value in the default config.yaml, and what it means (the
 text below, else the schema's description).
 """
 
@@ -89,7 +89,7 @@ MEANINGS = {
     "extraction.pretrained.n_sequences": "held-out sequences per pretrained LLM (the paper: 1,000)",
     "extraction.pretrained.models.NAME": "a pretrained LLM (table below); NAME is the `{model}` wildcard",
     "claims.thresholds.KEY": "overrides of the ledger's thresholds, key by key (table below; docs/claims.md)",
-    "figures.FIGURE": "settings of one figure of causalpos.figures.registry (table below); the key list is the "
+    "figures.FIGURE": "settings of one figure of causalpos.catalogue.figures (table below); the key list is the "
                       "figures the run draws",
     "plot.formats": "one file per format and figure",
     "plot.dpi": "resolution of the PNG (and SVG) files",
@@ -275,7 +275,7 @@ def def_rows(schema: dict, name: str, prefix: str, defaults: dict | None = None,
 
 def threshold_rows() -> list[str]:
     """THRESHOLDS with the claims that use each and the comment above it in catalogue.py (its justification)."""
-    from causalpos.analysis.claims.catalogue import CLAIMS, THRESHOLDS
+    from causalpos.catalogue.claims import CLAIMS, THRESHOLDS
 
     source = (ROOT / "src" / "causalpos" / "analysis" / "claims" / "catalogue.py").read_text()
     block = source[source.index("THRESHOLDS = {"):]
@@ -317,7 +317,7 @@ def render() -> str:
            "### A figure (`figures.FIGURE`)", "",
            *table(["key", "allowed", "meaning"], def_rows(schema, "figure", "figures.")), "",
            "### Thresholds of the claims ledger (`claims.thresholds.KEY`)", "",
-           "Defaults of `causalpos.analysis.claims.catalogue.THRESHOLDS`, with the comment that justifies each "
+           "Defaults of `causalpos.catalogue.claims.THRESHOLDS`, with the comment that justifies each "
            "there.", "",
            *table(["key", "if left out", "claims", "why"], threshold_rows())]
     missing = set(variant_defaults) ^ set(schema["$defs"]["variant_fields"]["properties"])

@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
-from causalpos.pattern_ablation import ABLATION_COLUMNS
+from causalpos.models.pattern_ablation import ABLATION_COLUMNS
 from helpers import R, sim_table
 
 SEEDS = (0, 1, 2, 3, 4)

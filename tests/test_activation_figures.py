@@ -6,7 +6,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from causalpos.figures.activations import all_layers_pages
-from causalpos.figures.registry import FIGURES
+from causalpos.catalogue.figures import FIGURES
 from causalpos.figures.render import DRAW, render_figure
 from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE
 from causalpos.workflow.runners import run_all_layers

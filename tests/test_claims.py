@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from causalpos.analysis import triangles
-from causalpos.analysis.claims.catalogue import CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, verdict
+from causalpos.catalogue.claims import CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, verdict
 from causalpos.analysis.claims.family import one_sided
 from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
 from causalpos.analysis.claims.replicates import LedgerInputs, estimate, stack

@@ -7,14 +7,14 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from causalpos.analysis.claims.catalogue import (CLAIMS, MAX_PAGE_CLAIMS, PAGES, TOPICS, claim_number, ledger_pages,
+from causalpos.catalogue.claims import (CLAIMS, MAX_PAGE_CLAIMS, PAGES, TOPICS, claim_number, ledger_pages,
                                                  page_of)
 from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.figures.ledger import COLUMNS, PANEL, plot_ledger
-from causalpos.figures.registry import claims_page, claims_pages
+from causalpos.catalogue.figures import claims_page, claims_pages
 from causalpos.figures.style import MAX_ASPECT
 from causalpos.workflow.dag import stage_writing
-from causalpos.workflow.paths import claims_dir
+from causalpos.catalogue.paths import claims_dir
 from causalpos.workflow.runners import run_claims
 from helpers import R, small_inputs
 

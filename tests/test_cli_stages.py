@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from causalpos.tables import ACTIVATION_TABLES
+from causalpos.catalogue.tables import ACTIVATION_TABLES
 
 pytestmark = pytest.mark.workflow
 

@@ -434,7 +434,7 @@ def test_a_gpu_config_is_planned_anywhere_and_refused_before_a_local_job_without
 
 def test_every_claims_threshold_has_bounds_in_the_schema_and_its_default_within_them(config):
     """One registry per fact: the keys and defaults are catalogue.THRESHOLDS', the schema holds only their bounds."""
-    from causalpos.analysis.claims.catalogue import REMOVED_THRESHOLDS, THRESHOLDS
+    from causalpos.catalogue.claims import REMOVED_THRESHOLDS, THRESHOLDS
 
     bounds = yaml.safe_load(SCHEMA_PATH.read_text())["$defs"]["thresholds"]
     assert list(bounds["properties"]) == list(THRESHOLDS) and bounds["additionalProperties"] is False
@@ -466,7 +466,7 @@ def test_claims_thresholds_outside_their_range_are_refused(config, thresholds, s
 
 
 def test_unknown_and_removed_claims_thresholds_are_refused_naming_what_is_allowed(config):
-    from causalpos.analysis.claims.catalogue import THRESHOLDS
+    from causalpos.catalogue.claims import THRESHOLDS
 
     config.setdefault("claims", {})["thresholds"] = {"concordence": 0.9}
     assert refused(config, devices=False) == ("invalid config:\n  claims.thresholds: unknown key(s) ['concordence']; "

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from causalpos.workflow import dag, paths
+from causalpos.catalogue import paths
+from causalpos.workflow import dag
 from causalpos.workflow.config import load_config, results_dir
 from helpers import ROOT
 

@@ -25,7 +25,7 @@ from transformers import AutoTokenizer
 
 from causalpos.io import DamagedFileError, write_parquet
 from causalpos.models.model import build_model
-from causalpos.workflow import paths
+from causalpos.catalogue import paths
 from causalpos.workflow.runners import (rebuilds_damaged_inputs, run_emergence, run_length_eval,
                                         run_pattern_ablation_pretrained, run_train)
 from helpers import BLOCK, CFG, TINY, VOCAB, make_tokenizer, planned_jobs, snakemake

@@ -6,7 +6,7 @@ import os
 import pandas as pd
 import pytest
 
-from causalpos.models.data import check_sources, sample_documents, split_of, summarize
+from causalpos.corpus.documents import check_sources, sample_documents, split_of, summarize
 
 EMBEDDED = [{"type": "embedded", "name": "bbc_news"}, {"type": "embedded", "name": "shakespeare"}]
 

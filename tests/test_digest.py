@@ -74,7 +74,7 @@ def test_modules_loaded_by_the_runner_are_in_its_closure(stage, import_edges):
 
 def test_closure_follows_lazy_imports_and_packages():
     modules = runner_modules("run_extract")
-    assert {"causalpos.models.extract", "causalpos.models.pretrained", "causalpos.models.tokenizer",
+    assert {"causalpos.models.extract", "causalpos.models.pretrained", "causalpos.corpus.tokens",
             "causalpos.models", "causalpos"} <= set(modules)  # run_extract imports these inside its body
     assert "causalpos.simulation.engine" not in modules
     assert "causalpos.figures.ledger" in runner_modules("run_claims")  # the ledger draws its figure

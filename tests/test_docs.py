@@ -212,7 +212,7 @@ def test_configuration_tables_are_up_to_date():
 
 
 def test_results_page_lists_every_column():
-    from causalpos import tables
+    from causalpos.catalogue import tables
     from causalpos.analysis import emergence, heads, lengths, runtimes, summary, windows
     from causalpos.analysis.claims import catalogue, convergence
 
@@ -306,7 +306,7 @@ def test_workflow_page_names_every_cached_rule():
 
 
 def test_figures_page_shows_every_figure():
-    from causalpos.figures.registry import FIGURES
+    from causalpos.catalogue.figures import FIGURES
 
     page = text(DOCS / "figures.md")
     missing = [f for f in FIGURES if f"`{f}`" not in page]
@@ -333,7 +333,7 @@ def render_caption(name: str, params: dict | None = None, **wildcards) -> str:
 
 def test_report_captions_say_what_to_look_for_once():
     """Every figure's caption is in report/ (not a job parameter, which the report shows beside it)."""
-    from causalpos.figures.registry import CONFIGURABLE
+    from causalpos.catalogue.figures import CONFIGURABLE
 
     listed = re.findall(r'^\s+"(\w+)": "', text(ROOT / "report" / "figure.rst"), re.M)
     assert sorted(listed) == sorted(CONFIGURABLE)

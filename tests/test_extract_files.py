@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM
 from causalpos.models import extract as extraction
 from causalpos.models.extract import ATTENTION_NAME, extract_to_files
 from causalpos.models.model import build_model
-from causalpos.tables import (ACTIVATION_TABLES, GROUP_COLUMNS, HEAD_SCORE_COLUMNS, INTERMEDIATE_COLUMNS,
+from causalpos.catalogue.tables import (ACTIVATION_TABLES, GROUP_COLUMNS, HEAD_SCORE_COLUMNS, INTERMEDIATE_COLUMNS,
                               PROBE_COLUMNS, SCORE_COLUMNS)
 
 TINY = {"n_layers": 3, "hidden_size": 64, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16,

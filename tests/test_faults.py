@@ -28,7 +28,7 @@ import pytest
 
 from causalpos.io import DamagedFileError, move_aside, read_array, read_json, read_metadata, read_table, \
     usual_mode, write_parquet
-from causalpos.workflow import paths
+from causalpos.catalogue import paths
 from causalpos.workflow.runners import run_summary
 from helpers import ROOT, SNAKEMAKE, copy_run, edit_config, snakemake
 
@@ -180,7 +180,7 @@ def alive(pid: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_job_ends_when_its_parent_dies(tmp_path):
     """What a job's JobLog does: the job gets SIGTERM when its Snakemake is killed (SIGKILL, a crash)."""
-    job = ("import time; from causalpos.workflow.process_control import stop_with_parent; stop_with_parent(); "
+    job = ("import time; from causalpos.runtime.processes import stop_with_parent; stop_with_parent(); "
            "print('ready', flush=True); time.sleep(60)")
     parent = python(f"import subprocess, sys; job = subprocess.Popen([sys.executable, '-c', {job!r}]); "
                     "print(job.pid, flush=True); job.wait()", start_new_session=True)
@@ -199,7 +199,7 @@ def test_a_job_ends_when_its_parent_dies(tmp_path):
 
 @pytest.mark.parametrize("fails", [False, True], ids=["succeeds", "fails"])
 def test_a_job_skips_the_final_collection_and_keeps_its_log_and_exit_status(tmp_path, fails):
-    """JobLog ends a job with gc.freeze() (causalpos.process_exit): the log still gets every record and
+    """JobLog ends a job with gc.freeze() (causalpos.runtime.processes): the log still gets every record and
     a failing stage's traceback, and the process's exit status is the stage's; garbage made after the
     freeze is still collected (the freeze does not switch collection off)."""
     log = tmp_path / "logs" / "job.log"

@@ -22,17 +22,18 @@ from matplotlib.figure import Figure
 
 import causalpos.figures.render as render
 import causalpos.figures.style as style
-from causalpos.analysis.claims.catalogue import PAGES
+from causalpos.catalogue.claims import PAGES
 from causalpos.figures.activations import LAYERS_PER_PAGE
 from causalpos.figures.convergence import plot_convergence
 from causalpos.figures.legibility import (MIN_TEXT_PX, clipped_texts, displayed_text_px, drawn, drawn_tick_labels,
                                           legends_over_data, overlapping_texts)
 from causalpos.figures.ledger import plot_ledger
 from causalpos.figures.ablation import fig_pattern_ablation
-from causalpos.figures.registry import (ABLATION_FIGURE, ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE,
+from causalpos.catalogue.figures import (ABLATION_FIGURE, ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE,
                                         FIGURES, LENGTH_SEEDS_FIGURE)
 from causalpos.io import read_table
-from causalpos.workflow import dag, paths
+from causalpos.catalogue import paths
+from causalpos.workflow import dag
 from causalpos.workflow.config import extracted_models, load_config
 from causalpos.workflow.runners import run_all_layers, run_figure, run_length_seeds
 

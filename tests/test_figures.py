@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from causalpos.figures.registry import FIGURES
+from causalpos.catalogue.figures import FIGURES
 from causalpos.figures.render import render_figure
 from causalpos.figures.simulation import (
     BLOCK_HEIGHT,

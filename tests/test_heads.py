@@ -26,8 +26,8 @@ from causalpos.analysis.summary import nonrelativeness
 from causalpos.models import extract as extraction
 from causalpos.models.extract import ATTENTION_NAME, extract, extract_to_files
 from causalpos.models.recorder import ScoreRecorder
-from causalpos.tables import ACTIVATION_TABLES, HEAD_SCORE_COLUMNS
-from causalpos.workflow import paths
+from causalpos.catalogue.tables import ACTIVATION_TABLES, HEAD_SCORE_COLUMNS
+from causalpos.catalogue import paths
 from helpers import eager_softmax_inputs
 
 SEQ, VOCAB, N, WINDOW = 14, 97, 7, 5
@@ -184,8 +184,8 @@ def test_the_head_average_is_the_same_with_and_without_per_head(saved):
 def test_a_one_head_models_head_metrics_are_its_layers(saved, name):
     """analysis.heads on the one head = the summary's index_no_sink (square-rooted) and claim 8d's value, layer
     by layer (Gemma's sliding layer: over the pairs its window shows)."""
-    from causalpos.analysis.claims.catalogue import merge_thresholds
-    from causalpos.analysis.claims.models import claim8
+    from causalpos.catalogue.claims import merge_thresholds
+    from causalpos.analysis.claims.model_claims import claim8
     from causalpos.analysis.claims.replicates import LedgerInputs
 
     result = run(saved[name], tokens(12, seed=1), n_groups=4)

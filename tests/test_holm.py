@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from causalpos.analysis.claims.catalogue import THRESHOLDS, verdict
+from causalpos.catalogue.claims import THRESHOLDS, verdict
 from causalpos.analysis.claims.family import adjust, band_pvalues, in_family, increase_pvalues, interval_z, one_sided
 from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.analysis.claims.rows import row

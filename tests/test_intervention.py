@@ -1,4 +1,4 @@
-"""The pattern ablation (issue 27): what it subtracts (causalpos.pattern_ablation) and the intervention that
+"""The pattern ablation (issue 27): what it subtracts (causalpos.models.pattern_ablation) and the intervention that
 subtracts it (models.intervention), checked against an independent eager attention written out here."""
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from causalpos.analysis.claims.catalogue import EXTRA_COLUMNS
+from causalpos.catalogue.claims import EXTRA_COLUMNS
 from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
-from causalpos.analysis.claims.models import FAR_KEYS, KEY_SWEEP, KEYS_FROM, SWEEP_COLUMNS, sweep_columns
+from causalpos.analysis.claims.model_claims import FAR_KEYS, KEY_SWEEP, KEYS_FROM, SWEEP_COLUMNS, sweep_columns
 from causalpos.analysis.triangles import FIRST_KEYS, diagonal_and_off_correlation, query_share, query_spread_ratio
 from causalpos.simulation.theory import g_no_residual, h_no_residual, theory_frame
 from helpers import R, model_tables, packed

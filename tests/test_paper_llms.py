@@ -16,10 +16,10 @@ import yaml
 from causalpos.analysis.claims.convergence import (FLIP_NOTE, convergence_frame, group_levels, note_flips,
                                                    verdict_changes)
 from causalpos.analysis.claims.ledger import build_ledger
-from causalpos.models.sequences import TooFewSequences, llm_sequences, sequence_counts
-from causalpos.models.tokenizer import train_bpe
+from causalpos.corpus.sequences import TooFewSequences, llm_sequences, sequence_counts
+from causalpos.corpus.tokens import train_bpe
 from causalpos.tril import packed_pairs
-from causalpos.workflow import paths
+from causalpos.catalogue import paths
 from causalpos.workflow.config import load_config, paper_llms_settings, pretrained_models
 from helpers import ROOT, assert_convergence_is_the_ledger, copy_workflow, snakemake
 
@@ -43,7 +43,7 @@ def corpus():
 
 def test_sequences_are_distinct_full_length_windows_of_held_out_documents_first(corpus):
     documents, tokenizer = corpus
-    from causalpos.models.tokenizer import encode_texts
+    from causalpos.corpus.tokens import encode_texts
 
     tokens, table = llm_sequences(documents, tokenizer, 64, 30, seed=1, splits=["heldout", "train"], prefix=[7])
     assert tokens.shape == (30, 64) and (tokens[:, 0] == 7).all()

@@ -16,8 +16,9 @@ from causalpos.matrices import diagonal_normalise, visible_pairs
 from causalpos.simulation import recursion as rec
 from causalpos.simulation.engine import result_frame, simulate
 from causalpos.simulation.variant import Variant
-from causalpos.tables import RECURSION_COLUMNS, SIMULATION_COLUMNS
-from causalpos.workflow import dag, paths
+from causalpos.catalogue.tables import RECURSION_COLUMNS, SIMULATION_COLUMNS
+from causalpos.catalogue import paths
+from causalpos.workflow import dag
 from causalpos.workflow.config import load_config, variant_params
 from causalpos.workflow.runners import run_recursion
 from helpers import ROOT

@@ -27,7 +27,7 @@ import pytest
 import snakemake
 from helpers import ROOT
 
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, all_layers_page
+from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, all_layers_page
 
 # Layer counts of fake extracted models: the default run's trained twins (4 layers), Gemma-3-270M (18) and
 # SmolLM2-135M (30); and a model deeper than 99 layers, whose numbers take three digits.

@@ -16,11 +16,12 @@ import pandas as pd
 import pytest
 
 from causalpos import results
-from causalpos.analysis.claims.catalogue import LEDGER_COLUMNS
+from causalpos.catalogue.claims import LEDGER_COLUMNS
 from causalpos.io import DamagedFileError
 from causalpos.matrices import visible_pairs
-from causalpos.tables import HEAD_SCORE_COLUMNS, RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS
-from causalpos.workflow import dag, paths
+from causalpos.catalogue.tables import HEAD_SCORE_COLUMNS, RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS
+from causalpos.catalogue import paths
+from causalpos.workflow import dag
 
 LAYERS, HEADS, S = 3, 2, 6
 

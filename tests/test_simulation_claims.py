@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalpos.analysis.claims.catalogue import CLAIMS, merge_thresholds
+from causalpos.catalogue.claims import CLAIMS, merge_thresholds
 from causalpos.analysis.claims.later_layers import (FIGURE1_SCORES, claim2_figure1_cosine, claim3_by_layer,
                                                     column_concordance)
 from causalpos.analysis.claims.ledger import build_ledger

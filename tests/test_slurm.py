@@ -39,7 +39,7 @@ if os.environ.get("CAUSALPOS_SLURM") != "1":
     pytest.skip("SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); "
                 "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
 
-from causalpos.workflow import paths  # noqa: E402
+from causalpos.catalogue import paths  # noqa: E402
 from helpers import (ROOT, JOB_ID, SNAKEMAKE, copy_with_profiles, edit_config, job_env,  # noqa: E402
                      processes_in, wait_for_accounting)
 

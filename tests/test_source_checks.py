@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from causalpos.models.data import TEXT_CHECK_BYTES, check_sources, sample_documents
+from causalpos.corpus.documents import TEXT_CHECK_BYTES, check_sources, sample_documents
 from causalpos.workflow.config import ConfigError, validate_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from causalpos.workflow import paths
+from causalpos.catalogue import paths
 from helpers import SNAKEMAKE, edit_config, planned_jobs, processes_in, snakemake
 
 pytestmark = pytest.mark.workflow

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalpos.models.data import sample_documents
-from causalpos.models.tokenizer import (EOS_TOKEN, encode_texts, load_tokenizer, train_bpe, write_snippets,
+from causalpos.corpus.documents import sample_documents
+from causalpos.corpus.tokens import (EOS_TOKEN, encode_texts, load_tokenizer, train_bpe, write_snippets,
                                  write_token_blocks)
 
 VOCAB = 400

@@ -197,7 +197,7 @@ def test_outputs_load_and_the_model_learned(trained, data):
 
 @pytest.mark.parametrize("omp, expected", [(None, "all"), ("1", 1), ("999", "all"), ("many", "all")])
 def test_job_cpus_is_the_affinity_capped_by_omp_num_threads(monkeypatch, omp, expected):
-    from causalpos.devices import available_cpus, job_cpus
+    from causalpos.runtime.devices import available_cpus, job_cpus
 
     if omp is None:
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

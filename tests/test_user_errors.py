@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from causalpos.workflow.cli import main
-from causalpos.workflow.process_control import OutputLocked, lock_file, one_writer
+from causalpos.runtime.processes import OutputLocked, lock_file, one_writer
 from helpers import ROOT, copy_workflow, snakemake
 
 TINY = str(ROOT / ".test" / "config.yaml")
@@ -165,7 +165,7 @@ def test_cli_refuses_outputs_it_cannot_write_before_any_work(capsys, tmp_path):
 
 # ---------------------------------------------------------------- one writer per model folder
 
-HOLD = ("import sys, time; from causalpos.workflow.process_control import one_writer\n"
+HOLD = ("import sys, time; from causalpos.runtime.processes import one_writer\n"
         "with one_writer(sys.argv[1], 'training nope'):\n"
         "    print('holding', flush=True); time.sleep(120)\n")
 

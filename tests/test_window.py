@@ -35,7 +35,7 @@ from causalpos.simulation import recursion as rec
 from causalpos.simulation.engine import additive_mask, groups_frame, result_frame, run_layers, simulate, visible
 from causalpos.simulation.sampling import rope_tables
 from causalpos.simulation.variant import Variant
-from causalpos.tables import SIMULATION_COLUMNS, SIMULATION_GROUP_COLUMNS
+from causalpos.catalogue.tables import SIMULATION_COLUMNS, SIMULATION_GROUP_COLUMNS
 from causalpos.tril import packed_pairs, packed_size
 
 Z, A, A_PROB = 5.0, 5.0, 0.5

@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen2Config
 
-from causalpos.analysis.claims.catalogue import merge_thresholds
+from causalpos.catalogue.claims import merge_thresholds
 from causalpos.analysis.claims.large_d import claim10_windows
 from causalpos.analysis.claims.replicates import Field, LedgerInputs, amplitude
 from causalpos.analysis.triangles import band_statistics
@@ -175,7 +175,8 @@ def test_the_job_reads_paper_llms_tables_once_both_exist(tmp_path):
     """The default run's window test reads target paper_llms's tables of a model once that extraction has
     written both it reads (scores, groups), and says so in its params (a change of input files and params:
     Snakemake reruns it)."""
-    from causalpos.workflow import dag, paths
+    from causalpos.catalogue import paths
+from causalpos.workflow import dag
     from causalpos.workflow.config import load_config
 
     config = load_config("config.yaml")

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from causalpos.analysis.claims.catalogue import PAGES, VERDICTS
+from causalpos.catalogue.claims import PAGES, VERDICTS
 from helpers import assert_convergence_is_the_ledger, copy_workflow, edit_config, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow

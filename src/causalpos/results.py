@@ -28,13 +28,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.claims.catalogue import LEDGER_COLUMNS
+from causalpos.catalogue.claims import LEDGER_COLUMNS
 from causalpos.errors import UserError
 from causalpos.io import read_table
 from causalpos.matrices import maps
-from causalpos.tables import (HEAD_SCORE_COLUMNS, RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS,
+from causalpos.catalogue.tables import (HEAD_SCORE_COLUMNS, RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS,
                               require_columns)
-from causalpos.workflow import dag, paths
+from causalpos.catalogue import paths
+from causalpos.workflow import dag
 
 SIMULATION_VALUES = ("score_mean", "score_sem", "score_diagnorm", "prob_mean", "prob_sem")
 SCORE_VALUES = ("score_mean", "score_sem", "score_diagnorm")

@@ -3,7 +3,7 @@
 Input: rule emergence's tables (the extraction at each snapshot: scores, intermediates, groups with a `step`
 column; the held-out loss per step) and the alpha = 0 simulations. Each step's tables go through the claims
 ledger's own machinery (claims.replicates.LedgerInputs: the bootstrap over the extraction's groups, seeded as
-the ledger seeds it) and claim 7's metric functions (claims.models), so the row of the last step of `nope`
+the ledger seeds it) and claim 7's metric functions (claims.model_claims), so the row of the last step of `nope`
 is the number the ledger reports for the final model. Metrics (the `metric` column):
 
 - ``concordance`` (stages f and i, claim 7a): share of key pairs j < j' < i, keys >= 1, where the nearer key
@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.claims.models import alpha0_reference, stage_concordance, standardised_advantage
+from causalpos.analysis.claims.model_claims import alpha0_reference, stage_concordance, standardised_advantage
 from causalpos.analysis.claims.replicates import LedgerInputs, amplitude, estimate
 from causalpos.analysis.triangles import nonrelative_share, safe_ratio
 

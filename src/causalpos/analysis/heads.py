@@ -1,6 +1,6 @@
 """Each attention head measured as the per-layer statistics measure the head average (extraction.per_head).
 
-From the extraction's head_scores tables (each query head's mean scores over sequences, causalpos.tables
+From the extraction's head_scores tables (each query head's mean scores over sequences, causalpos.catalogue.tables
 HEAD_SCORE_COLUMNS), one row per (model, kind, layer, head) and metric:
 
 - ``nonrelative_amplitude``: the non-relative amplitude of claims 4a / 8a, sqrt(Var(p) / Var(s)) over the
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.analysis.triangles import band_statistics, visible_window
-from causalpos.tables import HEAD_SCORE_COLUMNS, require_columns
+from causalpos.catalogue.tables import HEAD_SCORE_COLUMNS, require_columns
 from causalpos.tril import packed_index, packed_size
 
 KEYS = ["model", "kind", "layer"]

@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.analysis.multiplicity import holm
-from causalpos.tables import require_columns
+from causalpos.catalogue.tables import require_columns
 
 PAIR_TEST_COLUMNS = ["diff_ci_low", "diff_ci_high", "t_stat", "t_p", "exact_p", "exact_p_one_sided",
                      "exact_p_adjusted", "n_negative", "n_ties", "sign_p", "sign_p_one_sided", "reading"]

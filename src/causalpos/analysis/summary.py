@@ -1,6 +1,6 @@
 """Numbers behind the attention heatmaps: how non-relative, how monotone, how positional.
 
-Every function takes the long tables written by the extraction stage (see causalpos.tables:
+Every function takes the long tables written by the extraction stage (see causalpos.catalogue.tables:
 SCORE_COLUMNS, PROBE_COLUMNS) and returns one tidy row per (model, kind, layer).
 
 - `nonrelativeness(scores)`: how far the scores are from depending on the distance i - j alone,
@@ -26,7 +26,7 @@ import pandas as pd
 from causalpos.analysis.triangles import (LEFT_FRACTION, band_centred, band_statistics, off_diagonal, pack,
                                           visible_window)
 from causalpos.io import PartTable, write_parquet
-from causalpos.tables import require_columns
+from causalpos.catalogue.tables import SUMMARY_FILES, require_columns
 
 KEYS = ["model", "kind", "layer"]
 SCORE_NEEDS = KEYS + ["query_pos", "key_pos", "score_mean", "score_sem", "seq_len"]
@@ -222,13 +222,6 @@ def probe_summary(probe: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------- entry point
-
-
-SUMMARY_FILES = {
-    "nonrelativeness": "nonrelativeness.parquet",
-    "increasing_fraction": "increasing_fraction.parquet",
-    "position_probe": "position_probe.parquet",
-}
 
 
 def write_summaries(scores, probe: pd.DataFrame, out_dir, metadata: dict | None = None,

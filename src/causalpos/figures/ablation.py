@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from causalpos.figures.style import length_axis, model_label, new_figure, require_table
 from causalpos.figures.training import shared_legend
-from causalpos.pattern_ablation import CONDITIONS
+from causalpos.models.pattern_ablation import CONDITIONS
 
 CONDITION_LABELS = {"none": "none (the model as it is)", "pattern": "non-relative pattern removed",
                     "shuffled": "control: pattern shuffled within bands", "relative": "relative part removed",

@@ -1,6 +1,6 @@
 """Heatmaps of the trained and pretrained models: paper Figures 3, 5, 8, 11-16, NoPE against RoPE.
 
-Drawn only from the extraction tables (columns in causalpos.tables): tables["scores"], tables["intermediates"],
+Drawn only from the extraction tables (columns in causalpos.catalogue.tables): tables["scores"], tables["intermediates"],
 tables["probe"]. Each figure is a function (tables, options) -> Figure (see figures.render), in the
 heatmap style of figures.style: rows are queries (top =
 position 0), columns are keys, invisible cells blank, one colour bar per panel, layers labelled
@@ -53,7 +53,7 @@ from causalpos.figures.style import (
     suptitle,
 )
 from causalpos.matrices import maps
-from causalpos.tables import FIGURE3_STAGES
+from causalpos.catalogue.tables import FIGURE3_STAGES
 
 # the columns each figure reads
 SCORE_NEEDS = ("model", "layer", "query_pos", "key_pos", "score_mean", "score_diagnorm", "seq_len", "n_sequences")

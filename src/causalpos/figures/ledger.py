@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from causalpos.analysis.claims.catalogue import PAGES, TOPICS, claim_number, page_of
+from causalpos.catalogue.claims import PAGES, TOPICS, claim_number, page_of
 from causalpos.analysis.claims.family import interval_z
 from causalpos.analysis.claims.ledger import ledger_alpha
 from causalpos.figures.style import model_label, new_figure

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from causalpos.figures import activations, emergence, heads, measurements, simulation, training
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, figure_spec
+from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, figure_spec
 from causalpos.figures.style import save_figure
 from causalpos.io import PartTable
 

@@ -31,7 +31,7 @@ from causalpos.figures.style import (
 )
 from causalpos.matrices import maps
 from causalpos.simulation import theory as closed_form
-from causalpos.tables import require_columns
+from causalpos.catalogue.tables import require_columns
 from causalpos.tril import packed_size
 
 PARAMS = ("norm", "scale", "alpha", "pe", "rope_theta", "mask", "residual", "seq_len")

@@ -33,8 +33,8 @@ from causalpos.figures.legibility import (
     WIDEST_REPORT_WIDTH_PX,
     smallest_text_px,
 )
-from causalpos.figures.registry import TRAINED_LABELS
-from causalpos.tables import require_columns
+from causalpos.catalogue.figures import TRAINED_LABELS
+from causalpos.catalogue.tables import require_columns
 
 PANEL_SIZE = (3.2, 2.8)  # inches per heatmap panel, colour bar included
 # The report's viewer cannot scroll: a figure shown WIDEST_REPORT_WIDTH_PX wide loses its top when taller than

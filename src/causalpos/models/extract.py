@@ -12,7 +12,7 @@ memory does not grow with the number of sequences. With a state folder, a killed
 run restarts from its last completed group (causalpos.models.resume).
 
 `extract_to_files` writes the five tables (scores, intermediates, probe, groups, head_scores; columns in
-causalpos.tables; head_scores, each query head's mean scores, has rows only with `per_head`) layer by layer
+causalpos.catalogue.tables; head_scores, each query head's mean scores, has rows only with `per_head`) layer by layer
 (causalpos.models.outputs); `extract` returns them as frames, for tests and notebooks.
 """
 
@@ -36,9 +36,9 @@ from causalpos.models.probe import StreamingProbe
 from causalpos.models.progress import Progress
 from causalpos.models.recorder import ATTENTION_NAME, ScoreRecorder
 from causalpos.models.resume import ExtractionState, run_key
-from causalpos.tables import ACTIVATION_TABLES
+from causalpos.catalogue.tables import ACTIVATION_TABLES
 from causalpos.tril import packed_pairs
-from causalpos.usage import usage_since
+from causalpos.runtime.devices import usage_since
 
 __all__ = ["ATTENTION_NAME", "Extraction", "ExtractionError", "ExtractionRun", "ExtractionSettings", "ScoreRecorder",
            "batch_groups", "check_request", "extract", "extract_to_files"]
@@ -229,7 +229,7 @@ def _checked_tokens(model, tokens, name: str, settings: ExtractionSettings) -> n
 def extract_to_files(model, tokens: np.ndarray, name: str, kind: str, paths: dict, metadata: dict | None = None,
                      state_dir=None, code: str | None = None, progress: bool | None = None, **settings) -> float:
     """Scores of every layer over all `tokens` [n_sequences, S], the intermediates and the probe on them too,
-    written to `paths` {table: file} for the tables of causalpos.tables.ACTIVATION_TABLES; returns the seconds.
+    written to `paths` {table: file} for the tables of causalpos.catalogue.tables.ACTIVATION_TABLES; returns the seconds.
 
     `settings` are ExtractionSettings' fields. `metadata` goes into every file, with "seconds" added. With
     `state_dir` a killed run started again with the same model, tokens, settings and `code` (a digest of the

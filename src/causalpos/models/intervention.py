@@ -3,7 +3,7 @@
 `ablating_attention` is registered in transformers' AttentionInterface under ABLATION_ATTENTION (with
 transformers' SDPA mask builder, so a sliding-window layer keeps its window). A model loaded with it calls it
 in every layer with the queries and keys as the model uses them. Given `causalpos_bias` ([layers, S, S], what
-causalpos.pattern_ablation defines) it subtracts bias[layer] from the scaled logits q.k * scaling of every head
+causalpos.models.pattern_ablation defines) it subtracts bias[layer] from the scaled logits q.k * scaling of every head
 at every pair the layer's mask lets through, by handing SDPA a float mask (-bias where visible, -inf where
 not): softmax(q k^T scaling - B + mask) V, nothing else changed. Given `causalpos_recorder` (a
 models.recorder.ScoreRecorder) it also adds the layer's head-averaged logits before the bias to the
@@ -32,7 +32,7 @@ from causalpos.models.errors import ExtractionError
 from causalpos.models.model_files import checked_again_on_failure, verify_model_folder
 from causalpos.models.recorder import ScoreRecorder
 from causalpos.models.train import Blocks, to_tokens
-from causalpos.pattern_ablation import (CONDITIONS, PRETRAINED_SEED, ablation_rows, bias_rms, condition_biases,
+from causalpos.models.pattern_ablation import (CONDITIONS, PRETRAINED_SEED, ablation_rows, bias_rms, condition_biases,
                                         square)
 
 log = logging.getLogger("causalpos")

@@ -3,7 +3,7 @@
 At S = 1,024 a model of 30 layers has 15.7M rows of scores; built as one pandas frame
 they took several times the accumulators' memory. Here they go out in Arrow record
 batches of at most CHUNK rows (a layer or stage in a few, a group row each), one
-Parquet row group each, so writing costs the memory of one chunk's columns. Columns and types are those of causalpos.tables (the `table`
+Parquet row group each, so writing costs the memory of one chunk's columns. Columns and types are those of causalpos.catalogue.tables (the `table`
 column names the table), and the files carry the stage's metadata as JSON under
 b"causalpos", as causalpos.io.write_parquet writes it; every page has a CRC.
 """
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from causalpos.io import atomic_path
-from causalpos.tables import (GROUP_COLUMNS, HEAD_SCORE_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS,
+from causalpos.catalogue.tables import (GROUP_COLUMNS, HEAD_SCORE_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS,
                               SCORE_COLUMNS)
 from causalpos.tril import packed_pairs, seq_len_of_packed
 

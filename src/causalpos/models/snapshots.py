@@ -15,14 +15,12 @@ import re
 import shutil
 from pathlib import Path
 
+from causalpos.catalogue.paths import SNAPSHOT_FOLDER as FOLDER
+from causalpos.catalogue.paths import snapshot_name
 from causalpos.io import atomic_path
 
-FOLDER = "snapshots"
 PATTERN = re.compile(r"step_(\d+)\.safetensors")
 
-
-def snapshot_name(step: int) -> str:
-    return f"step_{int(step):07d}.safetensors"
 
 
 def step_of(path) -> int:

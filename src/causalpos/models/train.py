@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from causalpos.devices import job_cpus, resolve_device
+from causalpos.runtime.devices import job_cpus, resolve_device
 from causalpos.errors import UserError
 from causalpos.io import atomic_path, read_array, read_json, usual_mode, write_parquet
 from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RESUMABLE_CHANGES,  # noqa: F401
@@ -57,7 +57,7 @@ from causalpos.models.model_files import checked_again_on_failure, verify_model_
 from causalpos.models.settings import snapshot_schedule, training_settings
 from causalpos.models.snapshots import FOLDER as SNAPSHOT_FOLDER
 from causalpos.models.snapshots import Snapshots
-from causalpos.process_exit import skip_final_collection
+from causalpos.runtime.processes import skip_final_collection
 
 DEBUG_ENV = "CAUSALPOS_TRAIN_DEBUG"  # a folder: each rank writes the blocks it read and its final weights
 METRIC_COLUMNS = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr", "tokens_per_s"]

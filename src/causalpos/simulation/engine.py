@@ -31,12 +31,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from causalpos.devices import resolve_device
+from causalpos.runtime.devices import resolve_device
 from causalpos.matrices import diagonal_normalise, visible_pairs
 from causalpos.simulation.cpu_kernel import simulate_blocks
 from causalpos.simulation.sampling import (INPUT_SAMPLERS, RNG_BLOCK, block_generator, block_groups, block_sizes,
                                            mean_sem, rope_tables)
-from causalpos.tables import SIMULATION_GROUP_COLUMNS
+from causalpos.catalogue.tables import SIMULATION_GROUP_COLUMNS
 from causalpos.tril import packed_pairs
 from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 

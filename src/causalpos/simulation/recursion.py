@@ -96,7 +96,7 @@ import pandas as pd
 
 from causalpos.matrices import diagonal_normalise, visible_pairs
 from causalpos.simulation.variant import LAYERNORM_EPS, Variant
-from causalpos.tables import RECURSION_COLUMNS
+from causalpos.catalogue.tables import RECURSION_COLUMNS
 
 FD_STEP = 1e-3  # central-difference step of the finite-d correction (directions have entries of order 1)
 FD_CHUNK = 128  # directions per batch of recursions in the correction

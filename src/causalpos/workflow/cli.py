@@ -13,8 +13,9 @@ import tempfile
 from pathlib import Path
 
 from causalpos.errors import UserError
-from causalpos.figures.registry import ALL_LAYERS_FIGURE
-from causalpos.workflow import dag, paths
+from causalpos.catalogue.figures import ALL_LAYERS_FIGURE
+from causalpos.catalogue import paths
+from causalpos.workflow import dag
 from causalpos.workflow.config import (
     MODELS,
     ConfigError,
@@ -116,7 +117,7 @@ def cmd_claims(args, config):
 
 def cmd_convergence(args, config):
     from causalpos.workflow.runners import run_convergence
-    from causalpos.figures.registry import CONVERGENCE_FIGURE
+    from causalpos.catalogue.figures import CONVERGENCE_FIGURE
 
     this = job(config, args.results, "convergence")  # no model: nothing to require, and nothing to measure
     if not this["inputs"]["scores"]:
@@ -238,7 +239,7 @@ def cmd_evaluate_seed(args, config):
 
 
 def cmd_length_seeds(args, config):
-    from causalpos.figures.registry import LENGTH_SEEDS_FIGURE
+    from causalpos.catalogue.figures import LENGTH_SEEDS_FIGURE
     from causalpos.workflow.runners import run_length_seeds
 
     options = job(config, args.results, "length_seeds_table")["params"]["options"]
@@ -274,7 +275,7 @@ def cmd_ablate_seed(args, config):
 
 def ablation_summary(config, results: str, stage: str, folder: str) -> None:
     """Rule pattern_ablation_summary (folder: the results folder) or pattern_ablation_seeds (results/seeds)."""
-    from causalpos.figures.registry import ABLATION_FIGURE
+    from causalpos.catalogue.figures import ABLATION_FIGURE
     from causalpos.workflow.runners import run_pattern_ablation_summary
 
     this = job(config, results, stage)

@@ -9,14 +9,14 @@ import jsonschema
 import yaml
 
 from causalpos.errors import UserError
-from causalpos.figures.registry import CONFIGURABLE, FIGURES, TRAINED_LABELS
-from causalpos.models.data import check_sources
+from causalpos.catalogue.figures import CONFIGURABLE, FIGURES, TRAINED_LABELS
+from causalpos.corpus.documents import check_sources
 from causalpos.models.folders import source_problem
 from causalpos.models.pretrained import SOURCE_KEYS, check_gguf, gguf_file, model_label, source_kind
 from causalpos.models.probe_split import MIN_SEQUENCES as PROBE_MIN_SEQUENCES  # its 60/20/20 split by sequence
 from causalpos.models.settings import TrainingSettings, check_warmup, snapshot_schedule, training_settings
 from causalpos.simulation.variant import Variant
-from causalpos.workflow import paths
+from causalpos.catalogue import paths
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 MODELS = ("nope", "rope")  # the NoPE decoder and its RoPE twin (Section 4.2)
@@ -241,7 +241,7 @@ def extra_seeds(config: dict) -> list[int]:
 
 def emergence_variants(config: dict) -> list[str]:
     """The alpha = 0 simulations claim 7b and the emergence table compare with: l2, no scaling, no PE, causal
-    mask without a window, residual (the ledger picks among them by d and seq_len; claims.models.alpha0_reference)."""
+    mask without a window, residual (the ledger picks among them by d and seq_len; claims.model_claims.alpha0_reference)."""
     chosen = []
     for name in config["simulation"]["variants"]:
         p = Variant(**variant_params(config, name)).params()

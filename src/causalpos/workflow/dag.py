@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable
 
-from causalpos.figures.registry import (ABLATION_FIGURE, ALL_LAYERS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE,
+from causalpos.catalogue.figures import (ABLATION_FIGURE, ALL_LAYERS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE,
                                        claims_page)
 from causalpos.models.snapshots import snapshot_name
 from causalpos.simulation.variant import Variant
-from causalpos.workflow import paths
+from causalpos.catalogue import paths
 from causalpos.workflow.digest import code_digest
 from causalpos.workflow.config import (MODELS, claims_inputs, emergence_settings, emergence_variants, extra_seeds,
                                        extracted_models, extraction_settings, figure_inputs, figure_options,

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from causalpos import __version__
-from causalpos.devices import available_cpus, resolve_device
+from causalpos.runtime.devices import available_cpus, resolve_device
 from causalpos.io import DamagedFileError, PartTable, move_aside, read_array, read_table, read_tables, write_parquet
 from causalpos.workflow.digest import code_digest
 
@@ -76,7 +76,7 @@ def _moved_aside(err: DamagedFileError) -> DamagedFileError:
 
 
 def run_sample(sources: list, heldout_fraction: float, seed: int, max_documents, output) -> None:
-    from causalpos.models.data import sample_documents, summarize
+    from causalpos.corpus.documents import sample_documents, summarize
 
     documents = sample_documents(sources, heldout_fraction=heldout_fraction, seed=seed,
                                  max_documents=max_documents)
@@ -90,7 +90,7 @@ def run_sample(sources: list, heldout_fraction: float, seed: int, max_documents,
 def run_tokenizer(documents_path, name, vocab_size: int, block_len: int, snippet_len: int, n_snippets: int,
                   seed: int, tokenizer_dir, tokens_dir) -> None:
     """Train (name None) or load the tokenizer, save it, and write token blocks and snippets."""
-    from causalpos.models.tokenizer import load_tokenizer, train_bpe, write_snippets, write_token_blocks
+    from causalpos.corpus.tokens import load_tokenizer, train_bpe, write_snippets, write_token_blocks
 
     documents = read_table(documents_path)
     start = time.perf_counter()
@@ -128,7 +128,7 @@ def run_train(model: str, settings: dict, tokens_dir, tokenizer_dir, out_dir, ch
     import subprocess
     import tempfile
 
-    from causalpos.workflow.process_control import one_writer, run_stoppable
+    from causalpos.runtime.processes import one_writer, run_stoppable
 
     with one_writer(out_dir, f"training {model}"):  # the CLI and the Snakemake job: one writer of a model folder
         checkpoints = checkpoint_folder(checkpoint_root, model, settings, os.path.join(tokens_dir, "blocks.json"))
@@ -186,7 +186,7 @@ def run_length_seeds(runs: list, table, figures, options: dict) -> None:
 def run_pattern_ablation(name: str, model_dir, tokens_dir, factors, max_sequences: int, n_estimate: int, output,
                          training_seed: int, device: str = "auto", seed: int = 0) -> None:
     """A trained model's held-out loss at every length with its non-relative pattern taken out, and the controls
-    (causalpos.pattern_ablation), to Parquet."""
+    (causalpos.models.pattern_ablation), to Parquet."""
     from causalpos.models.intervention import ablate_trained
 
     start = time.perf_counter()
@@ -205,7 +205,7 @@ def run_pattern_ablation_pretrained(name: str, settings: dict, location, documen
     controls: the maps from `n_estimate` sequences of its own tokenizer, the losses on `n_evaluate` others."""
     from causalpos.models.intervention import ABLATION_ATTENTION, ablate_pretrained
     from causalpos.models.pretrained import bos_prefix, load_for_extraction
-    from causalpos.models.sequences import TooFewSequences, llm_sequences, load_tokenizer_for_extraction
+    from causalpos.corpus.sequences import TooFewSequences, llm_sequences, load_tokenizer_for_extraction
 
     start = time.perf_counter()
     setting = f"extraction.pretrained.models.{name}"
@@ -233,8 +233,8 @@ def run_pattern_ablation_summary(tables: list, table, figures, options: dict) ->
     its figure."""
     from causalpos.figures.ablation import fig_pattern_ablation
     from causalpos.figures.style import save_figure
-    from causalpos.pattern_ablation import ABLATION_COLUMNS
-    from causalpos.tables import require_columns
+    from causalpos.models.pattern_ablation import ABLATION_COLUMNS
+    from causalpos.catalogue.tables import require_columns
 
     frame = require_columns(read_tables(tables), ABLATION_COLUMNS, "pattern_ablation")[ABLATION_COLUMNS]
     frame = frame.sort_values(["kind", "model", "seed", "factor"], kind="stable", ignore_index=True)
@@ -263,7 +263,7 @@ def run_extract(name: str, settings: dict, location, outputs: dict, documents=No
     """
     from causalpos.models.extract import ATTENTION_NAME, extract_to_files
     from causalpos.models.pretrained import bos_prefix, load_for_extraction
-    from causalpos.models.sequences import llm_sequences, load_tokenizer_for_extraction, sequence_counts
+    from causalpos.corpus.sequences import llm_sequences, load_tokenizer_for_extraction, sequence_counts
 
     pretrained = settings["kind"] == "pretrained"  # trained models read token ids: no tokenizer needed
     setting = f"extraction.pretrained.models.{name}" if pretrained else f"model {name}"
@@ -378,11 +378,11 @@ def run_claims(inputs: dict, settings: dict, table, markdown, folder, options: d
     whose tables are the pretrained models' alone). The figure's pages (catalogue.ledger_pages(claim), in every
     format of options["formats"]) go into `folder`; pages of an earlier run that this one did not write are
     removed."""
-    from causalpos.analysis.claims.catalogue import ledger_pages
+    from causalpos.catalogue.claims import ledger_pages
     from causalpos.analysis.claims.convergence import note_flips
     from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
     from causalpos.figures.ledger import plot_ledger
-    from causalpos.figures.registry import CLAIMS_FIGURE, CLAIMS_PAGE, claims_pages
+    from causalpos.catalogue.figures import CLAIMS_FIGURE, CLAIMS_PAGE, claims_pages
     from causalpos.figures.style import save_figure
     from causalpos.io import atomic_path
 
@@ -515,7 +515,7 @@ def run_simulation(name: str, params: dict, output, groups_output, device: str =
 
     from causalpos.simulation.engine import groups_frame, result_frame, simulate
     from causalpos.simulation.variant import Variant
-    from causalpos.usage import usage_since
+    from causalpos.runtime.devices import usage_since
 
     variant = Variant(**params)
     if threads:
@@ -556,7 +556,7 @@ def run_all_layers(scores, options: dict, folder) -> None:
     """Figures 11-16 for options["model"]: every page of fig_all_layers, in every format of
     options["formats"], into `folder` (pages of an earlier run that this one did not write are removed)."""
     from causalpos.figures.render import render_all_layers
-    from causalpos.figures.registry import ALL_LAYERS_PAGE, all_layers_page
+    from causalpos.catalogue.figures import ALL_LAYERS_PAGE, all_layers_page
 
     start = time.perf_counter()
     folder = Path(folder)

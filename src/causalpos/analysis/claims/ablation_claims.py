@@ -1,7 +1,7 @@
 """Claim 11 (ours, issue 27): Section 5.2's conjecture, "Since this pattern non-uniformly emphasizes the first few
 keys, it may potentially negatively affect length generalization", tested by ablation on our trained models.
 
-The pattern ablation (causalpos.pattern_ablation) subtracts each layer's non-relative pattern from its logits at
+The pattern ablation (causalpos.models.pattern_ablation) subtracts each layer's non-relative pattern from its logits at
 inference (condition "pattern") and, as the control, the same values shuffled within each band ("shuffled": the
 same amount of change without the pattern's structure). Its `effect` is the loss gap to the training length under
 "pattern" minus that under the control, per training seed: < 0 means that taking the pattern out helps the model
@@ -26,7 +26,7 @@ import pandas as pd
 from causalpos.analysis.claims.replicates import LedgerInputs
 from causalpos.analysis.claims.rows import absent_row, row
 from causalpos.analysis.lengths import CONFIDENCE, t_central, t_quantile
-from causalpos.pattern_ablation import TESTED
+from causalpos.models.pattern_ablation import TESTED
 
 TRAINED = "trained"  # the `kind` of our trained models (pretrained ones have one factor and no seeds)
 BASELINE = "none"  # the condition without intervention: the note's "against no intervention"

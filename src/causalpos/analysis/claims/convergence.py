@@ -23,13 +23,13 @@ import math
 
 import pandas as pd
 
-from causalpos.analysis.claims.catalogue import merge_thresholds
+from causalpos.catalogue.claims import merge_thresholds
 from causalpos.analysis.claims.family import adjust
-from causalpos.analysis.claims.models import claim8
+from causalpos.analysis.claims.model_claims import claim8
 from causalpos.analysis.claims.replicates import (GROUP_NEEDS, SCORE_NEEDS, LedgerInputs, group_sizes,
                                                   longest_seq_len, model_kinds)
 from causalpos.io import PartTable
-from causalpos.tables import require_columns
+from causalpos.catalogue.tables import require_columns
 
 CONVERGENCE_COLUMNS = ["model", "n_sequences", "claim_id", "layer", "value", "uncertainty", "verdict", "p_value",
                        "p_adjusted", "p_against", "p_against_adjusted", "n_groups", "seq_len", "threshold",

@@ -31,7 +31,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from causalpos.analysis.claims.catalogue import verdict
+from causalpos.catalogue.claims import verdict
 from causalpos.analysis.multiplicity import bonferroni_min, holm, intersection_union, normal_sf
 from causalpos.analysis.triangles import packed_size
 

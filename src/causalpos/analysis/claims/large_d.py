@@ -19,7 +19,7 @@ import pandas as pd
 from causalpos.analysis.claims.replicates import Field, LedgerInputs, debias
 from causalpos.analysis.claims.rows import (BASE, absent_row, law_suffix, paper_layer, reference_d, row,
                                             select_variants, setting_label)
-from causalpos.analysis.claims.simulation import spans
+from causalpos.analysis.claims.simulation_claims import spans
 from causalpos.analysis.triangles import explained_share, family_z, off_diagonal, pearson, strict_increase
 from causalpos.tril import packed_size
 

@@ -7,19 +7,19 @@ import math
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.claims import (ablation_claims, closed_forms, large_d, later_layers, models, robustness,
-                                       simulation, stages)
-from causalpos.analysis.claims.catalogue import (CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS,
+from causalpos.analysis.claims import (ablation_claims, closed_forms, figure3_claims, large_d, later_layers,
+                                       model_claims, robustness, simulation_claims)
+from causalpos.catalogue.claims import (CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS,
                                                  merge_thresholds)
 from causalpos.analysis.claims.family import adjust, in_family, is_exact
 from causalpos.analysis.claims.replicates import LedgerInputs
 from causalpos.analysis.triangles import FIRST_KEYS
 
 # the builders that read the simulation tables, in claim order: built again on the exact-law twins (claim 9a)
-SIM_BUILDERS = (simulation.claim1, closed_forms.claim1_appendix, simulation.claim2,
-                later_layers.claim2_figure1_cosine, simulation.claim3, later_layers.claim3_by_layer, simulation.claim4,
-                simulation.claim5, simulation.claim6, models.claim7)
-BUILDERS = SIM_BUILDERS + (stages.claim7_stages, models.claim8)
+SIM_BUILDERS = (simulation_claims.claim1, closed_forms.claim1_appendix, simulation_claims.claim2,
+                later_layers.claim2_figure1_cosine, simulation_claims.claim3, later_layers.claim3_by_layer, simulation_claims.claim4,
+                simulation_claims.claim5, simulation_claims.claim6, model_claims.claim7)
+BUILDERS = SIM_BUILDERS + (figure3_claims.claim7_stages, model_claims.claim8)
 # our own claims (not the paper's), one Holm family per claim: adding one leaves the paper's verdicts, and those of
 # our other claims, as they are
 OWN_FAMILIES = ((large_d.claim10, large_d.claim10_windows), (ablation_claims.claim11,))
@@ -152,7 +152,7 @@ def own_text(ledger: pd.DataFrame) -> str:
 def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> str:
     """The ledger as Markdown: one table of every claim (its statement on its first row; the per-layer claims
     8a and 8d summarised per model, claim 9a in one line), then a table of claims 8a and 8d per model and
-    layer, one of claim 7 with the first k keys left out (models.KEY_SWEEP), and one of claim 9a's comparisons of
+    layer, one of claim 7 with the first k keys left out (model_claims.KEY_SWEEP), and one of claim 9a's comparisons of
     the two input laws. `model_labels`: the models' names in the per-layer table (default: their keys)."""
     alpha = ledger_alpha(ledger)
     m = int((in_family(ledger) & ~ledger["claim"].isin(OWN_CLAIMS).to_numpy()).sum())
@@ -235,13 +235,13 @@ def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> s
     sweep = ledger[(ledger["claim"] == 7) & ledger["value"].notna()]
     if len(sweep):  # claim 7 with the first k keys left out (catalogue's docstring, First keys)
         lines += ["", "Claim 7 with the first keys left out: each row's metric over the keys (and diagonal positions) "
-                  f">= k. The verdict is on k = {models.KEYS_FROM} (key 0, the attention sink, left out); k = "
-                  f"{models.KEYS_FROM + FIRST_KEYS} leaves out the sink and the first few keys of 8d too.", "",
-                  "| claim | setting | " + " | ".join(f"k = {k}" for k in models.KEY_SWEEP) + " |",
-                  "| --- | --- |" + " --- |" * len(models.KEY_SWEEP)]
+                  f">= k. The verdict is on k = {model_claims.KEYS_FROM} (key 0, the attention sink, left out); k = "
+                  f"{model_claims.KEYS_FROM + FIRST_KEYS} leaves out the sink and the first few keys of 8d too.", "",
+                  "| claim | setting | " + " | ".join(f"k = {k}" for k in model_claims.KEY_SWEEP) + " |",
+                  "| --- | --- |" + " --- |" * len(model_claims.KEY_SWEEP)]
         for _, row in sweep.iterrows():
-            values = [format_value(row["value"], row["uncertainty"]) if k == models.KEYS_FROM else
-                      format_value(*(row[c] for c in models.sweep_columns(k))) for k in models.KEY_SWEEP]
+            values = [format_value(row["value"], row["uncertainty"]) if k == model_claims.KEYS_FROM else
+                      format_value(*(row[c] for c in model_claims.sweep_columns(k))) for k in model_claims.KEY_SWEEP]
             lines.append(f"| {row['claim_id']} | {cell(row['setting'])} | " + " | ".join(values) + " |")
     if len(law):
         lines += ["", "Claim 9a: each claim and setting measured on a variant of the paper's construction (sampler "

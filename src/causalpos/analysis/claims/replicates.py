@@ -18,7 +18,7 @@ import pandas as pd
 
 from causalpos.analysis.triangles import COLUMN_CHUNK, pack
 from causalpos.io import PartTable
-from causalpos.tables import require_columns
+from causalpos.catalogue.tables import require_columns
 from causalpos.tril import packed_size
 
 PAPER_D = 64  # the paper's hidden size; the reference d where several d share the other parameters

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from causalpos.analysis.claims.catalogue import CLAIMS, verdict
+from causalpos.catalogue.claims import CLAIMS, verdict
 from causalpos.analysis.claims.family import one_sided
 from causalpos.analysis.claims.replicates import LedgerInputs
 from causalpos.analysis.claims.rows import absent_row, row

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.claims.catalogue import CLAIMS, VERDICTS, verdict
+from causalpos.catalogue.claims import CLAIMS, VERDICTS, verdict
 from causalpos.analysis.claims.family import one_sided
 from causalpos.analysis.claims.replicates import MAIN_LAW, PAPER_D, SIM_PARAMS, VARIANT_KEYS, estimate
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from causalpos.analysis.claims.catalogue import verdict
+from causalpos.catalogue.claims import verdict
 from causalpos.analysis.claims.family import band_pvalues, increase_pvalues, one_sided
 from causalpos.analysis.claims.replicates import MAIN_LAW, Field, LedgerInputs, amplitude, debias, estimate
 from causalpos.analysis.claims.rows import (BASE, absent_row, law_suffix, paper_layer, partner_variant, reference_d,

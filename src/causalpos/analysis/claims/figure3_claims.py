@@ -1,7 +1,7 @@
 """Claims 7d-7n: the stages of Figure 3 in the trained NoPE model (Section 4.2), as the paper describes them,
 and the later layers of Figure 8.
 
-Each stage is a Gram matrix of the model's intermediates (src/causalpos/tables.py FIGURE3_STAGES, (a) LN(X) to
+Each stage is a Gram matrix of the model's intermediates (src/causalpos/catalogue/tables.py FIGURE3_STAGES, (a) LN(X) to
 (i) the next layer's QK^T/sqrt(d)), with a bootstrap over sequences through the groups table. Key 0 (and
 position 0) is left out of every value and verdict (models.KEYS_FROM): the attention sink, "a vivid line at the
 0th column", which the paper sets aside; every row also gives its metric with the first k keys and positions
@@ -13,13 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from causalpos.analysis.claims.closed_forms import closed_form_series
-from causalpos.analysis.claims.models import KEYS_FROM, key_sweep, nope_models
+from causalpos.analysis.claims.model_claims import KEYS_FROM, key_sweep, nope_models
 from causalpos.analysis.claims.replicates import LedgerInputs, debias
 from causalpos.analysis.claims.rows import absent_row, paper_layer, row
 from causalpos.analysis.triangles import (concordance, diagonal_and_off_correlation, diagonal_concordance,
                                           diagonal_curve_correlation, key_share, off_to_diagonal_rms,
                                           query_spread_ratio, safe_ratio)
-from causalpos.tables import FIGURE3_STAGES
+from causalpos.catalogue.tables import FIGURE3_STAGES
 from causalpos.tril import packed_index
 
 STAGE_CLAIMS = ("7d", "7e", "7f", "7g", "7h", "7i", "7j", "7k", "7l", "7m", "7n")

@@ -85,7 +85,7 @@ def all_layers_page(folder, kind: str, first: int, last: int, ext: str) -> str:
 
 
 def claims_page(folder, page: str, ext: str) -> str:
-    """One page of CLAIMS_FIGURE, e.g. <folder>/claims2-3.png for page "2-3" (analysis.claims.catalogue.PAGES);
+    """One page of CLAIMS_FIGURE, e.g. <folder>/claims2-3.png for page "2-3" (catalogue.claims.PAGES);
     workflow.paths.claims_dir is the folder of a results folder's pages."""
     return f"{folder}/" + CLAIMS_PAGE.format(claims=page, ext=ext)
 

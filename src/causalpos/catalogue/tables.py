@@ -32,6 +32,12 @@ HEAD_SCORE_COLUMNS = ["model", "kind", "layer", "head", "query_pos", "key_pos", 
                       "seq_len"]
 # the extraction stage's tables per model
 ACTIVATION_TABLES = ("scores", "intermediates", "probe", "groups", "head_scores")
+# rule summary's per-layer tables, in results/summary/
+SUMMARY_FILES = {
+    "nonrelativeness": "nonrelativeness.parquet",
+    "increasing_fraction": "increasing_fraction.parquet",
+    "position_probe": "position_probe.parquet",
+}
 
 # Figure 3's intermediates of layer l and l + 1: letter -> (plain label, the figure's panel title)
 FIGURE3_STAGES = {

@@ -10,7 +10,7 @@ error: a closed form or a symbolic check), ``claim`` 1-11, a short ``title``, th
 ``label`` for plots, a ``note`` naming the variants or the source of the uncertainty; for claim 8a the
 amplitude with the attention-sink key 0, the left-region deficit and the range ratio of claim 8c; for 8d
 the emphasis of key 0 (``sink_emphasis``); for claim 7 its metric with the first k keys left out
-(``value_keys_from{k}``, ``uncertainty_keys_from{k}``, k in models.KEY_SWEEP but 1, see First keys); for 9a the
+(``value_keys_from{k}``, ``uncertainty_keys_from{k}``, k in model_claims.KEY_SWEEP but 1, see First keys); for 9a the
 claim compared and both laws' values and verdicts).
 `ledger_markdown(ledger)` renders it for results/summary/claims.md; `plot_ledger(ledger, page, options)` draws
 one page of the claims figure, one panel per claim (PAGES: which claims each page shows).
@@ -18,9 +18,9 @@ one page of the claims figure, one panel per claim (PAGES: which claims each pag
 Claims (issues 6 and 12). CLAIMS holds one Claim per claim, in the ledger's order: where the paper states
 it, its statement, the metric measured, the metric's unit, the direction and name of its threshold, a short
 title; TOPICS says what each claim number is about and which page of the claims figure shows it. Each
-builder's docstring says why its metric measures the claim: simulation.py (1a-1b, 2-6; 2d-2e and 3d in
+builder's docstring says why its metric measures the claim: simulation_claims.py (1a-1b, 2-6; 2d-2e and 3d in
 later_layers.py), closed_forms.py
-(1c-1f; 1g-1h in appendix_errata.py), models.py (7a-7c, 8), stages.py (7d-7n), robustness.py (9a), large_d.py
+(1c-1f; 1g-1h in appendix_errata.py), model_claims.py (7a-7c, 8), figure3_claims.py (7d-7n), robustness.py (9a), large_d.py
 (10a-10c: ours, the large-d recursion against Monte Carlo at every layer; issue 25), ablation_claims.py (11a:
 ours, the pattern ablation's loss gaps over training seeds; issue 27).
 Layers are 0-based in the data; statements and settings say "layer L (paper)" = 1-based.
@@ -68,7 +68,7 @@ compares two verdicts; a property that holds *by construction*) have NaN p's, st
 their verdict. The official-law / exact-law twin rows that 9a compares are adjusted in a family of their own
 first. Verdicts depend only on the data and the thresholds, never on the paper.
 
-First keys (claims 7 and 8, one rule; models.SINK_KEY, KEYS_FROM, KEY_SWEEP, triangles.FIRST_KEYS). Key 0 is
+First keys (claims 7 and 8, one rule; model_claims.SINK_KEY, KEYS_FROM, KEY_SWEEP, triangles.FIRST_KEYS). Key 0 is
 the attention sink ("a vivid line at the 0th column", Section 4.2, which the paper sets aside): every value and
 verdict of claims 7 and 8 is over the keys (and diagonal positions) >= 1, and claim 8 reports key 0 apart
 (``value_with_sink``, ``sink_emphasis``). The first few keys, 1-4 (Section 5.2's "first few keys"), belong to the

@@ -11,7 +11,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from causalpos.models.tokenizer import SPLITS, encode_texts, token_dtype
+from causalpos.corpus.tokens import SPLITS, encode_texts, token_dtype
 
 log = logging.getLogger("causalpos")
 

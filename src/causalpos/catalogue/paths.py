@@ -9,13 +9,11 @@ Layers and positions inside the files are 0-based; see docs/results.md for the c
 
 from __future__ import annotations
 
-from causalpos.analysis.summary import SUMMARY_FILES
-from causalpos.figures.registry import ALL_LAYERS_FIGURE, CLAIMS_FIGURE
-from causalpos.models.snapshots import FOLDER as SNAPSHOT_FOLDER
-from causalpos.models.snapshots import snapshot_name
-from causalpos.tables import ACTIVATION_TABLES
+from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, CLAIMS_FIGURE
+from causalpos.catalogue.tables import ACTIVATION_TABLES, SUMMARY_FILES
 
 RESULTS = "results"
+SNAPSHOT_FOLDER = "snapshots"  # a trained model's weight-only snapshots, inside its folder
 EMERGENCE_TABLES = ("scores", "intermediates", "groups", "losses")  # rule emergence's tables per model
 ABLATION_FILE = "pattern_ablation.parquet"  # a model's pattern ablation table, and every model's in summary/
 
@@ -91,6 +89,11 @@ def snapshot_dir(model: str, results: str = RESULTS) -> str:
     Files named by step would change with training.steps, and Snakemake checks params and code only for
     a job whose every output has its metadata: a target needing only the model was then called current."""
     return f"{model_dir(model, results)}/{SNAPSHOT_FOLDER}"
+
+
+def snapshot_name(step: int) -> str:
+    """The file of the snapshot after `step` optimizer steps, e.g. step_0000024.safetensors."""
+    return f"step_{int(step):07d}.safetensors"
 
 
 def snapshot_file(model: str, step: int, results: str = RESULTS) -> str:
@@ -178,7 +181,7 @@ def summary_dir(results: str = RESULTS) -> str:
 
 
 def summary_tables(results: str = RESULTS) -> list[str]:
-    """The per-layer summary tables (analysis.summary.SUMMARY_FILES)."""
+    """The per-layer summary tables (tables.SUMMARY_FILES)."""
     return [f"{summary_dir(results)}/{name}" for name in SUMMARY_FILES.values()]
 
 

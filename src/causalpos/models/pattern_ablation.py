@@ -7,7 +7,7 @@ inference (models.intervention runs a model so) and measuring the held-out loss.
 What is subtracted. M_l[q, k] is layer l's mean score map: the head-averaged attention logit (q.k times the
 model's own scaling, after RoPE where the model has it: what the extraction records, models.recorder),
 averaged over `estimate` sequences of the evaluation length S, with the model unmodified. Its bands are the
-diagonals q - k = d. Key 0, the attention sink that the ledger sets aside (claims.models.KEYS_FROM), is
+diagonals q - k = d. Key 0, the attention sink that the ledger sets aside (claims.model_claims.KEYS_FROM), is
 kept out of the bands: their means are over keys >= 1, and nothing is subtracted at key 0, except in
 condition "pattern_sink". Each condition subtracts a bias B_l from the logits of every head of layer l at
 every pair the layer sees (k <= q, inside any sliding window), before the softmax:
