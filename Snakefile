@@ -2,7 +2,8 @@
 # Run:  snakemake --cores 8 all_figures      (config: config.yaml, checked before any job)
 #       snakemake --cores 8 length_seeds     (length and pattern ablation over training seeds: more trainings)
 #       snakemake --cores 8 paper_llms       (Section 5.2 at the paper's size: 1,000 x 1,024 tokens per LLM; hours on a CPU)
-# The rules' inputs, params and code come from the stages of src/causalpos/workflow/dag.py.
+#       snakemake --cores 2 results/simulation/l2_alpha0.0.parquet   (any result: the jobs it needs, and no other)
+# rules/*.smk are the DAG: each rule's inputs, outputs and params; its code is causalpos.jobs.<rule>.
 
 import os
 
@@ -43,29 +44,31 @@ include: "rules/theory.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/extract.smk"
-include: "rules/simulate.smk"
 include: "rules/figures.smk"
 include: "rules/claims.smk"
 include: "rules/report.smk"
-include: "rules/paper_llms.smk"
+
+
+# a job names the rule that rebuilds a damaged input: the outputs of every rule above
+publish_writers()
 
 
 rule all:
     input:
-        paths.theory_table(RESULTS),
-        paths.recursion_table(RESULTS),
+        rules.theory.output,
+        rules.recursion.output,
         rules.tokenizer.output,
-        [paths.model_file(m, "length_eval.parquet", RESULTS) for m in MODELS],
+        [paths.model_file(m, "length_eval.parquet", RESULTS) for m in TRAINED],
         all_simulations(),
-        paths.summary_tables(RESULTS),
+        rules.summary.output,
         rules.heads.output,
-        rules.emergence_summary.output if SNAPSHOTS else [],
-        rules.pattern_ablation_summary.output,
-        rules.claims.output,
+        [paths.summary_file("emergence.parquet", RESULTS)] if SNAPSHOTS else [],
+        paths.summary_file(paths.ABLATION_FILE, RESULTS),
+        paths.summary_file("claims.parquet", RESULTS),
         rules.runtimes.output,
         rules.config_record.output,
         all_figure_files(),
-        all_model_figures(),
+        [paths.all_layers_dir(model, RESULTS) for model in EXTRACTED],
 
 
 # The README's command: every figure and every table the figures and the docs rely on, i.e. all of `all`.
@@ -74,10 +77,18 @@ rule all_figures:
         rules.all.input,
 
 
-# The comparisons over training seeds (evaluation.seeds), not part of `all`: each seed trains both models again.
-# The length table and figure, the pattern ablation of every seed and its ledger (claim 11, under results/seeds).
+# The comparisons over training seeds (evaluation.seeds), not part of `all`: each seed trains both models again. The
+# length table and figure, the pattern ablation of every seed and its ledger (claim 11, under results/seeds).
 rule length_seeds:
     input:
         rules.length_seeds_table.output,
-        rules.pattern_ablation_seeds.output,
-        rules.length_seeds_claims.output,
+        paths.summary_file(paths.ABLATION_FILE, SEEDS),
+        paths.summary_file("claims.parquet", SEEDS),
+
+
+# Section 5.2 at the paper's size: every model of extraction.pretrained.models on extraction.paper_llms's sequences
+# (1,000 x 1,024 tokens by default), the same LLM figures and claim 8's ledger rows, and the convergence table, all
+# under results/paper_llms: the default run's files are never written.
+rule paper_llms:
+    input:
+        paper_llms_outputs(),

@@ -1,50 +1,70 @@
-# Issue 6: every claim of the paper as a measured verdict, from the other stages' Parquet results.
+# Issue 6: every claim of the paper as a measured verdict, from the other rules' Parquet results: the default run's
+# ledger (results/summary), claim 8's at the paper's size (results/paper_llms/summary) and claim 11's over every
+# training seed (results/seeds/summary).
 
 
 rule claims:
     input:
-        **stage_inputs("claims"),
+        unpack(claims_inputs),
     output:
-        table=paths.summary_file("claims.parquet", RESULTS),
-        markdown=paths.summary_file("claims.md", RESULTS),
-        # one page per part of the paper (catalogue.PAGES), in a folder, as fig_all_layers's
-        figures=report_claims_pages(),
-    log:
-        log_path("claims.log"),
-    conda:
-        "../envs/causalpos.yaml"
-    params:
-        **stage_params("claims"),
-    script:
-        "../workflow_scripts/claims.py"
-
-
-# Issue 13: claim 8 (the pretrained LLMs) on the first groups of sequences, N = all, all / 2, ...: do the
-# verdicts hold as N grows? Rule claims notes a verdict that changes.
-rule convergence:
-    input:
-        **stage_inputs("convergence"),
-    output:
-        table=paths.summary_file("convergence.parquet", RESULTS),
-        figures=report_figures(
-            CONVERGENCE_FIGURE, caption="../report/convergence.rst", category="Claims"
+        table=paths.summary_file("claims.parquet", "{results}"),
+        markdown=paths.summary_file("claims.md", "{results}"),
+        # one page per part of the paper (catalogue.claims.PAGES; only its claim's in paper_llms and seeds)
+        figures=report_folder(
+            paths.claims_dir("{results}"),
+            CLAIMS_PAGE,
+            "../report/claims.rst",
+            "Claims",
+            CLAIMS_FIGURE,
+            claims_page_labels,
         ),
     log:
-        log_path("convergence.log"),
+        log_path("claims.log", "{results}"),
     conda:
         "../envs/causalpos.yaml"
+    resources:
+        **job_resources("claims"),
     params:
-        **stage_params("convergence"),
+        settings=config["claims"],
+        options=settings.plot_options(config),
+        claim=lambda wildcards: CLAIM_OF[wildcards.results],
+        code=code("claims"),
+        upstream=upstream("claims"),
     script:
-        "../workflow_scripts/convergence.py"
+        "../workflow_scripts/job.py"
 
 
-# Issue 25: the sliding-window layers of the pretrained LLMs (Gemma-3) before and after their window, against
-# the recursion of their own stack; paper_llms's tables where they exist (queries past the window), else the
-# default run's. Claim 10d-10e read it.
+# Issue 13: claim 8 (the pretrained LLMs) on the first groups of sequences, N = all, all / 2, ...: do the verdicts hold
+# as N grows? Rule claims notes a verdict that changes.
+rule convergence:
+    input:
+        **extraction_tables(PRETRAINED, "{results}", ("scores", "groups")),
+    output:
+        table=paths.summary_file("convergence.parquet", "{results}"),
+        figures=report_figures(CONVERGENCE_FIGURE, caption="../report/convergence.rst", category="Claims"),
+    log:
+        log_path("convergence.log", "{results}"),
+    wildcard_constraints:
+        results=one_of([RESULTS, PAPER]),
+    conda:
+        "../envs/causalpos.yaml"
+    resources:
+        **job_resources("convergence"),
+    params:
+        settings=config["claims"],
+        options=settings.plot_options(config),
+        code=code("convergence"),
+        upstream=upstream("convergence"),
+    script:
+        "../workflow_scripts/job.py"
+
+
+# Issue 25: the sliding-window layers of the pretrained LLMs (Gemma-3) before and after their window, against the
+# recursion of their own stack; paper_llms's tables where they exist (queries past the window), else the default
+# run's. Claim 10d-10e read it.
 rule window_test:
     input:
-        **stage_inputs("window_test"),
+        unpack(window_test_inputs),
     output:
         paths.summary_file("window_test.parquet", RESULTS),
     log:
@@ -52,23 +72,11 @@ rule window_test:
     conda:
         "../envs/causalpos.yaml"
     resources:
-        mem_mb=8192,
+        **job_resources("window_test"),
     params:
-        **stage_params("window_test"),
+        models=lambda wildcards: settings.window_test_models(config, RESULTS),
+        settings={key: config["claims"][key] for key in ("n_bootstrap", "seed")},
+        code=code("window_test"),
+        upstream=upstream("window_test"),
     script:
-        "../workflow_scripts/window_test.py"
-
-
-# Issue 27: claim 11 (the pattern ablation) over every training seed, for target length_seeds: its rows alone,
-# under results/seeds (SEEDS), as paper_llms's ledger has claim 8's.
-use rule claims as length_seeds_claims with:
-    input:
-        **stage_inputs("length_seeds_claims"),
-    output:
-        table=paths.summary_file("claims.parquet", SEEDS),
-        markdown=paths.summary_file("claims.md", SEEDS),
-        figures=claims_figure_files(SEEDS, ABLATION_CLAIM),
-    log:
-        log_path("length_seeds_claims.log"),
-    params:
-        **stage_params("length_seeds_claims"),
+        "../workflow_scripts/job.py"

@@ -1,120 +1,226 @@
 import os
 import re
 
+import yaml
+
+from causalpos.catalogue import paths
 from causalpos.catalogue.claims import ledger_pages
 from causalpos.catalogue.figures import (
     ABLATION_FIGURE,
     ALL_LAYERS_FIGURE,
     ALL_LAYERS_PAGE,
     CLAIMS_FIGURE,
+    CLAIMS_PAGE,
     CONVERGENCE_FIGURE,
     FIGURES as FIGURE_SPECS,
     LENGTH_SEEDS_FIGURE,
     claims_pages,
 )
-from causalpos.catalogue import paths
-from causalpos.workflow import dag, provenance
-from causalpos.workflow.config import (
-    MODELS,
-    check_devices,
-    check_duplicate_keys,
-    extracted_models,
-    model_labels,
-    paper_llms_figures,
-    paper_llms_results,
-    pretrained_models,
-    results_dir,
-    snapshot_steps,
-    validate_config,
-)
+from causalpos.catalogue.models import TRAINED, TRAINED_RUNS
+from causalpos.workflow import settings
+from causalpos.workflow.config import check_duplicate_keys, validate_config
+from causalpos.workflow.digest import code_digest
+from causalpos.workflow.provenance import Provenance
 from causalpos.workflow.user_errors import stop_on_user_error
 from snakemake import io as snakemake_io  # a line opening with `report` is a directive
 
-# Snakemake's own validate (inside) against the JSON schema, plus cross-key
-# checks; a bad config stops here, before any job, naming the key. YAML keeps
-# the last of two equal keys silently, so the files are read again for those.
-# `device: cuda` is checked in onstart (below), only where jobs run here: not on
-# a SLURM login node, nor inside each SLURM job, nor in a dry run (-n), which
-# plans a GPU config anywhere (while this file is read the executor is not known
-# yet: workflow.local_exec is always True here).
-# A rejected config ends Snakemake with its message alone (stop_on_user_error).
+# Snakemake's own validate (inside) against the JSON schema, plus cross-key checks; a bad config stops here, before
+# any job, naming the key. YAML keeps the last of two equal keys silently, so the files are read again for those.
+# `device: cuda` is checked in onstart (below), only where jobs run here: not on a SLURM login node, nor inside each
+# SLURM job, nor in a dry run (-n), which plans a GPU config anywhere. A rejected config ends Snakemake with its
+# message alone (stop_on_user_error).
 for path in workflow.configfiles:
     stop_on_user_error(check_duplicate_keys, path)
 stop_on_user_error(validate_config, config, devices=False)
 
-# every result under RESULTS (and its logs and benchmarks too unless it is "results")
-RESULTS = results_dir(config)
+# ---- what the config names
+RESULTS = settings.results_dir(config)  # every result, log and benchmark goes under it
+PAPER = paths.paper_llms_dir(RESULTS)  # target paper_llms: the pretrained LLMs at the paper's size
+SEEDS = paths.seeds_dir(RESULTS)  # target length_seeds: the summaries over every training seed
 VARIANTS = list(config["simulation"]["variants"])
 FIGURES = list(config["figures"])
 FORMATS = list(config["plot"]["formats"])
-EXTRACTED = extracted_models(config)
-# the steps of the trained models' weight-only snapshots
-SNAPSHOTS = snapshot_steps(config)
+PRETRAINED = settings.pretrained_models(config)
+GGUF = settings.gguf_models(config)
+EXTRACTED = list(TRAINED) + PRETRAINED
+SNAPSHOTS = settings.snapshot_steps(config)  # the steps of the trained models' weight-only snapshots
+SEED_RUNS = settings.seed_runs(config)  # (model, seed, run) of every training of target length_seeds
+PAPER_FIGURES = settings.paper_llms_figures(config)
+CLAIM_OF = {RESULTS: None, PAPER: 8, SEEDS: 11}  # the ledger of a results folder: every claim, or one claim's rows
 
 
-def snapshots_output():
-    """Rule train's snapshots folder (paths.snapshot_dir), where training.snapshot_steps asks for any."""
-    return (
-        {"snapshots": directory(paths.snapshot_dir("{model}", RESULTS))}
-        if SNAPSHOTS
-        else {}
-    )
+def one_of(names):
+    """A regular expression matching exactly these names (none: nothing)."""
+    return "|".join(map(re.escape, names)) or "(?!)"
 
 
 wildcard_constraints:
-    variant="|".join(map(re.escape, VARIANTS)),
-    figure="|".join(map(re.escape, FIGURES)) or "(?!)",
-    model="|".join(map(re.escape, EXTRACTED)),
-    seed=r"\d+",
+    results=one_of([RESULTS, PAPER, SEEDS]),
+    variant=one_of(VARIANTS),
+    figure=one_of(FIGURES),
 
 
-def log_path(name):
-    """A rule's log: logs/<name> for the default results folder, <results>/logs/<name> otherwise."""
-    return paths.log_file(name, RESULTS)
+# ---- what every rule carries: its code's digest and what its inputs were made from (workflow/provenance.py)
+PROVENANCE = Provenance(workflow)
 
 
-def stage_inputs(stage):
-    """A rule's input: the files its jobs read, by name, wildcards left in ({model}), from its stage in
-    workflow/dag.py; the report shows them as paths."""
-    return dag.input_patterns(config, RESULTS, stage)
+def code(rule):
+    """The digest of the meaning of the code a rule runs (causalpos.jobs.<rule> and its imports): the `code` param."""
+    return code_digest(rule)
 
 
-def job_inputs(stage):
-    """stage_inputs for a stage whose inputs depend on a wildcard's value (which figure, which pretrained
-    model): a function of a job's wildcards, for unpack()."""
-    return lambda wildcards: dag.inputs(config, RESULTS, stage, **wildcards)
+def upstream(rule):
+    """The `upstream` param: the digest of the params and code of every job above this one, read off the rules."""
+    return lambda wildcards: PROVENANCE.upstream(rule, dict(wildcards.items()))
 
 
-def stage_params(stage):
-    """A rule's params from its stage in workflow/dag.py: `kwargs`, what else decides its outputs (the
-    runner's keyword arguments); `code`, the digest of the code it runs; `upstream`, the digest of what its
-    inputs were made from (workflow/provenance.py). A change of any of them reruns the job.
-    """
+def log_path(name, results=RESULTS):
+    """A job's log, inside its results folder: <results>/logs/<name>."""
+    return paths.log_file(name, results)
+
+
+# ---- resources: rules/resources.yaml, the one place local runs and the SLURM profile read them from
+with open(os.path.join(workflow.basedir, "rules", "resources.yaml")) as fh:
+    RESOURCES = yaml.safe_load(fh)
+
+
+def config_value(key):
+    """A config value by its dotted key (training.threads)."""
+    value = config
+    for part in key.split("."):
+        value = value[part]
+    return value
+
+
+def job_threads(rule):
+    threads = RESOURCES.get(rule, RESOURCES["default"]).get("threads", 1)
+    return config_value(threads) if isinstance(threads, str) else threads
+
+
+def job_resources(rule):
+    """A rule's resources: mem_mb, runtime, gpu (1 unless its device key says cpu), those of target paper_llms for
+    a job in its folder."""
+    entry = RESOURCES.get(rule, RESOURCES["default"])
+    wanted = {key: entry.get(key, RESOURCES["default"][key]) for key in ("mem_mb", "runtime")}
+    if "gpu" in entry:
+        wanted["gpu"] = int(config_value(entry["gpu"]) != "cpu")
+    paper = entry.get("paper_llms", {})
     return {
-        "kwargs": lambda wildcards: dag.params(config, RESULTS, stage, **wildcards),
-        "code": dag.code(stage),
-        "upstream": lambda wildcards: provenance.upstream(
-            config, RESULTS, stage, **wildcards
-        ),
+        key: (
+            (lambda wildcards, key=key: paper[key] if wildcards.results == PAPER else wanted[key])
+            if key in paper
+            else value
+        )
+        for key, value in wanted.items()
     }
 
 
-def stage_models(stage):
-    """The models the {model} of a stage's rule takes (its `models` in workflow/dag.py)."""
-    kind = dag.stage(stage).models
-    models = {"trained": MODELS, "pretrained": PRETRAINED}[kind]
-    return "|".join(map(re.escape, models)) or "(?!)"
+# ---- inputs where the config or a wildcard decides (the rules' named input functions)
+def extraction_inputs(wildcards):
+    """A trained model reads its weights and the evaluation snippets; a pretrained one the held-out documents, and its
+    safetensors copy where it is a GGUF file."""
+    if wildcards.model in TRAINED:
+        return {
+            "model": paths.model_file(wildcards.model, "model.safetensors", RESULTS),
+            "tokens": paths.tokens_file("snippets.npy", RESULTS),
+        }
+    return pretrained_inputs(wildcards)
 
 
-def all_simulations():
-    return [paths.simulation_table(v, RESULTS) for v in VARIANTS]
+def pretrained_inputs(wildcards):
+    return {
+        "documents": paths.documents(RESULTS),
+        **({"model": paths.pretrained_dir(wildcards.model, RESULTS)} if wildcards.model in GGUF else {}),
+    }
 
 
-# The report (Snakemake 9's html_reporter, template/components/abstract_results.js) shows a label other than
-# the first as a toggle when it has exactly two values, each on half of a table's results, and only when no
-# other label qualifies; the toggle starts on the first of its two values in JavaScript's sort order ("yes"
-# if that is the second). So "format" is the one two-valued label of every table, and PNG's value sorts first:
-# a figure opens as its PNG, fitted to the window, not as a PDF at 31-48% zoom. Other formats are vectors.
+def extraction_settings(wildcards):
+    if wildcards.results == PAPER:
+        return settings.paper_llms_settings(config, wildcards.model)
+    return settings.extraction_settings(config, wildcards.model)
+
+
+def ablation_tables(wildcards):
+    """The ablation tables of the summary: the default run's models (training.seed and every pretrained model), or in
+    results/seeds every training seed's."""
+    if wildcards.results == SEEDS:
+        return [paths.model_file(run, paths.ABLATION_FILE, RESULTS) for _, _, run in SEED_RUNS]
+    return [paths.model_file(m, paths.ABLATION_FILE, RESULTS) for m in TRAINED] + [
+        paths.pretrained_ablation(m, RESULTS) for m in PRETRAINED
+    ]
+
+
+def extraction_tables(models, results, tables=("scores", "intermediates", "groups")):
+    return {table: [paths.activation_table(m, table, results) for m in models] for table in tables}
+
+
+def figure_inputs(wildcards):
+    """The files a figure reads, by table (catalogue.figures: its `tables`); in paper_llms's folder the pretrained
+    models' alone."""
+    spec, options = FIGURE_SPECS[wildcards.figure], config["figures"][wildcards.figure]
+    results, reads = wildcards.results, set(spec.tables)
+    models = {
+        "model": [options.get("model", "nope")],
+        "trained": list(TRAINED),
+        "pretrained": options.get("models") or PRETRAINED,
+        "all": EXTRACTED,
+    }.get(spec.models, [])
+    if results == PAPER:
+        models = [m for m in models if m in PRETRAINED]
+    files = {
+        "simulation": [paths.simulation_table(v, RESULTS) for v in options.get("variants", [])],
+        "theory": [paths.theory_table(RESULTS)],
+        "recursion": [paths.recursion_table(RESULTS)],
+        "metrics": [paths.model_file(m, "metrics.parquet", RESULTS) for m in TRAINED],
+        "blocks": [paths.tokens_file("blocks.json", RESULTS)],
+        "length_eval": [paths.model_file(m, "length_eval.parquet", RESULTS) for m in TRAINED],
+        "emergence": [paths.summary_file("emergence.parquet", RESULTS)],
+        "heads": [paths.summary_file("heads.parquet", RESULTS)],
+        **extraction_tables(models, results, ("scores", "intermediates", "probe")),
+    }
+    return {table: files[table] for table in files if table in reads}
+
+
+def claims_inputs(wildcards):
+    """What a ledger reads: every result of the default run; claim 8's tables at the paper's size; claim 11's table
+    over every training seed."""
+    if wildcards.results == SEEDS:
+        return {"pattern_ablation": [paths.summary_file(paths.ABLATION_FILE, SEEDS)]}
+    if wildcards.results == PAPER:
+        return {
+            **extraction_tables(PRETRAINED, PAPER),
+            "convergence": [paths.summary_file("convergence.parquet", PAPER)],
+        }
+    return {
+        "simulations": [paths.simulation_table(v, RESULTS) for v in VARIANTS],
+        "simulation_groups": [paths.simulation_groups(v, RESULTS) for v in VARIANTS],
+        "theory": [paths.theory_table(RESULTS)],
+        "recursion": [paths.recursion_table(RESULTS)],  # claim 10 (ours)
+        **extraction_tables(EXTRACTED, RESULTS),
+        # claim 8's verdicts as N grows: a flip is noted in the ledger
+        "convergence": [paths.summary_file("convergence.parquet", RESULTS)] if PRETRAINED else [],
+        # claim 10d-10e (ours): sliding-window layers of the pretrained LLMs against the recursion
+        "window_test": [paths.summary_file("window_test.parquet", RESULTS)] if PRETRAINED else [],
+        # claim 11 (ours): the pattern ablation, one training seed here (every seed: target length_seeds)
+        "pattern_ablation": [paths.summary_file(paths.ABLATION_FILE, RESULTS)],
+    }
+
+
+def window_test_inputs(wildcards):
+    """Each pretrained model's scores and groups tables, paper_llms's where they exist (settings.window_test_sources),
+    and its safetensors copy where it is a GGUF file."""
+    sources = settings.window_test_sources(config, RESULTS)
+    return {
+        table: [paths.activation_table(m, table, folder) for m, folder in sources.items()]
+        for table in settings.WINDOW_TEST_TABLES
+    } | {"models": [paths.pretrained_dir(m, RESULTS) for m in sources if m in GGUF]}
+
+
+# ---- the report (snakemake --report)
+# Snakemake 9's html_reporter shows a label other than the first as a toggle when it has exactly two values, each on
+# half of a table's results, and only when no other label qualifies; the toggle starts on the first of its two values
+# in JavaScript's sort order. So "format" is the one two-valued label of every table, and PNG's value sorts first: a
+# figure opens as its PNG, fitted to the window, not as a PDF at 31-48% zoom. Other formats are vectors.
 PNG_FORMAT_LABEL = "png"
 
 
@@ -124,157 +230,120 @@ def format_label(ext):
     return PNG_FORMAT_LABEL if ext == "png" else f"vector {ext}"
 
 
-def report_formats(files, caption, category, subcategory, labels):
-    """One figure's files (a format each), each shown in `snakemake --report` with `labels` and its format."""
+def figure_section(name, results=RESULTS):
+    """The report's subcategory of a figure: the part of the paper it belongs to (paper_llms's apart)."""
+    section = FIGURE_SPECS[name].section if name in FIGURE_SPECS else "Figures"
+    return f"{section}, the paper's size (paper_llms)" if results == PAPER else section
+
+
+def report_figures(stem, results="{results}", caption="../report/figure.rst", category="Figures"):
+    """One figure in every configured format, each shown in `snakemake --report` with its figure and format."""
     return [
         snakemake_io.report(
             path,
             caption=caption,
             category=category,
-            subcategory=subcategory,
-            labels={**labels, "format": format_label(path.rsplit(".", 1)[1])},
+            subcategory=lambda wildcards: figure_section(
+                stem.format(**wildcards), wildcards.get("results", RESULTS)
+            ),
+            labels={"figure": stem, "format": format_label(path.rsplit(".", 1)[1])},
         )
-        for path in files
+        for path in paths.figure_files(stem, FORMATS, results)
     ]
 
 
-def report_figures(stem, caption="../report/figure.rst", category="Figures"):
-    """One figure in every configured format, each shown in `snakemake --report`."""
-    return report_formats(
-        paths.figure_files(stem, FORMATS, RESULTS),
-        caption,
-        category,
-        lambda wildcards: figure_section(stem.format(**wildcards)),
-        {"figure": stem},
-    )
-
-
-def figure_section(name):
-    """The report's subcategory of a figure: the part of the paper it belongs to."""
-    return FIGURE_SPECS[name].section if name in FIGURE_SPECS else "Figures"
-
-
-def report_all_layers(model):
-    """A model's folder of fig_all_layers pages, each page in the report with its kind and layers."""
+def report_folder(folder, page, caption, category, section, labels):
+    """A directory() output of figure pages, each page in the report with the labels the function gives."""
     return snakemake_io.report(
-        directory(paths.all_layers_dir(model, RESULTS)),
-        patterns=[ALL_LAYERS_PAGE],
-        caption="../report/all_layers.rst",
-        category="Figures",
-        subcategory=figure_section(ALL_LAYERS_FIGURE),
-        labels=all_layers_labels,
+        directory(folder),
+        patterns=[page],
+        caption=caption,
+        category=category,
+        subcategory=lambda wildcards: figure_section(section, wildcards.get("results", RESULTS)),
+        labels=labels,
     )
-
-
-def all_layers_labels(wildcards):
-    """The report's labels of one page of fig_all_layers (the wildcards of ALL_LAYERS_PAGE): its model as
-    people write it, the page (kind and layers) and the format. The report sorts a table's rows by their
-    labels as strings, so the page label sorts by kind (attention scores first, as the paper's Figures 11-13
-    before 14-16), then by layer: numbers zero-padded to the widest in the model's folder (01-06, 07-12,
-    13-18). Kind and layers share one label: a label of its own with two values would be a second toggle
-    beside "format", and the report then shows no toggle at all (see format_label). Short labels keep the
-    table beside the figure narrow, and the figure wide."""
-    first, last = (int(layer) for layer in wildcards.layers.split("-"))
-    width = all_layers_digits(wildcards.model)
-    return {
-        "model": model_labels(config).get(wildcards.model, wildcards.model),
-        "page": f"{ALL_LAYERS_KIND_LABELS.get(wildcards.kind, wildcards.kind)}, "
-        f"layers {first:0{width}d}-{last:0{width}d}",
-        "format": format_label(wildcards.ext),
-    }
 
 
 # fig_all_layers' kinds in the report, in the order they sort (figures.activations.ALL_LAYERS_KINDS)
 ALL_LAYERS_KIND_LABELS = {"raw": "attention scores", "diagnorm": "diagonal-normalised"}
 
 
-def all_layers_digits(model):
-    """Digits of the highest layer among a model's fig_all_layers pages on disk (at least 2, as in their
-    file names): the report's labels are made after the run, from the pages found."""
+def all_layers_labels(wildcards):
+    """The report's labels of one page of fig_all_layers (the wildcards of ALL_LAYERS_PAGE): its model as people
+    write it, the page (kind and layers) and the format. The report sorts a table's rows by their labels as strings,
+    so the page label sorts by kind (attention scores first, as the paper's Figures 11-13 before 14-16), then by
+    layer: numbers zero-padded to the widest in the model's folder (01-06, 07-12, 13-18). Kind and layers share one
+    label: a label of its own with two values would be a second toggle beside "format", and the report then shows
+    no toggle at all (see format_label)."""
+    first, last = (int(layer) for layer in wildcards.layers.split("-"))
+    width = all_layers_digits(wildcards.model, wildcards.get("results", RESULTS))
+    return {
+        "model": settings.model_labels(config).get(wildcards.model, wildcards.model),
+        "page": f"{ALL_LAYERS_KIND_LABELS.get(wildcards.kind, wildcards.kind)}, "
+        f"layers {first:0{width}d}-{last:0{width}d}",
+        "format": format_label(wildcards.ext),
+    }
+
+
+def all_layers_digits(model, results):
+    """Digits of the highest layer among a model's fig_all_layers pages on disk (at least 2, as in their file names):
+    the report's labels are made after the run, from the pages found."""
     found = snakemake_io.glob_wildcards(
-        os.path.join(paths.all_layers_dir(model, RESULTS), ALL_LAYERS_PAGE)
+        os.path.join(paths.all_layers_dir(model, results), ALL_LAYERS_PAGE)
     ).layers
     return max([2] + [len(layers.split("-")[1].lstrip("0")) for layers in found])
 
 
-def claims_page_files(results, claim=None):
-    """{page: its files} of figL1_claims under `results`: the pages of a ledger of every claim (None) or of
-    one claim's rows (catalogue.ledger_pages), in every configured format; known before the rule runs.
-    """
-    return claims_pages(paths.claims_dir(results), ledger_pages(claim), FORMATS)
+def claims_page_labels(wildcards):
+    """The report's labels of one page of figL1_claims: the claims it shows and its format."""
+    return {
+        "figure": CLAIMS_FIGURE,
+        "claims": wildcards.claims,
+        "format": format_label(wildcards.ext),
+    }
 
 
-def claims_figure_files(results, claim=None):
-    """The files of claims_page_files, in a list."""
-    return [
-        path for files in claims_page_files(results, claim).values() for path in files
-    ]
-
-
-def report_claims_pages():
-    """Every page of figL1_claims in every format, each shown in `snakemake --report` with the claims it shows."""
-    return [
-        entry
-        for page, files in claims_page_files(RESULTS).items()
-        for entry in report_formats(
-            files,
-            "../report/claims.rst",
-            "Claims",
-            figure_section(CLAIMS_FIGURE),
-            {"figure": CLAIMS_FIGURE, "claims": page},
-        )
-    ]
+# ---- what the targets ask for
+def all_simulations():
+    return [paths.simulation_table(v, RESULTS) for v in VARIANTS]
 
 
 def all_figure_files():
-    return [
-        path
-        for figure in FIGURES
-        for path in paths.figure_files(figure, FORMATS, RESULTS)
-    ]
-
-
-def all_model_figures():
-    return [paths.all_layers_dir(model, RESULTS) for model in EXTRACTED]
-
-
-# ---- target paper_llms (rules/paper_llms.smk): its folder, models and figures
-PAPER = paper_llms_results(config)
-PRETRAINED = pretrained_models(config)
-PAPER_FIGURES = paper_llms_figures(config)
-
-# rule paper_llms_figure draws only paper_llms's figures
-PAPER_FIGURE = "|".join(map(re.escape, PAPER_FIGURES)) or "(?!)"
-# paper_llms's ledger has the rows of claim 8 (the pretrained LLMs) alone
-PAPER_CLAIM = dag.PAPER_CLAIM
-
-# ---- target length_seeds: its summary, figures and ledger (claim 11's rows alone) under results/seeds
-SEEDS = paths.seeds_dir(RESULTS)
-ABLATION_CLAIM = dag.ABLATION_CLAIM
-ABLATION_FILE = paths.ABLATION_FILE
+    return [path for figure in FIGURES for path in paths.figure_files(figure, FORMATS, RESULTS)]
 
 
 def paper_llms_outputs():
     """Every file of target paper_llms."""
     if not PRETRAINED:
         return []
-    stems = PAPER_FIGURES + [CONVERGENCE_FIGURE]
     return (
-        [
-            paths.summary_file(name, PAPER)
-            for name in ("claims.parquet", "claims.md", "convergence.parquet")
+        [paths.summary_file(name, PAPER) for name in ("claims.parquet", "claims.md", "convergence.parquet")]
+        + [
+            path
+            for stem in PAPER_FIGURES + [CONVERGENCE_FIGURE]
+            for path in paths.figure_files(stem, FORMATS, PAPER)
         ]
-        + [path for stem in stems for path in paths.figure_files(stem, FORMATS, PAPER)]
-        + claims_figure_files(PAPER, PAPER_CLAIM)
+        + [paths.claims_dir(PAPER)]
         + [paths.all_layers_dir(model, PAPER) for model in PRETRAINED]
     )
+
+
+# ---- a job names the rule that rebuilds a damaged input (workflow/job.py): every rule's outputs, from the rules
+def publish_writers():
+    from causalpos.workflow.job import WRITERS_ENV
+    from causalpos.workflow.provenance import writer_patterns
+    import json
+
+    os.environ[WRITERS_ENV] = json.dumps(writer_patterns(workflow))
 
 
 onstart:
     # the executor is known now, and a dry run never gets here
     if workflow.local_exec and workflow.is_main_process:
+        from causalpos.workflow.config import check_devices
+
         stop_on_user_error(check_devices, config, config["training"])
     # Ctrl-C or SIGTERM to Snakemake also stop its running jobs (alone, it waits for them to end)
-    from causalpos.workflow.process_control import forward_stop_signals
+    from causalpos.workflow.job import forward_stop_signals
 
     forward_stop_signals(workflow.local_exec)

@@ -1,3 +1,6 @@
+# Section 4.2's corpus, its tokenizer, the trained models' token blocks and the evaluation snippets.
+
+
 rule sample:
     output:
         paths.documents(RESULTS),
@@ -6,14 +9,18 @@ rule sample:
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("sample"),
+        sources=config["data"]["sources"],
+        heldout_fraction=config["data"]["heldout_fraction"],
+        seed=config["data"]["seed"],
+        max_documents=config["data"]["max_documents"],
+        code=code("sample"),
     script:
-        "../workflow_scripts/sample.py"
+        "../workflow_scripts/job.py"
 
 
 rule tokenizer:
     input:
-        **stage_inputs("tokenizer"),
+        documents=rules.sample.output[0],
     output:
         tokenizer=f"{paths.tokenizer_dir(RESULTS)}/tokenizer.json",
         tokenizer_config=f"{paths.tokenizer_dir(RESULTS)}/tokenizer_config.json",
@@ -24,10 +31,17 @@ rule tokenizer:
         snippet_documents=paths.tokens_file("snippets.parquet", RESULTS),
     log:
         log_path("tokenizer.log"),
-    cache: True  # between workflows; no benchmark: allowed (see rule pretrained)
+    cache: True  # between workflows (see rule simulate)
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("tokenizer"),
+        name=config["tokenizer"]["name"],
+        vocab_size=config["tokenizer"]["vocab_size"],
+        block_len=config["tokenizer"]["block_len"],
+        snippet_len=config["evaluation"]["snippet_len"],
+        n_snippets=config["evaluation"]["n_snippets"],
+        seed=config["data"]["seed"],
+        code=code("tokenizer"),
+        upstream=upstream("tokenizer"),
     script:
-        "../workflow_scripts/tokenizer.py"
+        "../workflow_scripts/job.py"

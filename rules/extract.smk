@@ -1,62 +1,62 @@
-# Cached between workflows (cache: True, needs --cache and SNAKEMAKE_OUTPUT_CACHE): the
-# output depends only on params and inputs. Snakemake allows no benchmark: on a cached rule;
-# the job's run time is in the report's statistics and in results/summary/runtimes.parquet.
+# Sections 4.2 and 5.2: inside the trained models and the pretrained RoPE LLMs, at the default run's size (results/)
+# and, for the pretrained ones, at the paper's (target paper_llms: results/paper_llms/).
+
+
+# A GGUF model of extraction.pretrained.models dequantised to safetensors. Cached between workflows (see rule
+# simulate).
 rule pretrained:
     output:
         directory(paths.pretrained_dir("{model}", RESULTS)),
     log:
         log_path("pretrained/{model}.log"),
     wildcard_constraints:
-        model=stage_models("pretrained"),
+        model=one_of(GGUF),
     cache: True
     conda:
         "../envs/causalpos.yaml"
     resources:
-        mem_mb=4096,
+        **job_resources("pretrained"),
     params:
-        **stage_params("pretrained"),
+        spec=lambda wildcards: settings.pretrained_spec(config, wildcards.model),
+        code=code("pretrained"),
     script:
-        "../workflow_scripts/pretrained.py"
+        "../workflow_scripts/job.py"
 
 
-# The trained twins, on the evaluation snippets.
-rule extract_trained:
+# Every layer's scores, Figure 3's intermediates, the position probe and each head's map of one model: a trained
+# twin on the evaluation snippets, a pretrained LLM on held-out documents in its own tokenizer.
+rule extract:
     input:
-        **stage_inputs("extract_trained"),
+        unpack(extraction_inputs),
     output:
-        **paths.activation_tables("{model}", RESULTS),
+        **paths.activation_tables("{model}", "{results}"),
     log:
-        log_path("extract/{model}.log"),
+        log_path("extract/{model}.log", "{results}"),
     wildcard_constraints:
-        model=stage_models("extract_trained"),
+        results=one_of([RESULTS, PAPER]),
+        model=one_of(EXTRACTED),
     cache: True
     conda:
         "../envs/causalpos.yaml"
-    threads: config["extraction"]["threads"]
+    threads: job_threads("extract")
     resources:
-        mem_mb=8192,
+        **job_resources("extract"),
     params:
-        **stage_params("extract_trained"),
-        state=paths.extraction_state_dir("{model}", RESULTS),
+        settings=extraction_settings,
+        location=lambda wildcards: settings.model_location(config, wildcards.model, RESULTS),
+        device=config["extraction"]["device"],
+        seed=config["data"]["seed"],
+        state=lambda wildcards: paths.extraction_state_dir(wildcards.model, wildcards.results),
+        code=code("extract"),
+        upstream=upstream("extract"),
     script:
-        "../workflow_scripts/extract.py"
-
-
-# The pretrained LLMs, on held-out documents (and the safetensors copy of a GGUF file).
-use rule extract_trained as extract_pretrained with:
-    input:
-        unpack(job_inputs("extract_pretrained")),
-    wildcard_constraints:
-        model=stage_models("extract_pretrained"),
-    params:
-        **stage_params("extract_pretrained"),
-        state=paths.extraction_state_dir("{model}", RESULTS),
+        "../workflow_scripts/job.py"
 
 
 # Issue 27: a pretrained LLM's loss with its non-relative pattern taken out, at its extraction's length.
 rule pattern_ablation_pretrained:
     input:
-        unpack(job_inputs("pattern_ablation_pretrained")),
+        unpack(pretrained_inputs),
     output:
         paths.pretrained_ablation("{model}", RESULTS),
     log:
@@ -64,21 +64,28 @@ rule pattern_ablation_pretrained:
     benchmark:
         paths.ablation_benchmark("{model}", RESULTS)
     wildcard_constraints:
-        model=stage_models("pattern_ablation_pretrained"),
+        model=one_of(PRETRAINED),
     conda:
         "../envs/causalpos.yaml"
-    threads: config["extraction"]["threads"]
+    threads: job_threads("pattern_ablation_pretrained")
     resources:
-        mem_mb=8192,
+        **job_resources("pattern_ablation_pretrained"),
     params:
-        **stage_params("pattern_ablation_pretrained"),
+        settings=lambda wildcards: settings.pretrained_ablation_settings(config, wildcards.model),
+        n_estimate=config["evaluation"]["ablation_sequences"],
+        n_evaluate=config["evaluation"]["length_sequences"],
+        location=lambda wildcards: settings.model_location(config, wildcards.model, RESULTS),
+        device=config["extraction"]["device"],
+        seed=config["data"]["seed"],
+        code=code("pattern_ablation_pretrained"),
+        upstream=upstream("pattern_ablation_pretrained"),
     script:
-        "../workflow_scripts/pattern_ablation_pretrained.py"
+        "../workflow_scripts/job.py"
 
 
 rule summary:
     input:
-        **stage_inputs("summary"),
+        **extraction_tables(EXTRACTED, RESULTS, ("scores", "probe")),
     output:
         paths.summary_tables(RESULTS),
     log:
@@ -86,16 +93,17 @@ rule summary:
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("summary"),
+        code=code("summary"),
+        upstream=upstream("summary"),
     script:
-        "../workflow_scripts/summary.py"
+        "../workflow_scripts/job.py"
 
 
-# Issue 26: each attention head of every extracted model (extraction.per_head), the summary's amplitude and
-# claim 8d's first-key emphasis per head; no rows where the extractions kept no heads.
+# Issue 26: each attention head of every extracted model (extraction.per_head), the summary's amplitude and claim
+# 8d's first-key emphasis per head; no rows where the extractions kept no heads.
 rule heads:
     input:
-        **stage_inputs("heads"),
+        **extraction_tables(EXTRACTED, RESULTS, ("head_scores",)),
     output:
         paths.summary_file("heads.parquet", RESULTS),
     log:
@@ -105,33 +113,35 @@ rule heads:
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("heads"),
+        code=code("heads"),
+        upstream=upstream("heads"),
     script:
-        "../workflow_scripts/heads.py"
+        "../workflow_scripts/job.py"
 
 
-# Figures 11-16 of one model, trained or pretrained: a rule each, as the extraction.
-rule model_figure_trained:
+# Figures 11-16 of one model: every layer's scores, raw and diagonal-normalised, a folder of pages.
+rule model_figure:
     input:
-        **stage_inputs("model_figure_trained"),
+        scores=paths.activation_table("{model}", "scores", "{results}"),
     output:
-        report_all_layers("{model}"),
+        report_folder(
+            paths.all_layers_dir("{model}", "{results}"),
+            ALL_LAYERS_PAGE,
+            "../report/all_layers.rst",
+            "Figures",
+            ALL_LAYERS_FIGURE,
+            all_layers_labels,
+        ),
     log:
-        log_path("figures/fig_all_layers_{model}.log"),
+        log_path("figures/fig_all_layers_{model}.log", "{results}"),
     wildcard_constraints:
-        model=stage_models("model_figure_trained"),
+        results=one_of([RESULTS, PAPER]),
+        model=one_of(EXTRACTED),
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("model_figure_trained"),
+        options=lambda wildcards: settings.plot_options(config, model=wildcards.model),
+        code=code("model_figure"),
+        upstream=upstream("model_figure"),
     script:
-        "../workflow_scripts/model_figure.py"
-
-
-use rule model_figure_trained as model_figure_pretrained with:
-    input:
-        **stage_inputs("model_figure_pretrained"),
-    wildcard_constraints:
-        model=stage_models("model_figure_pretrained"),
-    params:
-        **stage_params("model_figure_pretrained"),
+        "../workflow_scripts/job.py"

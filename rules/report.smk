@@ -1,10 +1,19 @@
-# `snakemake --report report.html`: every figure (rules figure, model_figure), the
-# claims, the configuration and this table of run times.
+# `snakemake --report report.html`: every figure (rules figure, model_figure, claims, ...), the claims, the
+# configuration and the run times.
 
 
 rule runtimes:
     input:
-        **stage_inputs("runtimes"),
+        # each benchmark with a file of the same job whose metadata names its device
+        train=[paths.train_benchmark(m, RESULTS) for m in TRAINED],
+        train_metrics=[paths.model_file(m, "metrics.parquet", RESULTS) for m in TRAINED],
+        emergence=[paths.emergence_benchmark(m, RESULTS) for m in TRAINED if SNAPSHOTS],
+        emergence_scores=[paths.emergence_table(m, "scores", RESULTS) for m in TRAINED if SNAPSHOTS],
+        recursion=[paths.recursion_benchmark(RESULTS)],
+        recursion_table=[paths.recursion_table(RESULTS)],
+        # the cached rules record their run times in their tables' metadata
+        simulate=[paths.simulation_table(v, RESULTS) for v in VARIANTS],
+        extract=[paths.activation_table(m, "scores", RESULTS) for m in EXTRACTED],
     output:
         table=paths.summary_file("runtimes.parquet", RESULTS),
         html=report(
@@ -17,13 +26,13 @@ rule runtimes:
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("runtimes"),
+        code=code("runtimes"),
+        upstream=upstream("runtimes"),
     script:
-        "../workflow_scripts/runtimes.py"
+        "../workflow_scripts/job.py"
 
 
-# Snakemake 9's HTML report does not show the config files; this page does, with
-# every default the schema filled in.
+# Snakemake 9's HTML report does not show the config files; this page does, with every default the schema filled in.
 rule config_record:
     output:
         report(
@@ -36,6 +45,7 @@ rule config_record:
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("config_record"),
+        config=config,
+        code=code("config_record"),
     script:
-        "../workflow_scripts/config_record.py"
+        "../workflow_scripts/job.py"

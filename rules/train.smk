@@ -1,93 +1,136 @@
+# Section 4.2: the NoPE decoder and its RoPE twin, each trained with training.seed (runs nope, rope) and, for target
+# length_seeds, with every seed of evaluation.seeds (runs nope_seed1, ...: catalogue.models); their length
+# generalisation, the pattern ablation (issue 27) and the extraction at every training snapshot.
+
+
+def snapshots_output():
+    """Rule train's snapshots folder, where training.snapshot_steps asks for any."""
+    return {"snapshots": directory(paths.snapshot_dir("{model}", RESULTS))} if SNAPSHOTS else {}
+
+
 rule train:
     input:
-        **stage_inputs("train"),
+        blocks=rules.tokenizer.output.blocks,
+        train=rules.tokenizer.output.train,
+        heldout=rules.tokenizer.output.heldout,
+        tokenizer=rules.tokenizer.output.tokenizer,
     output:
-        **snapshots_output(),
         model=paths.model_file("{model}", "model.safetensors", RESULTS),
         config=paths.model_file("{model}", "config.json", RESULTS),
         info=paths.model_file("{model}", "training.json", RESULTS),
         metrics=paths.model_file("{model}", "metrics.parquet", RESULTS),
+        **snapshots_output(),
     log:
         log_path("train/{model}.log"),
     benchmark:
         paths.train_benchmark("{model}", RESULTS)
     wildcard_constraints:
-        model=stage_models("train"),
+        model=TRAINED_RUNS,
     conda:
         "../envs/causalpos.yaml"
-    threads: config["training"]["threads"]
+    threads: job_threads("train")
     resources:
-        mem_mb=8192,
+        **job_resources("train"),
     params:
-        **stage_params("train"),
-        checkpoint_root=paths.checkpoints_dir(RESULTS),
+        settings=lambda wildcards: settings.training_of(config, wildcards.model),
+        processes=config["train_processes"],
+        checkpoints=paths.checkpoints_dir(RESULTS),
+        code=code("train"),
+        upstream=upstream("train"),
     script:
-        "../workflow_scripts/train.py"
+        "../workflow_scripts/job.py"
 
 
 rule length_eval:
     input:
-        **stage_inputs("length_eval"),
+        model=rules.train.output.model,
+        blocks=rules.tokenizer.output.blocks,
+        heldout=rules.tokenizer.output.heldout,
     output:
         paths.model_file("{model}", "length_eval.parquet", RESULTS),
     log:
         log_path("length_eval/{model}.log"),
     wildcard_constraints:
-        model=stage_models("length_eval"),
+        model=TRAINED_RUNS,
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("length_eval")
+    resources:
+        **job_resources("length_eval"),
     params:
-        **stage_params("length_eval"),
+        factors=config["evaluation"]["length_factors"],
+        max_sequences=config["evaluation"]["length_sequences"],
+        device=config["training"]["device"],
+        code=code("length_eval"),
+        upstream=upstream("length_eval"),
     script:
-        "../workflow_scripts/length_eval.py"
+        "../workflow_scripts/job.py"
 
 
 # Issue 27: the held-out loss at every length with the model's non-relative pattern taken out, and its controls.
 rule pattern_ablation:
     input:
-        **stage_inputs("pattern_ablation"),
+        model=rules.train.output.model,
+        blocks=rules.tokenizer.output.blocks,
+        heldout=rules.tokenizer.output.heldout,
     output:
-        paths.model_file("{model}", ABLATION_FILE, RESULTS),
+        paths.model_file("{model}", paths.ABLATION_FILE, RESULTS),
     log:
         log_path("pattern_ablation/{model}.log"),
     benchmark:
         paths.ablation_benchmark("{model}", RESULTS)
     wildcard_constraints:
-        model=stage_models("pattern_ablation"),
+        model=TRAINED_RUNS,
     conda:
         "../envs/causalpos.yaml"
-    threads: config["extraction"]["threads"]
+    threads: job_threads("pattern_ablation")
     resources:
-        mem_mb=4096,
+        **job_resources("pattern_ablation"),
     params:
-        **stage_params("pattern_ablation"),
+        factors=config["evaluation"]["length_factors"],
+        max_sequences=config["evaluation"]["length_sequences"],
+        n_estimate=config["evaluation"]["ablation_sequences"],
+        device=config["training"]["device"],
+        seed=config["data"]["seed"],
+        training_seed=config["training"]["seed"],
+        code=code("pattern_ablation"),
+        upstream=upstream("pattern_ablation"),
     script:
-        "../workflow_scripts/pattern_ablation.py"
+        "../workflow_scripts/job.py"
 
 
-# Every model's ablation table in one, and its figure (rule pattern_ablation_seeds: every training seed).
+# Every model's ablation table in one, and its figure: the default run's models in results/summary, every training
+# seed's in results/seeds/summary (target length_seeds).
 rule pattern_ablation_summary:
     input:
-        **stage_inputs("pattern_ablation_summary"),
+        tables=ablation_tables,
     output:
-        table=paths.summary_file(ABLATION_FILE, RESULTS),
-        figures=report_figures(
-            ABLATION_FIGURE, caption="../report/pattern_ablation.rst"
-        ),
+        table=paths.summary_file(paths.ABLATION_FILE, "{results}"),
+        figures=report_figures(ABLATION_FIGURE, caption="../report/pattern_ablation.rst"),
     log:
-        log_path("pattern_ablation_summary.log"),
+        log_path("pattern_ablation_summary.log", "{results}"),
+    wildcard_constraints:
+        results=one_of([RESULTS, SEEDS]),
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("pattern_ablation_summary"),
+        options=settings.plot_options(config),
+        code=code("pattern_ablation_summary"),
+        upstream=upstream("pattern_ablation_summary"),
     script:
-        "../workflow_scripts/pattern_ablation_summary.py"
+        "../workflow_scripts/job.py"
 
 
 # Section 4.2's extraction at every snapshot of a trained model, and the held-out loss there.
 rule emergence:
     input:
-        **stage_inputs("emergence"),
+        model=rules.train.output.model,
+        info=rules.train.output.info,
+        snapshots=paths.snapshot_dir("{model}", RESULTS),
+        metrics=rules.train.output.metrics,
+        tokens=rules.tokenizer.output.snippets,
+        blocks=rules.tokenizer.output.blocks,
+        heldout=rules.tokenizer.output.heldout,
     output:
         **paths.emergence_tables("{model}", RESULTS),
     log:
@@ -95,21 +138,31 @@ rule emergence:
     benchmark:
         paths.emergence_benchmark("{model}", RESULTS)
     wildcard_constraints:
-        model=stage_models("emergence"),
+        model=one_of(TRAINED),
     conda:
         "../envs/causalpos.yaml"
-    threads: config["extraction"]["threads"]
+    threads: job_threads("emergence")
     resources:
-        mem_mb=4096,
+        **job_resources("emergence"),
     params:
-        **stage_params("emergence"),
+        settings=settings.emergence_settings(config),
+        steps=SNAPSHOTS,
+        device=config["extraction"]["device"],
+        seed=config["data"]["seed"],
+        code=code("emergence"),
+        upstream=upstream("emergence"),
     script:
-        "../workflow_scripts/emergence.py"
+        "../workflow_scripts/job.py"
 
 
 rule emergence_summary:
     input:
-        **stage_inputs("emergence_summary"),
+        **{
+            table: [paths.emergence_table(m, table, RESULTS) for m in TRAINED]
+            for table in paths.EMERGENCE_TABLES
+        },
+        simulations=[paths.simulation_table(v, RESULTS) for v in settings.emergence_variants(config)],
+        simulation_groups=[paths.simulation_groups(v, RESULTS) for v in settings.emergence_variants(config)],
     output:
         paths.summary_file("emergence.parquet", RESULTS),
     log:
@@ -117,78 +170,28 @@ rule emergence_summary:
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("emergence_summary"),
+        settings=config["claims"],
+        code=code("emergence_summary"),
+        upstream=upstream("emergence_summary"),
     script:
-        "../workflow_scripts/emergence_summary.py"
+        "../workflow_scripts/job.py"
 
 
-# Length generalisation over training seeds: its own target (`snakemake --cores 2 length_seeds`), not
-# part of `all`: each seed trains both models again (docs/models.md), as rule train does.
-use rule train as train_seed with:
-    input:
-        **stage_inputs("train_seed"),
-    output:
-        model=paths.seed_model_file("{model}", "{seed}", "model.safetensors", RESULTS),
-        config=paths.seed_model_file("{model}", "{seed}", "config.json", RESULTS),
-        metrics=paths.seed_model_file("{model}", "{seed}", "metrics.parquet", RESULTS),
-    log:
-        log_path("train_seed/{model}_seed{seed}.log"),
-    benchmark:
-        paths.seed_train_benchmark("{model}", "{seed}", RESULTS)
-    params:
-        **stage_params("train_seed"),
-        checkpoint_root=paths.checkpoints_dir(RESULTS),
-
-
-use rule length_eval as length_eval_seed with:
-    input:
-        **stage_inputs("length_eval_seed"),
-    output:
-        paths.seed_model_file("{model}", "{seed}", "length_eval.parquet", RESULTS),
-    log:
-        log_path("length_eval_seed/{model}_seed{seed}.log"),
-    params:
-        **stage_params("length_eval_seed"),
-
-
+# Length generalisation over training seeds (target length_seeds): every run's length table, one table and figure.
 rule length_seeds_table:
     input:
-        **stage_inputs("length_seeds_table"),
+        runs=[paths.model_file(run, "length_eval.parquet", RESULTS) for _, _, run in SEED_RUNS],
     output:
         table=paths.summary_file("length_seeds.parquet", RESULTS),
-        figures=report_figures(
-            LENGTH_SEEDS_FIGURE, caption="../report/length_seeds.rst"
-        ),
+        figures=report_figures(LENGTH_SEEDS_FIGURE, RESULTS, caption="../report/length_seeds.rst"),
     log:
         log_path("length_seeds.log"),
     conda:
         "../envs/causalpos.yaml"
     params:
-        **stage_params("length_seeds_table"),
+        runs=[[model, seed] for model, seed, _ in SEED_RUNS],
+        options=config["plot"],
+        code=code("length_seeds_table"),
+        upstream=upstream("length_seeds_table"),
     script:
-        "../workflow_scripts/length_seeds.py"
-
-
-use rule pattern_ablation as pattern_ablation_seed with:
-    input:
-        **stage_inputs("pattern_ablation_seed"),
-    output:
-        paths.seed_model_file("{model}", "{seed}", ABLATION_FILE, RESULTS),
-    log:
-        log_path("pattern_ablation_seed/{model}_seed{seed}.log"),
-    benchmark:
-        paths.ablation_benchmark("{model}_seed{seed}", RESULTS)
-    params:
-        **stage_params("pattern_ablation_seed"),
-
-
-use rule pattern_ablation_summary as pattern_ablation_seeds with:
-    input:
-        **stage_inputs("pattern_ablation_seeds"),
-    output:
-        table=paths.summary_file(ABLATION_FILE, SEEDS),
-        figures=paths.figure_files(ABLATION_FIGURE, FORMATS, SEEDS),
-    log:
-        log_path("pattern_ablation_seeds.log"),
-    params:
-        **stage_params("pattern_ablation_seeds"),
+        "../workflow_scripts/job.py"

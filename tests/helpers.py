@@ -148,18 +148,25 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 18
 
 
 def planned_jobs(workdir: Path, target: str = "all_figures") -> set[tuple[str, str]]:
-    """(rule, wildcard value or '') of every job `snakemake -n` would run."""
+    """(rule, its wildcards' values or '') of every job `snakemake -n` would run: the values joined by ",", the
+    results folder left out where it is the default one ("results") and added as "@<folder>" where it is another
+    (("extract", "smollm2_135m@results/paper_llms"))."""
     out = snakemake(workdir, "-n", target).stdout
     jobs, rule = set(), None
     for line in out.splitlines():
         if m := re.match(r"^(?:local)?rule (\w+):", line):
             rule = m.group(1)
             jobs.add((rule, ""))
-        elif rule and (m := re.match(r"^\s+wildcards: \w+=(\S+)", line)):
+        elif rule and (m := re.match(r"^\s+wildcards: (.+)$", line)):
+            values = dict(item.split("=", 1) for item in m.group(1).split(", "))
+            folder = values.pop("results", "results")
             jobs.discard((rule, ""))
-            jobs.add((rule, m.group(1)))
+            jobs.add((rule, ",".join(values.values()) + ("" if folder == "results" else f"@{folder}")))
             rule = None
-    return {job for job in jobs if job[0] not in ("all", "all_figures", "length_seeds")}  # the targets
+    return {job for job in jobs if job[0] not in TARGET_RULES}
+
+
+TARGET_RULES = ("all", "all_figures", "length_seeds", "paper_llms")  # rules that only name other rules' outputs
 
 
 def touch_source(workdir: Path, module: str) -> None:

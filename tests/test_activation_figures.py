@@ -9,7 +9,7 @@ from causalpos.figures.activations import all_layers_pages
 from causalpos.catalogue.figures import FIGURES
 from causalpos.figures.render import DRAW, render_figure
 from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE
-from causalpos.workflow.runners import run_all_layers
+from causalpos.workflow.job import Job, run_job
 
 # the figures drawn from the extraction tables
 ACTIVATION_FIGURES = {figure: DRAW[figure] for figure, spec in FIGURES.items() if spec.models}
@@ -190,7 +190,8 @@ def test_all_layers_writes_its_pages_and_drops_stale_ones(tables, tmp_path):
     folder = tmp_path / "fig_all_layers_smol"
     folder.mkdir()
     (folder / "raw_layers01-09.png").write_bytes(b"stale")
-    run_all_layers(source, {**PLOT, "model": "smol", "layers_per_page": 4, "formats": ["png", "pdf"]}, folder)
+    run_job(Job("model_figure", input={"scores": str(source)}, output={"folder": str(folder)},
+                params={"options": {**PLOT, "model": "smol", "layers_per_page": 4, "formats": ["png", "pdf"]}}))
     names = sorted(p.name for p in folder.iterdir())
     assert names == sorted(f"{kind}_layers{span}.{ext}" for kind in ("raw", "diagnorm")
                            for span in ("01-04", "05-07") for ext in ("png", "pdf"))

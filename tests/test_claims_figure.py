@@ -13,9 +13,8 @@ from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.figures.ledger import COLUMNS, PANEL, plot_ledger
 from causalpos.catalogue.figures import claims_page, claims_pages
 from causalpos.figures.style import MAX_ASPECT
-from causalpos.workflow.dag import stage_writing
 from causalpos.catalogue.paths import claims_dir
-from causalpos.workflow.runners import run_claims
+from causalpos.workflow.job import Job, run_job
 from helpers import R, small_inputs
 
 PLOT = {"cmap": "viridis", "dpi": 40, "font_scale": 1.0, "formats": ["png"]}
@@ -108,8 +107,11 @@ def test_run_claims_writes_the_pages_of_its_claims_and_drops_stale_ones(tmp_path
     (folder / "notes.txt").write_text("not a page")
     models = pd.read_parquet(tmp_path / "scores.parquet").query("kind == 'pretrained'")["model"].unique()
     labels = {m: f"Model {m.upper()}" for m in models}
-    run_claims(inputs, {"n_bootstrap": 10, "seed": 0}, tmp_path / "claims.parquet", tmp_path / "claims.md", folder,
-               {**PLOT, "formats": ["png", "pdf"], "model_labels": labels}, claim=8)
+    run_job(Job("claims", input={name: [str(p) for p in paths] for name, paths in inputs.items()},
+                output={"table": str(tmp_path / "claims.parquet"), "markdown": str(tmp_path / "claims.md"),
+                        "figures": str(folder)},
+                params={"settings": {"n_bootstrap": 10, "seed": 0},
+                        "options": {**PLOT, "formats": ["png", "pdf"], "model_labels": labels}, "claim": 8}))
     assert sorted(p.name for p in folder.iterdir()) == ["claims8-9.pdf", "claims8-9.png", "notes.txt"]
     markdown = (tmp_path / "claims.md").read_text()  # the per-layer table names the models as the config does
     assert all(f"| {label} | 1 |" in markdown for label in labels.values()) and models.size
@@ -117,8 +119,7 @@ def test_run_claims_writes_the_pages_of_its_claims_and_drops_stale_ones(tmp_path
                                                                                    str(folder / "claims8-9.pdf")]
 
 
-def test_the_pages_are_rule_claims_outputs():
+def test_the_pages_are_in_the_folder_rule_claims_writes():
     assert claims_page(claims_dir(), "2-3", "png") == "results/figures/figL1_claims/claims2-3.png"
-    assert stage_writing("results/figures/figL1_claims/claims4-6.pdf") == "claims"
-    assert stage_writing("results/paper_llms/figures/figL1_claims/claims8-9.png") == "paper_llms_claims"
-    assert stage_writing("results/nope-large/figures/figL1_claims/claims1.png") == "claims"
+    assert claims_page(claims_dir("results/paper_llms"), "8-9", "png") == \
+        "results/paper_llms/figures/figL1_claims/claims8-9.png"

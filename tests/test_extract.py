@@ -222,7 +222,7 @@ def test_a_model_without_llama_layers_is_refused():
 
 def test_failed_extraction_leaves_no_table(saved, tmp_path):
     """Snippets longer than the model's context: the stage stops before writing anything."""
-    from causalpos.workflow.runners import run_extract
+    from causalpos.workflow.job import Job, run_job
 
     name, folder = saved
     np.save(tmp_path / "snippets.npy", tokens(4, 80))
@@ -230,5 +230,8 @@ def test_failed_extraction_leaves_no_table(saved, tmp_path):
     settings = {"kind": "trained", "batch_size": 2, "intermediates_layer": 0, "probe_sequences": 0,
                 "probe_positions": 8, "bootstrap_groups": 4}
     with pytest.raises(ExtractionError, match="sequence length 80 exceeds"):
-        run_extract(name, settings, folder, outputs, snippets=tmp_path / "snippets.npy", device="cpu")
+        run_job(Job("extract", input={"tokens": str(tmp_path / "snippets.npy")},
+                    output={t: str(path) for t, path in outputs.items()}, wildcards={"model": name},
+                    params={"settings": settings, "location": str(folder), "device": "cpu", "seed": 0,
+                            "state": None}))
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

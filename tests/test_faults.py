@@ -13,6 +13,7 @@ short training suffices.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -29,7 +30,7 @@ import pytest
 from causalpos.io import DamagedFileError, move_aside, read_array, read_json, read_metadata, read_table, \
     usual_mode, write_parquet
 from causalpos.catalogue import paths
-from causalpos.workflow.runners import run_summary
+from causalpos.workflow.job import WRITERS_ENV, Job, run_job
 from helpers import ROOT, SNAKEMAKE, copy_run, edit_config, snakemake
 
 # ---------------------------------------------------------------- damaged files, unit
@@ -95,17 +96,35 @@ def test_move_aside_keeps_the_file_under_a_name_snakemake_does_not_know(table):
         read_table(table)
 
 
-def test_a_stage_moves_a_damaged_input_aside_and_names_the_rule_that_rebuilds_it(table, tmp_path):
+def run_summary(scores, out_dir) -> None:
+    run_job(Job("summary", input={"scores": [str(p) for p in scores], "probe": [str(p) for p in scores]},
+                output={"nonrelativeness": str(out_dir / "nonrelativeness.parquet")}))
+
+
+@pytest.fixture
+def writers(table, monkeypatch):
+    """The rules' outputs as the Snakefile publishes them to its jobs: rule extract writes the scores table."""
+    folder = re.escape(str(table.parents[1]))
+    monkeypatch.setenv(WRITERS_ENV, json.dumps([["extract", rf"{folder}/(?P<model>nope|rope)/scores\.parquet", False]]))
+
+
+def test_a_job_moves_a_damaged_input_aside_and_names_the_rule_that_rebuilds_it(table, tmp_path, writers):
     damage(table, "truncated")
     expected = (rf"^{re.escape(str(table))} is damaged \(ArrowInvalid: .*\); moved to {re.escape(str(table))}"
-                rf"\.damaged\. Rule extract_trained rebuilds it: run the same snakemake command again\.$")
+                rf"\.damaged\. Rule extract rebuilds it: run the same snakemake command again\.$")
     with pytest.raises(DamagedFileError, match=expected):
-        run_summary([table], [table], tmp_path / "summary")
+        run_summary([table], tmp_path / "summary")
     assert not table.exists() and Path(f"{table}.damaged").exists()
     assert not (tmp_path / "summary").exists()
 
 
-def test_a_damaged_link_into_the_cache_says_so(table, tmp_path):
+def test_an_input_no_rule_writes_is_moved_aside_without_a_rule(table, tmp_path):
+    damage(table, "truncated")  # no Snakefile published the rules' outputs: a job run by hand
+    with pytest.raises(DamagedFileError, match=r"moved to .*\.damaged\. Rerun the step that writes it\.$"):
+        run_summary([table], tmp_path / "summary")
+
+
+def test_a_damaged_link_into_the_cache_says_so(table, tmp_path, writers):
     cached = tmp_path / "cache" / "entry"
     cached.parent.mkdir()
     shutil.move(table, cached)
@@ -113,7 +132,7 @@ def test_a_damaged_link_into_the_cache_says_so(table, tmp_path):
     damage(cached, "truncated")
     with pytest.raises(DamagedFileError, match=rf"It was a link to {re.escape(str(cached))} \(the between-workflow "
                                                r"cache\): delete that file too\."):
-        run_summary([table], [table], tmp_path / "summary")
+        run_summary([table], tmp_path / "summary")
     assert cached.exists() and Path(f"{table}.damaged").is_symlink()
 
 
@@ -155,7 +174,7 @@ def python(code: str, **kwargs) -> subprocess.Popen:
 def test_forward_stop_signals_sends_sigterm_to_the_jobs_then_calls_the_previous_handler():
     proc = python(
         "import os, signal, subprocess, sys, time\n"
-        "from causalpos.workflow.process_control import forward_stop_signals\n"
+        "from causalpos.workflow.job import forward_stop_signals\n"
         "job = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
         "signal.signal(signal.SIGTERM, lambda s, f: print('previous handler', flush=True))\n"
         "forward_stop_signals()\n"  # its jobs: this process's children
@@ -203,7 +222,7 @@ def test_a_job_skips_the_final_collection_and_keeps_its_log_and_exit_status(tmp_
     a failing stage's traceback, and the process's exit status is the stage's; garbage made after the
     freeze is still collected (the freeze does not switch collection off)."""
     log = tmp_path / "logs" / "job.log"
-    job = ("import gc, weakref; from causalpos.workflow.process_control import JobLog, log\n"
+    job = ("import gc, weakref; from causalpos.workflow.job import JobLog, log\n"
            "class Cycle: pass\n"
            f"with JobLog({str(log)!r}):\n"
            "    log.info('the last record')\n"
@@ -217,7 +236,7 @@ def test_a_job_skips_the_final_collection_and_keeps_its_log_and_exit_status(tmp_
     assert "INFO the last record" in text
     if fails:
         assert done.returncode == 1 and "RuntimeError: the stage broke" in done.stderr
-        assert "ERROR stage failed" in text and "RuntimeError: the stage broke" in text
+        assert "ERROR job failed" in text and "RuntimeError: the stage broke" in text
     else:
         assert done.returncode == 0 and done.stdout == "after the stage\n", done.stderr
 
@@ -242,7 +261,7 @@ def test_truncated_simulation_table_is_named_moved_aside_and_rebuilt(finished_co
     advice = f"moved to {relative}.damaged. Rule simulate rebuilds it: run the same snakemake command again."
     assert message in shown and advice in shown, shown[-6000:]
     assert "Traceback" not in shown, shown[-6000:]  # a message that says what to do: one line (issue 28)
-    assert [log for log in (workdir / "logs").rglob("*.log") if advice in log.read_text()]  # the job's log too
+    assert [log for log in (workdir / "results" / "logs").rglob("*.log") if advice in log.read_text()]  # the job's log too
     assert not table.exists() and Path(f"{table}.damaged").exists()
 
     rebuilt = snakemake(workdir, "all_figures", check=False)
@@ -276,7 +295,7 @@ def tokenized(finished_run, tmp_path_factory) -> Path:
     edit_config(workdir, lambda config: config["training"].update(LONG_TRAINING))
     shutil.rmtree(workdir / paths.model_dir("nope"))
     shutil.rmtree(workdir / paths.checkpoints_dir())
-    (workdir / "logs" / "train" / "nope.log").unlink()
+    (workdir / "results" / "logs" / "train" / "nope.log").unlink()
     return workdir
 
 
@@ -305,7 +324,7 @@ def interrupt_training(workdir: Path, send) -> tuple[int, str]:
     """Start the training under snakemake in `workdir`; once its log shows steps, hold the training (SIGSTOP),
     `send(snakemake)` and let it go on (SIGCONT) once a stop signal is pending for it. Return the step the log
     reached and snakemake's output. Fails if a train process is left 30 s later."""
-    log = workdir / "logs" / "train" / "nope.log"
+    log = workdir / "results" / "logs" / "train" / "nope.log"
     log.unlink(missing_ok=True)  # the run before's: the steps looked for are this run's
     out_path = workdir / "snakemake.out"
     with open(out_path, "w") as out:
@@ -352,7 +371,7 @@ def assert_stopped(workdir: Path, reached: int, signames: str) -> tuple[int, Pat
     """No model; a checkpoint at or after the step the log reached, named by the log: (its step, its path)."""
     from causalpos.models.train import load_checkpoint
 
-    log = workdir / "logs" / "train" / "nope.log"
+    log = workdir / "results" / "logs" / "train" / "nope.log"
     assert not (workdir / TRAIN_TARGET).exists()
     (checkpoint,) = workdir.glob(f"{paths.checkpoints_dir()}/nope/*/last.ckpt")
     step = load_checkpoint(checkpoint)["step"]
@@ -363,7 +382,7 @@ def assert_stopped(workdir: Path, reached: int, signames: str) -> tuple[int, Pat
 
 def assert_resumed(workdir: Path, step: int, checkpoint: Path, output: str) -> None:
     """This run's log resumed from `checkpoint` at `step`; Snakemake ran train again, not what lies before it."""
-    log = (workdir / "logs" / "train" / "nope.log").read_text()
+    log = (workdir / "results" / "logs" / "train" / "nope.log").read_text()
     resumed = RESUMED.search(log)
     assert resumed and int(resumed.group(2)) == step, log[:3000]
     assert Path(resumed.group(1)) == checkpoint.relative_to(workdir)

@@ -225,18 +225,18 @@ def files(folder, model="tiny"):
 
 def test_per_head_off_writes_an_empty_table_that_the_api_and_the_summary_name(saved, tmp_path):
     from causalpos.figures.render import render_figure
-    from causalpos.workflow.runners import run_heads
+    from causalpos.workflow.job import Job, run_job
 
     res = tmp_path / "results"
     extract_to_files(load(saved["llama_gqa"]), tokens(), "tiny", "pretrained", files(res), batch_size=3,
                      intermediates_layer=None, probe_sequences=0, n_groups=2)  # per_head off: the default
     empty = pd.read_parquet(files(res)["head_scores"])
     assert len(empty) == 0 and list(empty.columns) == HEAD_SCORE_COLUMNS + ["table"]
-    with pytest.raises(ValueError, match=r"extraction\.per_head: false.*rule extract_pretrained"):
+    with pytest.raises(ValueError, match=r"extraction\.per_head: false.*snakemake --cores 2 .*head_scores\.parquet"):
         results.scores("tiny", str(res), per_head=True)
     assert results.scores("tiny", str(res)).shape == (2, SEQ, SEQ)  # the head average is there
     output = tmp_path / "heads.parquet"
-    run_heads([files(res)["head_scores"]], output)
+    run_job(Job("heads", input={"head_scores": [str(files(res)["head_scores"])]}, output={"table": str(output)}))
     frame = pd.read_parquet(output)
     assert len(frame) == 0 and list(frame.columns) == head_analysis.HEADS_COLUMNS
     figure = tmp_path / "figH1_heads.png"
@@ -256,10 +256,10 @@ def test_head_maps_through_the_results_api_the_summary_runner_and_the_figure(sav
     assert maps.shape == (2, 6, SEQ, SEQ) and np.isnan(maps[..., ~LOWER]).all()
     np.testing.assert_allclose(maps.mean(axis=1)[:, LOWER], results.scores("tiny", str(res))[:, LOWER], atol=1e-6)
     from causalpos.figures.render import render_figure
-    from causalpos.workflow.runners import run_heads
+    from causalpos.workflow.job import Job, run_job
 
     output = tmp_path / "heads.parquet"
-    run_heads([files(res)["head_scores"]], output)
+    run_job(Job("heads", input={"head_scores": [str(files(res)["head_scores"])]}, output={"table": str(output)}))
     frame = pd.read_parquet(output)
     pd.testing.assert_frame_equal(frame, head_analysis.heads_frame(pd.read_parquet(files(res)["head_scores"])),
                                   check_dtype=False)

@@ -1,5 +1,5 @@
-"""Rule recursion's table (results/theory/recursion.parquet) from the stage registry's params and runner, as the rule
-and `causalpos recursion` run it: every variant of the config with its own settings and window, one row per layer
+"""Rule recursion's table (results/theory/recursion.parquet) from its job module and the params the rule gives
+(workflow.settings.recursion_variants): every variant of the config with its own settings and window, one row per layer
 and visible pair, the simulation tables' parameter columns, the values of independent calls of
 simulation.recursion.recursion (with and without the finite-d correction); and its params, which rerun it when a
 variant changes. No workflow runs here (tests/test_rerun.py has what a rerun plans, tests/test_workflow.py the run).
@@ -17,10 +17,9 @@ from causalpos.simulation import recursion as rec
 from causalpos.simulation.engine import result_frame, simulate
 from causalpos.simulation.variant import Variant
 from causalpos.catalogue.tables import RECURSION_COLUMNS, SIMULATION_COLUMNS
-from causalpos.catalogue import paths
-from causalpos.workflow import dag
-from causalpos.workflow.config import load_config, variant_params
-from causalpos.workflow.runners import run_recursion
+from causalpos.workflow.config import load_config
+from causalpos.workflow.job import Job, run_job
+from causalpos.workflow.settings import recursion_variants, variant_params
 from helpers import ROOT
 
 TINY = ROOT / ".test" / "config.yaml"
@@ -36,7 +35,7 @@ def config():
 def table(config, tmp_path_factory):
     """The stage's table for the tiny config, written and read back as the rule does."""
     output = tmp_path_factory.mktemp("recursion") / "recursion.parquet"
-    run_recursion(output=output, **dag.params(config, "results", "recursion"))
+    run_job(Job("recursion", output={"table": str(output)}, params={"variants": recursion_variants(config)}))
     return read_table(output), read_metadata(output)
 
 
@@ -121,14 +120,11 @@ def test_which_variants_are_corrected():
 def test_params_follow_every_variant_and_nothing_else(config):
     """The job's params are every variant's settings (window included): one changed variant, or a new one, changes
     them and so reruns the job; a plot option does not."""
-    params = dag.params(config, "results", "recursion")
-    assert params["variants"] == {name: variant(config, name).params() for name in config["simulation"]["variants"]}
-    assert params["variants"]["l2_alpha0.0_window4"]["window"] == 4
+    params = recursion_variants(config)
+    assert params == {name: variant(config, name).params() for name in config["simulation"]["variants"]}
+    assert params["l2_alpha0.0_window4"]["window"] == 4
     changed = {**config, "simulation": {**config["simulation"], "variants": {
         **config["simulation"]["variants"], "l2_alpha0.0_window4": {"window": 5}}}}
-    assert dag.params(changed, "results", "recursion") != params
+    assert recursion_variants(changed) != params
     plot = {**config, "plot": {**config["plot"], "dpi": 72}}
-    assert dag.params(plot, "results", "recursion") == params
-    assert dag.stage_writing(paths.recursion_table("results/x")) == "recursion"
-    assert dag.stage_writing(paths.recursion_benchmark()) == "recursion"
-    assert dag.command_for(paths.recursion_table()) == "recursion"
+    assert recursion_variants(plot) == params

@@ -120,7 +120,7 @@ def tiny_gemma_run(tmp_path_factory):
     from transformers import AutoModelForCausalLM
 
     from causalpos.models.extract import ATTENTION_NAME, extract_to_files
-    from causalpos.workflow.runners import run_window_test
+    from causalpos.workflow.job import Job, run_job
 
     folder = tmp_path_factory.mktemp("window_test")
     torch.manual_seed(5)
@@ -137,9 +137,10 @@ def tiny_gemma_run(tmp_path_factory):
     extract_to_files(loaded, ids, "gemma", "pretrained", tables, batch_size=8,
                      intermediates_layer=None, probe_sequences=0, probe_positions=4, seed=0, n_groups=8)
     output = folder / "window_test.parquet"
-    run_window_test({"scores": [str(tables["scores"])], "groups": [str(tables["groups"])]},
-                    {"gemma": {"location": str(folder / "model"), "source": "default run"}},
-                    {"n_bootstrap": 50, "seed": 0}, output)
+    run_job(Job("window_test", input={"scores": [str(tables["scores"])], "groups": [str(tables["groups"])]},
+                output={"table": str(output)},
+                params={"models": {"gemma": {"location": str(folder / "model"), "source": "default run"}},
+                        "settings": {"n_bootstrap": 50, "seed": 0}}))
     return pd.read_parquet(output)
 
 
@@ -176,12 +177,12 @@ def test_the_job_reads_paper_llms_tables_once_both_exist(tmp_path):
     written both it reads (scores, groups), and says so in its params (a change of input files and params:
     Snakemake reruns it)."""
     from causalpos.catalogue import paths
-from causalpos.workflow import dag
     from causalpos.workflow.config import load_config
+    from causalpos.workflow.settings import window_test_models, window_test_sources
 
     config = load_config("config.yaml")
     results = str(tmp_path / "results")
-    before = dag.params(config, results, "window_test")["models"]
+    before = window_test_models(config, results)
     assert {m: spec["source"] for m, spec in before.items()} == {"smollm2_135m": "default run",
                                                                  "gemma3_270m": "default run"}
     tables = paths.activation_tables("gemma3_270m", paths.paper_llms_dir(results))
@@ -189,10 +190,9 @@ from causalpos.workflow import dag
         if table != "groups":
             Path(tables[table]).parent.mkdir(parents=True, exist_ok=True)
             Path(tables[table]).touch()
-    assert dag.params(config, results, "window_test")["models"]["gemma3_270m"]["source"] == "default run"
+    assert window_test_models(config, results)["gemma3_270m"]["source"] == "default run"
     Path(tables["groups"]).touch()
-    after = dag.params(config, results, "window_test")["models"]
+    after = window_test_models(config, results)
     assert after["gemma3_270m"]["source"] == "paper_llms" and after["smollm2_135m"]["source"] == "default run"
-    inputs = dag.inputs(config, results, "window_test")
-    assert tables["scores"] in inputs["scores"] and tables["groups"] in inputs["groups"]
-    assert paths.activation_table("smollm2_135m", "scores", results) in inputs["scores"]
+    assert window_test_sources(config, results) == {"gemma3_270m": paths.paper_llms_dir(results),
+                                                    "smollm2_135m": results}

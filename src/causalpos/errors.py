@@ -7,3 +7,7 @@ from UserError, so the CLI can tell them from bugs without importing the stages 
 
 class UserError(Exception):
     """The message says what is wrong and what to do; no traceback is needed."""
+
+
+class ConfigError(UserError, ValueError):
+    """A config value is wrong; the message names the key and what is allowed."""

@@ -15,8 +15,8 @@ diagonal (k > q) under the causal mask and outside a sliding window (k <= q - wi
 entry is a number. Arrays are float64.
 
 Files are read with causalpos.io.read_table, the reader of every stage and of the figures (a damaged file
-raises DamagedFileError), and turned into arrays by causalpos.matrices.maps, the figures' own; a missing one raises MissingResultError, naming what the folder holds and the
-rule that writes the file. `results` is the results folder (the config's `results` key); `paper_llms=True`
+raises DamagedFileError), and turned into arrays by causalpos.matrices.maps, the figures' own; a missing one raises
+MissingResultError, naming what the folder holds and the command that makes the file (Snakemake finds the rule). `results` is the results folder (the config's `results` key); `paper_llms=True`
 reads target paper_llms's files inside it.
 """
 
@@ -35,7 +35,6 @@ from causalpos.matrices import maps
 from causalpos.catalogue.tables import (HEAD_SCORE_COLUMNS, RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS,
                               require_columns)
 from causalpos.catalogue import paths
-from causalpos.workflow import dag
 
 SIMULATION_VALUES = ("score_mean", "score_sem", "score_diagnorm", "prob_mean", "prob_sem")
 SCORE_VALUES = ("score_mean", "score_sem", "score_diagnorm")
@@ -75,7 +74,7 @@ def scores(model: str, results: str = paths.RESULTS, value: str = "score_mean", 
     if table.empty:
         setting = "extraction.paper_llms.per_head" if paper_llms else "extraction.per_head"
         raise ValueError(f"{path} has no per-head maps: the extraction ran with {setting}: false; set it to true "
-                         f"in the config and run rule {dag.stage_writing(path)} again")
+                         f"in the config and run `snakemake --cores 2 {path}` again (the extraction reruns)")
     return maps(table, value, ["layer", "head"], f"model {model!r}")
 
 
@@ -91,8 +90,8 @@ def recursion(variant: str, results: str = paths.RESULTS, corrected: bool = Fals
     rows = table[table["variant"] == variant]
     if rows.empty:
         held = ", ".join(sorted(table["variant"].unique()))
-        raise ValueError(f"no variant {variant!r} in {path} (it holds {held}); rule {dag.stage_writing(path)} "
-                         "writes every variant under simulation.variants")
+        raise ValueError(f"no variant {variant!r} in {path} (it holds {held}); it has every variant under "
+                         f"simulation.variants: add it there and run `snakemake --cores 2 {path}`")
     if corrected and not rows["corrected"].all():
         raise ValueError(f"the recursion of {variant!r} has no O(1/d) correction (not computed under RoPE, nor for "
                          "LayerNorm with scale none or sqrt_d): use corrected=False")
@@ -116,6 +115,5 @@ def _read(path: str, what: str = "", folder=None, present=()) -> pd.DataFrame:
     if Path(path).exists():
         return read_table(path)
     held = f"no {what}: {folder} holds {', '.join(sorted(present)) or 'none'}; " if what else ""
-    rule, command = dag.stage_writing(path), dag.command_for(path)
-    how = (f"rule {rule} writes it" + (f" (`causalpos {command}`)" if command else "")) if rule else "no rule writes it"
-    raise MissingResultError(f"{held}{path} does not exist; {how}")
+    raise MissingResultError(f"{held}{path} does not exist; `snakemake --cores 2 {path}` makes it (and what it needs), "
+                             "or run the whole workflow: snakemake --cores 8 all_figures")

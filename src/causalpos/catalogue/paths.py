@@ -1,9 +1,8 @@
 """Where every result lives: the one place the rules, the CLI and the config helpers take paths from.
 
-Every function takes the results folder (default "results"; the config's `results` key changes it for
-the workflow and the CLI, the CLI's --results for one command) and returns a path as a string; pass
-"{variant}" or "{model}" to get a rule's pattern. Logs and benchmarks go under logs/ and benchmarks/ for
-the default folder and inside the results folder for any other, so that two configs never share a file.
+Every function takes the results folder (default "results"; the config's `results` key changes it) and returns a
+path as a string; pass "{variant}" or "{model}" to get a rule's pattern. Logs and benchmarks go inside the results
+folder too, so that two configs never share a file and a results folder is whole in itself.
 Layers and positions inside the files are 0-based; see docs/results.md for the columns.
 """
 
@@ -19,7 +18,8 @@ ABLATION_FILE = "pattern_ablation.parquet"  # a model's pattern ablation table, 
 
 
 def logs_dir(results: str = RESULTS) -> str:
-    return "logs" if results == RESULTS else f"{results}/logs"
+    """One log per job, inside the results folder (each target's folder its own: paper_llms, seeds)."""
+    return f"{results}/logs"
 
 
 def log_file(name: str, results: str = RESULTS) -> str:
@@ -28,7 +28,8 @@ def log_file(name: str, results: str = RESULTS) -> str:
 
 
 def benchmarks_dir(results: str = RESULTS) -> str:
-    return "benchmarks" if results == RESULTS else f"{results}/benchmarks"
+    """Snakemake's benchmark files of the expensive jobs, inside the results folder."""
+    return f"{results}/benchmarks"
 
 
 def documents(results: str = RESULTS) -> str:
@@ -71,7 +72,8 @@ def simulation_groups(variant: str, results: str = RESULTS) -> str:
 
 
 def model_dir(model: str, results: str = RESULTS) -> str:
-    """A trained model's folder: model.safetensors, config.json, metrics.parquet, length_eval.parquet."""
+    """A trained model's folder (or a seed run's, `nope_seed1`): model.safetensors, config.json, metrics.parquet,
+    length_eval.parquet."""
     return f"{results}/models/{model}"
 
 
@@ -120,27 +122,15 @@ def emergence_benchmark(model: str, results: str = RESULTS) -> str:
     return f"{benchmarks_dir(results)}/emergence/{model}.tsv"
 
 
-def seed_model_dir(model: str, seed, results: str = RESULTS) -> str:
-    """A model trained again with another seed (evaluation.seeds), for the length comparison."""
-    return f"{seeds_dir(results)}/{model}/seed{seed}"
-
-
-def seed_model_file(model: str, seed, name: str, results: str = RESULTS) -> str:
-    return f"{seed_model_dir(model, seed, results)}/{name}"
-
-
 def ablation_benchmark(job: str, results: str = RESULTS) -> str:
     """Snakemake's benchmark of a pattern ablation job (a model, or a model and seed as "{model}_seed{seed}")."""
     return f"{benchmarks_dir(results)}/pattern_ablation/{job}.tsv"
 
 
-def seed_train_benchmark(model: str, seed, results: str = RESULTS) -> str:
-    return f"{benchmarks_dir(results)}/train_seed/{model}_seed{seed}.tsv"
-
-
 def seeds_dir(results: str = RESULTS) -> str:
-    """The trainings with other seeds, and the results of target length_seeds that summarise every seed (its
-    own summary/ and figures/, as paper_llms_dir's)."""
+    """The results of target length_seeds that summarise every training seed: its own summary/ and figures/, as
+    paper_llms_dir's. The trainings with other seeds are models of their own (catalogue.models.seed_run:
+    models/nope_seed1/)."""
     return f"{results}/seeds"
 
 

@@ -11,7 +11,7 @@ A file that the rule writing it does not declare as an output (generation_config
 special_tokens_map.json) would not make Snakemake rerun that rule when it is missing; its error therefore
 names a `companion`, the folder's file that is declared (model.safetensors, tokenizer.json), to be moved
 aside with it. A file inside a directory() output (a snapshot, the converted model's folder) is moved
-aside with its whole folder (workflow.runners).
+aside with its whole folder (workflow.job.moved_aside).
 """
 
 from __future__ import annotations

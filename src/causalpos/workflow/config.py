@@ -1,4 +1,5 @@
-"""Loading and checking config.yaml: one place for the workflow and the CLI."""
+"""Loading and checking a config: the schema, the checks across keys and of this machine, duplicate keys; a bad
+config is refused before any job, naming the key. What the config then says each job gets is workflow.settings's."""
 
 from __future__ import annotations
 
@@ -8,23 +9,19 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from causalpos.errors import UserError
-from causalpos.catalogue.figures import CONFIGURABLE, FIGURES, TRAINED_LABELS
+from causalpos.catalogue.figures import CONFIGURABLE, FIGURES
+from causalpos.catalogue.models import is_trained
 from causalpos.corpus.documents import check_sources
+from causalpos.errors import ConfigError
 from causalpos.models.folders import source_problem
-from causalpos.models.pretrained import SOURCE_KEYS, check_gguf, gguf_file, model_label, source_kind
+from causalpos.models.pretrained import check_gguf, gguf_file, source_kind
 from causalpos.models.probe_split import MIN_SEQUENCES as PROBE_MIN_SEQUENCES  # its 60/20/20 split by sequence
 from causalpos.models.settings import TrainingSettings, check_warmup, snapshot_schedule, training_settings
 from causalpos.simulation.variant import Variant
-from causalpos.catalogue import paths
+from causalpos.workflow.settings import extra_seeds, extracted_models, pretrained_settings, variant_params
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
-MODELS = ("nope", "rope")  # the NoPE decoder and its RoPE twin (Section 4.2)
 DEVICE_KEYS = ("device", "training.device", "extraction.device")  # every `device` of the schema
-
-
-class ConfigError(UserError, ValueError):
-    """A config value is wrong; the message names the key and what is allowed."""
 
 
 def _key_path(path) -> str:
@@ -174,108 +171,13 @@ def check_config(config: dict, devices=True) -> None:
                               f"(known: {sorted(variants)})")
 
 
-def pretrained_models(config: dict) -> list[str]:
-    return list(config["extraction"]["pretrained"]["models"])
-
-
-def extracted_models(config: dict) -> list[str]:
-    """Every model the extraction stage analyses: the trained twins, then the pretrained LLMs."""
-    return list(MODELS) + pretrained_models(config)
-
-
-def pretrained_spec(config: dict, name: str) -> dict:
-    """A pretrained model's entry in the config less its `label:`, which changes its figures' titles only."""
-    return {k: v for k, v in config["extraction"]["pretrained"]["models"][name].items() if k != "label"}
-
-
-def pretrained_settings(config: dict, name: str) -> dict:
-    """One pretrained model's source (gguf / path / name) and its sizes, defaults filled in."""
-    section = config["extraction"]["pretrained"]
-    spec = pretrained_spec(config, name)
-    return {"seq_len": section["seq_len"], "n_sequences": section["n_sequences"],
-            "batch_size": config["extraction"]["batch_size"], **spec}
-
-
-def extraction_settings(config: dict, model: str) -> dict:
-    """Everything that decides one model's extraction tables (the rule's params: a change reruns that model)."""
-    section = config["extraction"]
-    common = {key: section[key] for key in ("intermediates_layer", "probe_sequences", "probe_positions",
-                                            "bootstrap_groups", "per_head")}
-    if model in MODELS:
-        return {"kind": "trained", "batch_size": section["batch_size"], **common}
-    # the default run takes held-out documents only (its sizes leave plenty of them)
-    return {"kind": "pretrained", **pretrained_settings(config, model), **common, "splits": ["heldout"],
-            "setting": "extraction.pretrained"}
-
-
-def paper_llms_settings(config: dict, model: str) -> dict:
-    """One pretrained model's extraction at the paper's size (target paper_llms): extraction_settings with the
-    sizes, batch, groups, splits and per_head of extraction.paper_llms (a model's own sizes apply to the default
-    run only)."""
-    section = config["extraction"]["paper_llms"]
-    spec = {k: v for k, v in config["extraction"]["pretrained"]["models"][model].items() if k in SOURCE_KEYS}
-    sizes = {key: section[key] for key in ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits",
-                                           "per_head")}
-    return {**extraction_settings(config, model), **spec, **sizes, "setting": "extraction.paper_llms"}
-
-
-def paper_llms_results(config: dict) -> str:
-    """The folder of target paper_llms's results, inside the config's results folder."""
-    return paths.paper_llms_dir(results_dir(config))
-
-
-def results_dir(config: dict) -> str:
-    """The results folder of a config (its `results` key; "results" by default)."""
-    return config.get("results") or paths.RESULTS
-
-
-def snapshot_steps(config: dict) -> list[int]:
-    """The steps of the trained models' weight-only snapshots (training.snapshot_steps) of a validated config."""
-    return snapshot_schedule(config["training"])
-
-
-def extra_seeds(config: dict) -> list[int]:
-    """The seeds of the extra trainings for the length comparison (evaluation.seeds)."""
-    return [int(s) for s in config["evaluation"].get("seeds", [])]
-
-
-def emergence_variants(config: dict) -> list[str]:
-    """The alpha = 0 simulations claim 7b and the emergence table compare with: l2, no scaling, no PE, causal
-    mask without a window, residual (the ledger picks among them by d and seq_len; claims.model_claims.alpha0_reference)."""
-    chosen = []
-    for name in config["simulation"]["variants"]:
-        p = Variant(**variant_params(config, name)).params()
-        if (float(p["alpha"]) == 0.0 and p["norm"] == "l2" and p["scale"] == "none" and p["pe"] == "none"
-                and p["mask"] == "causal" and bool(p["residual"]) and p.get("window") is None):
-            chosen.append(name)
-    return chosen
-
-
-def emergence_settings(config: dict) -> dict:
-    """What decides rule emergence's extraction besides the model and the snippets (those of rule extract
-    that apply: it runs no position probe)."""
-    section = config["extraction"]
-    return {key: section[key] for key in ("batch_size", "intermediates_layer", "bootstrap_groups")}
-
-
-def model_location(config: dict, model: str, results: str | None = None) -> str:
-    """Folder (or hub id) the extraction loads `model` from: the trained folder, the GGUF copy, or the spec's."""
-    results = results or results_dir(config)
-    if model in MODELS:
-        return paths.model_dir(model, results)
-    spec = config["extraction"]["pretrained"]["models"][model]
-    if "gguf" in spec:
-        return paths.pretrained_dir(model, results)
-    return spec.get("path") or spec["name"]
-
-
 def check_extraction(config: dict, training: dict) -> None:
     extraction = config["extraction"]
     models = extraction["pretrained"]["models"]
     for name, spec in models.items():
-        if name in MODELS:
-            raise ConfigError(f"extraction.pretrained.models.{name}: {name!r} is the name of a trained model; "
-                              f"choose another")
+        if is_trained(name):
+            raise ConfigError(f"extraction.pretrained.models.{name}: {name!r} is the name of a trained model (or of "
+                              f"one of its seed runs); choose another")
         try:
             source_kind(spec, f"extraction.pretrained.models.{name}")
         except ValueError as err:
@@ -477,91 +379,3 @@ def load_config(path, devices=True) -> dict:
     return validate_config(config, devices)
 
 
-def variant_params(config: dict, name: str) -> dict:
-    """The full parameter set of one simulation variant: defaults, then its overrides."""
-    sim = config["simulation"]
-    if name not in sim["variants"]:
-        raise ConfigError(f"unknown simulation variant {name!r}; known: {sorted(sim['variants'])}")
-    return {**(sim.get("defaults") or {}), **(sim["variants"][name] or {})}
-
-
-def figure_inputs(config: dict, figure: str, results: str | None = None,
-                  paper_llms: bool = False) -> dict[str, list[str]]:
-    """The Parquet (and JSON) files a figure is drawn from, by table name; the rule and the CLI share it.
-    `paper_llms`: the figure of target paper_llms, drawn from every pretrained model's tables there alone."""
-    results = paper_llms_results(config) if paper_llms else results or results_dir(config)
-    spec = FIGURES[figure]
-    options = config["figures"].get(figure, {})
-    chosen = {"model": [options.get("model", "nope")], "trained": list(MODELS),
-              "pretrained": options.get("models") or pretrained_models(config),
-              "all": extracted_models(config)}.get(spec.models, [])
-    if paper_llms:
-        chosen = [m for m in chosen if m in pretrained_models(config)]
-    reads = set(spec.tables)
-    return {
-        "simulation": [paths.simulation_table(v, results) for v in figure_variants(config, figure)],
-        "theory": [paths.theory_table(results)] if "theory" in reads else [],
-        "recursion": [paths.recursion_table(results)] if "recursion" in reads else [],
-        "metrics": [paths.model_file(m, "metrics.parquet", results) for m in MODELS] if "metrics" in reads else [],
-        "blocks": [paths.tokens_file("blocks.json", results)] if "blocks" in reads else [],
-        "length_eval": [paths.model_file(m, "length_eval.parquet", results) for m in MODELS]
-        if "length_eval" in reads else [],
-        "emergence": [paths.summary_file("emergence.parquet", results)] if "emergence" in reads else [],
-        "heads": [paths.summary_file("heads.parquet", results)] if "heads" in reads else [],
-        **{table: [paths.activation_table(m, table, results) for m in chosen] if table in reads else []
-           for table in ("scores", "intermediates", "probe")},
-    }
-
-
-def claims_inputs(config: dict, results: str | None = None) -> dict[str, list[str]]:
-    """Every Parquet result the claims ledger reads; the rule and the CLI share it."""
-    results = results or results_dir(config)
-    models = extracted_models(config)
-    return {
-        "simulations": [paths.simulation_table(v, results) for v in config["simulation"]["variants"]],
-        "simulation_groups": [paths.simulation_groups(v, results) for v in config["simulation"]["variants"]],
-        "theory": [paths.theory_table(results)],
-        "recursion": [paths.recursion_table(results)],  # claim 10 (ours)
-        **{table: [paths.activation_table(m, table, results) for m in models]
-           for table in ("scores", "intermediates", "groups")},
-        # claim 8's verdicts as N grows: a flip is noted in the ledger
-        "convergence": [paths.summary_file("convergence.parquet", results)] if pretrained_models(config) else [],
-        # claim 10d-10e (ours): sliding-window layers of the pretrained LLMs against the recursion
-        "window_test": [paths.summary_file("window_test.parquet", results)] if pretrained_models(config) else [],
-        # claim 11 (ours): the pattern ablation, one training seed here (every seed: target length_seeds)
-        "pattern_ablation": [paths.summary_file(paths.ABLATION_FILE, results)],
-    }
-
-
-def paper_llms_figures(config: dict) -> list[str]:
-    """The configured figures target paper_llms draws again: those of the pretrained models' extraction tables
-    (FigureSpec.models "pretrained" or "all"; there drawn from the pretrained models alone)."""
-    return [figure for figure in config["figures"] if FIGURES[figure].models in ("pretrained", "all")]
-
-
-def llm_claims_inputs(config: dict, results: str) -> dict[str, list[str]]:
-    """The extraction tables of every pretrained model in `results` (the default run's folder or paper_llms's),
-    by table: what the convergence table and paper_llms's ledger rows read."""
-    models = pretrained_models(config)
-    return {table: [paths.activation_table(m, table, results) for m in models]
-            for table in ("scores", "intermediates", "groups")}
-
-
-def figure_variants(config: dict, figure: str) -> list[str]:
-    return list(config["figures"][figure].get("variants", []))
-
-
-def model_labels(config: dict) -> dict[str, str]:
-    """Every extracted model's name in figures (NoPE, RoPE, SmolLM2-135M, ...), by its key."""
-    models = config["extraction"]["pretrained"]["models"]
-    return {**TRAINED_LABELS, **{key: model_label(spec, key) for key, spec in models.items()}}
-
-
-def plot_options(config: dict, **extra) -> dict:
-    """The plot settings and the models' names: what every figure's look depends on besides its own settings."""
-    return {**config["plot"], "model_labels": model_labels(config), **extra}
-
-
-def figure_options(config: dict, figure: str) -> dict:
-    """Everything that changes how a figure looks: its own settings and the plot settings."""
-    return plot_options(config, **config["figures"][figure])

@@ -1,11 +1,12 @@
-"""The code a stage runs, found from its imports, and a digest of it that reruns the stage when it changes.
+"""The code a rule's jobs run, and a digest of its meaning: edit a statement and the rule reruns; edit a docstring, a
+comment or the layout and nothing does.
 
-Each rule passes `code_digest(runner)` of its stage's runner (workflow.dag) as a param: Snakemake reruns a
-job whose params changed, so an edit of any module the stage runs reruns it, and an edit elsewhere does not.
-The modules are not listed by hand: they are the import closure of the runner function in workflow.runners
-(the `causalpos` imports in its body and at the top of that module), followed through every `causalpos`
-import of every module reached, lazy imports inside functions included, with the packages' __init__
-files. The files are read and parsed, never imported, so this is cheap while Snakemake builds the DAG.
+Each rule passes `code_digest(module)` of its job module (causalpos.jobs.<rule>) as a param: Snakemake reruns a job
+whose params changed. The modules are not listed by hand: they are the import closure of the job module, followed
+through every `causalpos` import of every module reached (imports inside functions included), with the packages'
+__init__ files. Each file is parsed, never imported (cheap while Snakemake builds the DAG), and digested as its
+syntax tree with the docstrings taken out: comments and formatting never reach the tree, and a docstring is a
+string that decides no result.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 PACKAGE = "causalpos"
 ROOT = Path(__file__).resolve().parents[1]  # src/causalpos
-RUNNERS_MODULE = f"{PACKAGE}.workflow.runners"  # one function per stage (workflow.dag names it)
+JOBS = f"{PACKAGE}.jobs"  # one module per rule
 
 
 def module_file(module: str, root: Path = ROOT) -> Path | None:
@@ -41,10 +42,10 @@ def _statements(node: ast.AST):
             yield from _statements(child)
 
 
-def _imported(node: ast.AST, module: str, is_package: bool) -> set[str]:
-    """causalpos modules imported anywhere under `node` (absolute or relative imports)."""
+def imported_modules(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """causalpos modules imported anywhere in `tree` (absolute or relative imports), as named there."""
     found = set()
-    for item in _statements(node):
+    for item in _statements(tree):
         if isinstance(item, ast.Import):
             found.update(alias.name for alias in item.names)
         elif isinstance(item, ast.ImportFrom):
@@ -64,17 +65,29 @@ def _with_parents(module: str) -> list[str]:
 
 
 @lru_cache(maxsize=None)
-def _module_imports(path: Path, mtime_ns: int, module: str) -> frozenset[str]:
-    """A module's causalpos imports, walked once per version of its file: Snakemake asks for the closures of
-    some 35 params while it parses the rules, and walking every tree each time doubled its start-up."""
-    _, tree = _parse(path, mtime_ns)
-    return frozenset(_imported(tree, module, path.name == "__init__.py"))
+def _parsed(path: Path, mtime_ns: int, module: str) -> tuple[frozenset[str], str]:
+    """A module's causalpos imports and the digest of its meaning, once per version of its file: Snakemake asks
+    for some 25 closures while it parses the rules."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imports = frozenset(imported_modules(tree, module, path.name == "__init__.py"))
+    return imports, meaning_digest(tree)
 
 
-@lru_cache(maxsize=None)
-def _parse(path: Path, mtime_ns: int) -> tuple[str, ast.Module]:  # parsed once per version of a file
-    text = path.read_text(encoding="utf-8")
-    return text, ast.parse(text)
+def without_docstrings(tree: ast.AST) -> ast.AST:
+    """`tree` with the docstring of the module and of every class and function left out (in place)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:]
+    return tree
+
+
+def meaning_digest(tree: ast.AST) -> str:
+    """SHA-256 of a syntax tree without docstrings, positions left out: the same for any comment or layout."""
+    text = ast.dump(without_docstrings(tree), annotate_fields=False, include_attributes=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def import_closure(roots, root: Path = ROOT) -> list[str]:
@@ -89,41 +102,24 @@ def import_closure(roots, root: Path = ROOT) -> list[str]:
         if path is None:  # an attribute (`from pkg import name`), not a module
             continue
         seen.add(module)
-        for name in _module_imports(path, path.stat().st_mtime_ns, module):
+        imports, _ = _parsed(path, path.stat().st_mtime_ns, module)
+        for name in imports:
             todo.extend(_with_parents(name))
     return sorted(seen)
 
 
-def runner_source(runner: str, root: Path = ROOT) -> tuple[str, list[str]]:
-    """The runner function's source and the causalpos modules it imports (its body and runners' top level)."""
-    path = module_file(RUNNERS_MODULE, root)
-    runners = _runners(path, path.stat().st_mtime_ns)
-    if runner not in runners:
-        raise ValueError(f"unknown runner {runner!r}; known: {sorted(runners)}")
-    return runners[runner]
+def job_module(rule: str) -> str:
+    """The module a rule's jobs run: causalpos.jobs.<rule>."""
+    return f"{JOBS}.{rule}"
 
 
-@lru_cache(maxsize=None)
-def _runners(path: Path, mtime_ns: int) -> dict[str, tuple[str, list[str]]]:
-    """Every top-level function of workflow.runners -> its source and imports, from one parse of the file."""
-    text, tree = _parse(path, mtime_ns)
-    top_level = set()
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            top_level |= _imported(node, RUNNERS_MODULE, False)
-    return {node.name: (ast.get_source_segment(text, node), sorted(top_level | _imported(node, RUNNERS_MODULE, False)))
-            for node in tree.body if isinstance(node, ast.FunctionDef)}
-
-
-def runner_modules(runner: str, root: Path = ROOT) -> list[str]:
-    """The modules whose source decides the runner's output (its import closure)."""
-    return import_closure(runner_source(runner, root)[1], root)
-
-
-def code_digest(runner: str, root: Path = ROOT) -> str:
-    """SHA-256 over the runner's source and the source of every module it runs (content, not mtime)."""
-    source, _ = runner_source(runner, root)
-    digest = hashlib.sha256(source.encode())
-    for module in runner_modules(runner, root):
-        digest.update(b"\0" + module.encode() + b"\0" + module_file(module, root).read_bytes())
+def code_digest(rule: str, root: Path = ROOT) -> str:
+    """The digest of the meaning of the code rule `rule`'s jobs run: its job module and its import closure."""
+    module = job_module(rule)
+    if module_file(module, root) is None:
+        raise ValueError(f"rule {rule}: no job module {module} (src/causalpos/jobs/{rule}.py)")
+    digest = hashlib.sha256()
+    for name in import_closure([module], root):
+        path = module_file(name, root)
+        digest.update(f"\0{name}\0{_parsed(path, path.stat().st_mtime_ns, name)[1]}".encode())
     return digest.hexdigest()[:16]

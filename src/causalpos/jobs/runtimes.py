@@ -1,0 +1,27 @@
+"""Rule runtimes: the run times of the expensive jobs (Snakemake's benchmark files, and the Parquet metadata of the
+jobs that record their own) to a table and an HTML page for the report."""
+
+from __future__ import annotations
+
+import logging
+
+from causalpos import __version__
+from causalpos.analysis.runtimes import runtime_frame, runtime_html
+from causalpos.io import atomic_path, write_parquet
+
+log = logging.getLogger("causalpos")
+
+
+def run(job) -> None:
+    inputs = job.input
+    benchmarks = {  # each benchmark with a file of the same job whose metadata names its device
+        "train": list(zip(inputs.train, inputs.train_metrics)),
+        "emergence": list(zip(inputs.emergence, inputs.emergence_scores)),
+        "recursion": list(zip(inputs.recursion, inputs.recursion_table)),
+    }
+    frame = runtime_frame(benchmarks, {"simulate": list(inputs.simulate), "extract": list(inputs.extract)})
+    write_parquet(frame, job.output.table, {"stage": "runtimes", "version": __version__})
+    with atomic_path(job.output.html) as tmp:
+        tmp.write_text(runtime_html(frame))
+    log.info("runtimes: %d jobs, %.0f s in all -> %s, %s", len(frame), frame["seconds"].sum(), job.output.table,
+             job.output.html)

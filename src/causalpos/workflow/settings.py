@@ -1,0 +1,190 @@
+"""What the config says each job gets: the models and runs of a config, and the settings that decide each rule's
+outputs (the rules' params). Loading and checking a config is workflow.config's."""
+
+from __future__ import annotations
+
+import os
+
+from causalpos.catalogue import paths
+from causalpos.catalogue.figures import FIGURES, TRAINED_LABELS
+from causalpos.catalogue.models import TRAINED, is_trained, parse_run, seed_run
+from causalpos.errors import ConfigError
+from causalpos.models.pretrained import SOURCE_KEYS, model_label
+from causalpos.models.settings import snapshot_schedule
+from causalpos.simulation.variant import Variant
+
+
+def pretrained_models(config: dict) -> list[str]:
+    return list(config["extraction"]["pretrained"]["models"])
+
+
+def extracted_models(config: dict) -> list[str]:
+    """Every model the extraction stage analyses: the trained twins, then the pretrained LLMs."""
+    return list(TRAINED) + pretrained_models(config)
+
+
+def pretrained_spec(config: dict, name: str) -> dict:
+    """A pretrained model's entry in the config less its `label:`, which changes its figures' titles only."""
+    return {k: v for k, v in config["extraction"]["pretrained"]["models"][name].items() if k != "label"}
+
+
+def pretrained_settings(config: dict, name: str) -> dict:
+    """One pretrained model's source (gguf / path / name) and its sizes, defaults filled in."""
+    section = config["extraction"]["pretrained"]
+    spec = pretrained_spec(config, name)
+    return {"seq_len": section["seq_len"], "n_sequences": section["n_sequences"],
+            "batch_size": config["extraction"]["batch_size"], **spec}
+
+
+def extraction_settings(config: dict, model: str) -> dict:
+    """Everything that decides one model's extraction tables (the rule's params: a change reruns that model)."""
+    section = config["extraction"]
+    common = {key: section[key] for key in ("intermediates_layer", "probe_sequences", "probe_positions",
+                                            "bootstrap_groups", "per_head")}
+    if is_trained(model):
+        return {"kind": "trained", "batch_size": section["batch_size"], **common}
+    # the default run takes held-out documents only (its sizes leave plenty of them)
+    return {"kind": "pretrained", **pretrained_settings(config, model), **common, "splits": ["heldout"],
+            "setting": "extraction.pretrained"}
+
+
+def paper_llms_settings(config: dict, model: str) -> dict:
+    """One pretrained model's extraction at the paper's size (target paper_llms): extraction_settings with the
+    sizes, batch, groups, splits and per_head of extraction.paper_llms (a model's own sizes apply to the default
+    run only)."""
+    section = config["extraction"]["paper_llms"]
+    spec = {k: v for k, v in config["extraction"]["pretrained"]["models"][model].items() if k in SOURCE_KEYS}
+    sizes = {key: section[key] for key in ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits",
+                                           "per_head")}
+    return {**extraction_settings(config, model), **spec, **sizes, "setting": "extraction.paper_llms"}
+
+
+def results_dir(config: dict) -> str:
+    """The results folder of a config (its `results` key; "results" by default)."""
+    return config.get("results") or paths.RESULTS
+
+
+def snapshot_steps(config: dict) -> list[int]:
+    """The steps of the trained models' weight-only snapshots (training.snapshot_steps) of a validated config."""
+    return snapshot_schedule(config["training"])
+
+
+def extra_seeds(config: dict) -> list[int]:
+    """The seeds of the extra trainings for the length comparison (evaluation.seeds)."""
+    return [int(s) for s in config["evaluation"].get("seeds", [])]
+
+
+def emergence_variants(config: dict) -> list[str]:
+    """The alpha = 0 simulations claim 7b and the emergence table compare with: l2, no scaling, no PE, causal
+    mask without a window, residual (the ledger picks among them by d and seq_len; claims.model_claims.alpha0_reference)."""
+    chosen = []
+    for name in config["simulation"]["variants"]:
+        p = Variant(**variant_params(config, name)).params()
+        if (float(p["alpha"]) == 0.0 and p["norm"] == "l2" and p["scale"] == "none" and p["pe"] == "none"
+                and p["mask"] == "causal" and bool(p["residual"]) and p.get("window") is None):
+            chosen.append(name)
+    return chosen
+
+
+def emergence_settings(config: dict) -> dict:
+    """What decides rule emergence's extraction besides the model and the snippets (those of rule extract
+    that apply: it runs no position probe)."""
+    section = config["extraction"]
+    return {key: section[key] for key in ("batch_size", "intermediates_layer", "bootstrap_groups")}
+
+
+def model_location(config: dict, model: str, results: str | None = None) -> str:
+    """Folder (or hub id) the extraction loads `model` from: the trained folder, the GGUF copy, or the spec's."""
+    results = results or results_dir(config)
+    if is_trained(model):
+        return paths.model_dir(model, results)
+    spec = config["extraction"]["pretrained"]["models"][model]
+    if "gguf" in spec:
+        return paths.pretrained_dir(model, results)
+    return spec.get("path") or spec["name"]
+
+
+def variant_params(config: dict, name: str) -> dict:
+    """The full parameter set of one simulation variant: defaults, then its overrides."""
+    sim = config["simulation"]
+    if name not in sim["variants"]:
+        raise ConfigError(f"unknown simulation variant {name!r}; known: {sorted(sim['variants'])}")
+    return {**(sim.get("defaults") or {}), **(sim["variants"][name] or {})}
+
+
+def paper_llms_figures(config: dict) -> list[str]:
+    """The configured figures target paper_llms draws again: those of the pretrained models' extraction tables
+    (FigureSpec.models "pretrained" or "all"; there drawn from the pretrained models alone)."""
+    return [figure for figure in config["figures"] if FIGURES[figure].models in ("pretrained", "all")]
+
+
+def figure_variants(config: dict, figure: str) -> list[str]:
+    return list(config["figures"][figure].get("variants", []))
+
+
+def model_labels(config: dict) -> dict[str, str]:
+    """Every extracted model's name in figures (NoPE, RoPE, SmolLM2-135M, ...), by its key."""
+    models = config["extraction"]["pretrained"]["models"]
+    return {**TRAINED_LABELS, **{key: model_label(spec, key) for key, spec in models.items()}}
+
+
+def plot_options(config: dict, **extra) -> dict:
+    """The plot settings and the models' names: what every figure's look depends on besides its own settings."""
+    return {**config["plot"], "model_labels": model_labels(config), **extra}
+
+
+def figure_options(config: dict, figure: str) -> dict:
+    """Everything that changes how a figure looks: its own settings and the plot settings."""
+    return plot_options(config, **config["figures"][figure])
+
+
+
+def seed_runs(config: dict) -> list[tuple[str, int, str]]:
+    """(model, seed, run) of every training in the comparison over seeds (target length_seeds): the default run's
+    (training.seed, runs "nope" and "rope"), then those of evaluation.seeds ("nope_seed1", ...)."""
+    seed = int(config["training"]["seed"])
+    runs = [(model, seed, model) for model in TRAINED]
+    return runs + [(model, s, seed_run(model, s)) for model in TRAINED for s in extra_seeds(config)]
+
+
+def training_of(config: dict, run: str) -> dict:
+    """The training section of a trained run: the config's, with the run's own seed for a seed run."""
+    _, seed = parse_run(run)
+    return config["training"] if seed is None else {**config["training"], "seed": seed}
+
+
+def recursion_variants(config: dict) -> dict:
+    """Every simulation variant's parameters (Variant.params(), window included): a changed variant reruns the
+    recursion, as it reruns its simulation."""
+    return {name: Variant(**variant_params(config, name)).params() for name in config["simulation"]["variants"]}
+
+
+def pretrained_ablation_settings(config: dict, model: str) -> dict:
+    """What of a pretrained model's extraction its pattern ablation shares: its length, batch and sequences."""
+    settings = extraction_settings(config, model)
+    return {key: settings[key] for key in ("seq_len", "batch_size", "splits", "setting")}
+
+
+def gguf_models(config: dict) -> list[str]:
+    """The pretrained models given as GGUF files: rule pretrained converts each to safetensors first."""
+    return [m for m, spec in config["extraction"]["pretrained"]["models"].items() if "gguf" in spec]
+
+
+WINDOW_TEST_TABLES = ("scores", "groups")  # the extraction's tables the window test reads
+
+
+def window_test_sources(config: dict, results: str) -> dict[str, str]:
+    """{pretrained model: the results folder its window test reads}: paper_llms's where its extraction has written
+    both tables the test reads (1,000 x 1,024 tokens: queries past Gemma's window), else the default run's. A
+    paper_llms run that finishes later changes the rule's input files and params, and Snakemake reruns the test."""
+    paper = paths.paper_llms_dir(results)
+    return {model: paper if all(os.path.exists(paths.activation_table(model, t, paper)) for t in WINDOW_TEST_TABLES)
+            else results for model in pretrained_models(config)}
+
+
+def window_test_models(config: dict, results: str) -> dict[str, dict]:
+    """Each pretrained model's location and which run's tables its window test reads: the rule's `models` param."""
+    paper = paths.paper_llms_dir(results)
+    return {model: {"location": model_location(config, model, results),
+                    "source": "paper_llms" if folder == paper else "default run"}
+            for model, folder in window_test_sources(config, results).items()}
