@@ -48,6 +48,7 @@ import torch.nn.functional as F
 
 from causalpos.runtime.devices import job_cpus, resolve_device
 from causalpos.errors import UserError
+from causalpos.catalogue.tables import LENGTH_EVAL_COLUMNS, METRIC_COLUMNS, TABLES
 from causalpos.io import atomic_path, read_array, read_json, usual_mode, write_parquet
 from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RESUMABLE_CHANGES,  # noqa: F401
                                           CheckpointError, check_fingerprint, fingerprint, load_checkpoint,
@@ -60,7 +61,6 @@ from causalpos.models.snapshots import Snapshots
 from causalpos.runtime.processes import skip_final_collection
 
 DEBUG_ENV = "CAUSALPOS_TRAIN_DEBUG"  # a folder: each rank writes the blocks it read and its final weights
-METRIC_COLUMNS = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr", "tokens_per_s"]
 
 logger = logging.getLogger("causalpos")
 
@@ -527,7 +527,7 @@ def write_outputs(model, frame: pd.DataFrame, out_dir: Path, tokenizer_dir, info
     usual_mode(out_dir)  # safetensors writes model.safetensors 0600: unreadable to others sharing the folder
     with atomic_path(out_dir / "training.json") as tmp:
         tmp.write_text(json.dumps(info, indent=1, default=str) + "\n")
-    write_parquet(frame, out_dir / "metrics.parquet", {"stage": "train", "model": info["model_name"],
+    write_parquet(frame, out_dir / TABLES["metrics"].filename, {"stage": "train", "model": info["model_name"],
                                                        "device": info.get("device")})
 
 
@@ -596,7 +596,7 @@ def evaluate_lengths(model_dir, blocks_dir, factors=(1, 2, 4), max_sequences: in
         rows.append({"model": name, "factor": factor, "seq_len": factor * blocks.block_len,
                      "n_sequences": len(per_sequence), "heldout_loss": float(per_sequence.mean()),
                      "heldout_loss_sem": float(sem)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=LENGTH_EVAL_COLUMNS)
 
 
 def _trained_name(model_dir: Path) -> str:

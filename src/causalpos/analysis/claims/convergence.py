@@ -29,11 +29,8 @@ from causalpos.analysis.claims.model_claims import claim8
 from causalpos.analysis.claims.replicates import (GROUP_NEEDS, SCORE_NEEDS, LedgerInputs, group_sizes,
                                                   longest_seq_len, model_kinds)
 from causalpos.io import PartTable
-from causalpos.catalogue.tables import require_columns
+from causalpos.catalogue.tables import CONVERGENCE_COLUMNS, require_columns
 
-CONVERGENCE_COLUMNS = ["model", "n_sequences", "claim_id", "layer", "value", "uncertainty", "verdict", "p_value",
-                       "p_adjusted", "p_against", "p_against_adjusted", "n_groups", "seq_len", "threshold",
-                       "direction", "alpha"]
 FLIP_NOTE = "verdict changes with N"  # the start of the ledger's note for a claim whose verdict flips
 
 
