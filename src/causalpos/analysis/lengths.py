@@ -55,9 +55,10 @@ import numpy as np
 import pandas as pd
 
 from causalpos.analysis.multiplicity import holm
+from causalpos.catalogue.models import TRAINED
 from causalpos.catalogue.tables import LENGTH_SEED_COLUMNS, PAIR_TEST_COLUMNS, require_columns
 
-PAIR = ("nope", "rope")
+PAIR = TRAINED  # the rows "nope - rope" pair them
 CONFIDENCE = 0.95  # of diff_ci_low/high
 LEVEL = 0.05  # ours: the level at which `reading` calls a one-sided exact p evidence
 MAX_EXACT_SEEDS = 20  # 2^20 sign assignments; more seeds would need sampling, which we have no use for

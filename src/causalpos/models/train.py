@@ -48,6 +48,7 @@ import torch.nn.functional as F
 
 from causalpos.runtime.devices import job_cpus, resolve_device
 from causalpos.errors import UserError
+from causalpos.catalogue.models import TRAINED, uses_rope
 from causalpos.catalogue.tables import LENGTH_EVAL_COLUMNS, METRIC_COLUMNS, TABLES
 from causalpos.io import atomic_path, read_array, read_json, usual_mode, write_parquet
 from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RESUMABLE_CHANGES,  # noqa: F401
@@ -617,7 +618,7 @@ def main(argv=None) -> int:
     parser.add_argument("--config", required=True,
                         help="JSON file: complete training settings, or an object with them under `training` (a "
                              "trained model's training.json; the workflow writes one for torchrun)")
-    parser.add_argument("--model", required=True, choices=["nope", "rope"], help="which decoder to train")
+    parser.add_argument("--model", required=True, choices=list(TRAINED), help="which decoder to train")
     parser.add_argument("--tokenizer", help="tokenizer folder to save with the model")
     args = parser.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
@@ -626,7 +627,7 @@ def main(argv=None) -> int:
     cfg = json.loads(Path(args.config).read_text())
     cfg = cfg.get("training", cfg)
     try:
-        train(args.model, args.model == "rope", args.blocks, args.out, args.checkpoints, cfg,
+        train(args.model, uses_rope(args.model), args.blocks, args.out, args.checkpoints, cfg,
               tokenizer_dir=args.tokenizer)
     except (ValueError, CheckpointError, FileNotFoundError, TrainingInterrupted) as err:
         print(f"causalpos.models.train: {err}", file=sys.stderr)
