@@ -130,7 +130,7 @@ THRESHOLD_RECORDS = {threshold.key: threshold for threshold in (
     Threshold("range_ratio", 0.1, "(0, inf)",
               meaning="a ratio of ranges the metric must exceed",
               why="the same yardstick in the paper's terms, our reading of them: the 1%-99% range of the "
-                  "diagonal- normalised pattern over the 1%-99% range of the raw scores ([-1, 1] next to [-10, 10] "
+                  "diagonal-normalised pattern over the 1%-99% range of the raw scores ([-1, 1] next to [-10, 10] "
                   "is 2 / 20 = 0.1)."),
     Threshold("asymmetry", 0.1, "(0, inf)",
               meaning="a fraction of the scores' RMS the metric must exceed",
