@@ -72,11 +72,11 @@ RECURSION_COLUMNS = ["variant", "layer", "query_pos", "key_pos", "score", "score
                      "corrected", "score_corrected", "score_diagnorm_corrected", "prob_corrected"]
 DOCUMENT_COLUMNS = ["doc_id", "source", "split", "text"]
 SNIPPET_COLUMNS = ["row", "doc_id", "n_doc_tokens"]
-# tokens/blocks.json, read as a one-row table (causalpos.io.read_table: nested keys joined by dots)
-BLOCK_COLUMNS = ["block_len", "dtype", "vocab_size", "eos_token_id",
+# tokens/blocks.json, read as a one-row table (causalpos.io.read_table: nested keys joined by dots, after the others)
+BLOCK_COLUMNS = ["block_len", "dtype", "vocab_size", "eos_token_id", "train_unigram_entropy",
+                 "heldout_unigram_cross_entropy",
                  *(f"splits.{split}.{key}" for split in ("train", "heldout")
-                   for key in ("n_documents", "n_stream_tokens", "n_blocks", "n_tokens")),
-                 "train_unigram_entropy", "heldout_unigram_cross_entropy"]
+                   for key in ("n_documents", "n_stream_tokens", "n_blocks", "n_tokens"))]
 METRIC_COLUMNS = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr", "tokens_per_s"]
 LENGTH_EVAL_COLUMNS = ["model", "factor", "seq_len", "n_sequences", "heldout_loss", "heldout_loss_sem"]
 ABLATION_COLUMNS = ["model", "kind", "seed", "factor", "seq_len", "condition", "n_sequences", "n_estimate", "loss",

@@ -96,7 +96,7 @@ class Blocks:
 
     def __init__(self, blocks_dir):
         self.dir = Path(blocks_dir)
-        meta_path = self.dir / "blocks.json"
+        meta_path = self.dir / TABLES["blocks"].filename
         if not meta_path.is_file():
             raise FileNotFoundError(f"{meta_path} does not exist (is {self.dir} a token-blocks folder?)")
         self.meta = read_json(meta_path)
@@ -116,7 +116,7 @@ class Blocks:
         low, high = int(array.min()), int(array.max())  # one pass; an id out of range would crash mid-run
         if low < 0 or high >= self.vocab_size:
             raise ValueError(f"{path}: token ids {low}..{high} outside the vocabulary 0..{self.vocab_size - 1} "
-                             f"of {self.dir / 'blocks.json'}")
+                             f"of {self.dir / TABLES['blocks'].filename}")
         return array
 
 
@@ -613,7 +613,7 @@ def _trained_name(model_dir: Path) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m causalpos.models.train", description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", required=True, help="token-blocks folder (train.npy, heldout.npy, blocks.json)")
-    parser.add_argument("--out", required=True, help="folder for the trained model and metrics.parquet")
+    parser.add_argument("--out", required=True, help="folder for the trained model and its training curve")
     parser.add_argument("--checkpoints", required=True, help="folder for last.ckpt (resumed from if present)")
     parser.add_argument("--config", required=True,
                         help="JSON file: complete training settings, or an object with them under `training` (a "
