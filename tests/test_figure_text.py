@@ -20,6 +20,7 @@ import pytest
 import seaborn as sns
 from matplotlib.figure import Figure
 
+import causalpos.figures.render as render
 import causalpos.figures.style as style
 from causalpos.catalogue.claims import PAGES
 from causalpos.figures.activations import LAYERS_PER_PAGE

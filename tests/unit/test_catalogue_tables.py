@@ -96,3 +96,23 @@ def test_a_tables_file_name_is_written_in_one_place():
         found += [f"{relative}:{line}: {text!r}" for line, text in code_strings(path)
                   if any(text.endswith(name) for name in names)]
     assert found == []
+
+
+# the catalogue is a low layer: plain data that every other layer reads
+ALLOWED_IMPORTS = ("numpy", "pandas", "causalpos.errors", "causalpos.io", "causalpos.tril", "causalpos.catalogue")
+
+
+def test_the_catalogue_imports_only_the_standard_library_numpy_pandas_and_base_modules():
+    import sys
+
+    found = []
+    for path in sorted((SRC / "catalogue").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or any(name == a or name.startswith(a + ".") for a in ALLOWED_IMPORTS):
+                    continue
+                found.append(f"{path.name}: {name}")
+    assert found == []
