@@ -18,7 +18,7 @@ SCHEMA_PAGE = "src/causalpos/schemas/config.schema.yaml"
 SCHEMA_INDENT = 6  # the thresholds' keys under $defs.thresholds.properties
 
 
-def code_link(dotted: str, page: str = "docs") -> str:
+def code_link(dotted: str) -> str:
     """A function's dotted name in backticks, linked to its module's file (relative to a page under docs/)."""
     module = dotted.rpartition(".")[0]
     return f"[`{dotted}`](../src/{module.replace('.', '/')}.py)"

@@ -116,3 +116,17 @@ def test_the_catalogue_imports_only_the_standard_library_numpy_pandas_and_base_m
                     continue
                 found.append(f"{path.name}: {name}")
     assert found == []
+
+
+def test_a_figures_input_files_come_from_its_record():
+    assert paths.figure_inputs("figS1_mc_vs_closed_form", "r", variants=["a", "b"]) == {
+        "simulation": ["r/simulation/a.parquet", "r/simulation/b.parquet"], "theory": ["r/theory/layer2_scores.parquet"]}
+    assert paths.figure_inputs("figT1_training_loss", "r") == {  # no models in the record: the trained ones
+        "metrics": ["r/models/nope/metrics.parquet", "r/models/rope/metrics.parquet"],
+        "blocks": ["r/tokens/blocks.json"]}
+    assert paths.figure_inputs("fig05_llms", "r", models=["smol"]) == {"scores": ["r/activations/smol/scores.parquet"]}
+    # rule summary's table holds every model: one file, whatever the models
+    assert paths.figure_inputs("figM1_nonrelativeness", "r", models=["a", "b"]) == {
+        "nonrelativeness": ["r/summary/nonrelativeness.parquet"]}
+    with pytest.raises(ValueError, match="drawn by the rule that writes its table 'convergence'"):
+        paths.figure_inputs("figL2_convergence")

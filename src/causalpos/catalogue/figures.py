@@ -41,8 +41,10 @@ class FigureSpec:
     """One figure.
 
     id: its file stem; section: the report's category; tables: the names of the tables it is drawn from
-    (catalogue.tables.TABLES; "simulation" the variants listed under figures.<id>.variants); models: whose
-    per-model tables it reads (MODEL_SETS; None: no per-model table); draw: the dotted name of the function that
+    (catalogue.tables.TABLES; "simulation" the variants listed under figures.<id>.variants); models: the models
+    it shows, whose per-model tables ({model} in the path) it reads (MODEL_SETS; None: a per-model table is read
+    for the trained models, as metrics and length_eval; a summary table holds every model of its folder);
+    catalogue.paths.figure_inputs lists the files; draw: the dotted name of the function that
     draws it, `f(tables, options) -> Figure` (for a figure drawn `beside` its table the writing rule's own call);
     beside: drawn by the rule that writes its one table, from the frame it wrote (its `tables` are then no input
     file of a figure job); caption: its report caption (reST); caption_file: the report file that shows it."""

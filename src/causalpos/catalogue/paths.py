@@ -9,7 +9,8 @@ Layers and positions inside the files are 0-based; see docs/results.md for the c
 
 from __future__ import annotations
 
-from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, CLAIMS_FIGURE
+from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, figure_spec
+from causalpos.catalogue.models import TRAINED
 from causalpos.catalogue.tables import ACTIVATION_TABLES, EMERGENCE_TABLES, SUMMARY_TABLES, TABLES, table
 
 RESULTS = "results"
@@ -236,3 +237,23 @@ def claims_dir(results: str = RESULTS) -> str:
     """The folder of figL1_claims's pages (rule claims's outputs, one file per page and format: see
     catalogue.figures.claims_pages)."""
     return f"{results}/figures/{CLAIMS_FIGURE}"
+
+
+def figure_inputs(figure: str, results: str = RESULTS, models=None, variants=()) -> dict[str, list[str]]:
+    """The files a figure is drawn from, by table name, from its record (catalogue.figures): a table of one file
+    once, a per-variant table for each of `variants` (its figures.<id>.variants), a per-model table for each of
+    `models` (the models its record's `models` stands for, which the config decides), or, where the record names
+    no models, for the trained models (metrics, length_eval)."""
+    spec = figure_spec(figure)
+    if spec.beside:
+        raise ValueError(f"figure {figure!r} is drawn by the rule that writes its table {spec.tables[0]!r}")
+    files = {}
+    for name in spec.tables:
+        wildcards = table(name).wildcards
+        if wildcards == ("variant",):
+            files[name] = [table_file(name, results, variant=v) for v in variants]
+        elif wildcards == ("model",):
+            files[name] = [table_file(name, results, model=m) for m in (TRAINED if models is None else models)]
+        else:
+            files[name] = [table_file(name, results)]
+    return files
