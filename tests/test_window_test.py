@@ -176,7 +176,7 @@ def test_the_job_reads_paper_llms_tables_once_both_exist(tmp_path):
     written both it reads (scores, groups), and says so in its params (a change of input files and params:
     Snakemake reruns it)."""
     from causalpos.catalogue import paths
-from causalpos.workflow import dag
+    from causalpos.workflow import dag
     from causalpos.workflow.config import load_config
 
     config = load_config("config.yaml")
