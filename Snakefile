@@ -58,13 +58,13 @@ rule all:
         rules.theory.output,
         rules.recursion.output,
         rules.tokenizer.output,
-        [paths.model_file(m, "length_eval.parquet", RESULTS) for m in TRAINED],
+        [paths.table_file("length_eval", RESULTS, model=m) for m in TRAINED],
         all_simulations(),
-        rules.summary.output,
+        paths.summary_tables(RESULTS),
         rules.heads.output,
-        [paths.summary_file("emergence.parquet", RESULTS)] if SNAPSHOTS else [],
-        paths.summary_file(paths.ABLATION_FILE, RESULTS),
-        paths.summary_file("claims.parquet", RESULTS),
+        [paths.table_file("emergence", RESULTS)] if SNAPSHOTS else [],
+        paths.table_file("pattern_ablation_summary", RESULTS),
+        paths.table_file("claims", RESULTS),
         rules.runtimes.output,
         rules.config_record.output,
         all_figure_files(),
@@ -82,8 +82,8 @@ rule all_figures:
 rule length_seeds:
     input:
         rules.length_seeds_table.output,
-        paths.summary_file(paths.ABLATION_FILE, SEEDS),
-        paths.summary_file("claims.parquet", SEEDS),
+        paths.table_file("pattern_ablation_summary", SEEDS),
+        paths.table_file("claims", SEEDS),
 
 
 # Section 5.2 at the paper's size: every model of extraction.pretrained.models on extraction.paper_llms's sequences

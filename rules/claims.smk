@@ -7,13 +7,12 @@ rule claims:
     input:
         unpack(claims_inputs),
     output:
-        table=paths.summary_file("claims.parquet", "{results}"),
+        table=paths.table_file("claims", "{results}"),
         markdown=paths.summary_file("claims.md", "{results}"),
         # one page per part of the paper (catalogue.claims.PAGES; only its claim's in paper_llms and seeds)
         figures=report_folder(
             paths.claims_dir("{results}"),
             CLAIMS_PAGE,
-            "../report/claims.rst",
             "Claims",
             CLAIMS_FIGURE,
             claims_page_labels,
@@ -40,8 +39,8 @@ rule convergence:
     input:
         **extraction_tables(PRETRAINED, "{results}", ("scores", "groups")),
     output:
-        table=paths.summary_file("convergence.parquet", "{results}"),
-        figures=report_figures(CONVERGENCE_FIGURE, caption="../report/convergence.rst", category="Claims"),
+        table=paths.table_file("convergence", "{results}"),
+        figures=report_figures(CONVERGENCE_FIGURE, category="Claims"),
     log:
         log_path("convergence.log", "{results}"),
     wildcard_constraints:
@@ -66,7 +65,7 @@ rule window_test:
     input:
         unpack(window_test_inputs),
     output:
-        paths.summary_file("window_test.parquet", RESULTS),
+        paths.table_file("window_test", RESULTS),
     log:
         log_path("window_test.log"),
     conda:

@@ -12,6 +12,7 @@ from causalpos.catalogue.figures import (
     CLAIMS_FIGURE,
     CLAIMS_PAGE,
     CONVERGENCE_FIGURE,
+    FIGURE_CAPTIONS,
     FIGURES as FIGURE_SPECS,
     LENGTH_SEEDS_FIGURE,
     claims_pages,
@@ -144,8 +145,8 @@ def ablation_tables(wildcards):
     """The ablation tables of the summary: the default run's models (training.seed and every pretrained model), or in
     results/seeds every training seed's."""
     if wildcards.results == SEEDS:
-        return [paths.model_file(run, paths.ABLATION_FILE, RESULTS) for _, _, run in SEED_RUNS]
-    return [paths.model_file(m, paths.ABLATION_FILE, RESULTS) for m in TRAINED] + [
+        return [paths.table_file("pattern_ablation", RESULTS, model=run) for _, _, run in SEED_RUNS]
+    return [paths.table_file("pattern_ablation", RESULTS, model=m) for m in TRAINED] + [
         paths.pretrained_ablation(m, RESULTS) for m in PRETRAINED
     ]
 
@@ -154,42 +155,36 @@ def extraction_tables(models, results, tables=("scores", "intermediates", "group
     return {table: [paths.activation_table(m, table, results) for m in models] for table in tables}
 
 
+def summary_inputs(wildcards):
+    """The scores and probes of every extracted model; in paper_llms's folder the pretrained LLMs'."""
+    models = PRETRAINED if wildcards.results == PAPER else EXTRACTED
+    return extraction_tables(models, wildcards.results, ("scores", "probe"))
+
+
 def figure_inputs(wildcards):
-    """The files a figure reads, by table (catalogue.figures: its `tables`); in paper_llms's folder the pretrained
+    """The files a figure reads, by table (its record in catalogue.figures); in paper_llms's folder the pretrained
     models' alone."""
     spec, options = FIGURE_SPECS[wildcards.figure], config["figures"][wildcards.figure]
-    results, reads = wildcards.results, set(spec.tables)
     models = {
         "model": [options.get("model", "nope")],
         "trained": list(TRAINED),
         "pretrained": options.get("models") or PRETRAINED,
         "all": EXTRACTED,
-    }.get(spec.models, [])
-    if results == PAPER:
-        models = [m for m in models if m in PRETRAINED]
-    files = {
-        "simulation": [paths.simulation_table(v, RESULTS) for v in options.get("variants", [])],
-        "theory": [paths.theory_table(RESULTS)],
-        "recursion": [paths.recursion_table(RESULTS)],
-        "metrics": [paths.model_file(m, "metrics.parquet", RESULTS) for m in TRAINED],
-        "blocks": [paths.tokens_file("blocks.json", RESULTS)],
-        "length_eval": [paths.model_file(m, "length_eval.parquet", RESULTS) for m in TRAINED],
-        "emergence": [paths.summary_file("emergence.parquet", RESULTS)],
-        "heads": [paths.summary_file("heads.parquet", RESULTS)],
-        **extraction_tables(models, results, ("scores", "intermediates", "probe")),
-    }
-    return {table: files[table] for table in files if table in reads}
+    }.get(spec.models)
+    if wildcards.results == PAPER:
+        models = [m for m in models or [] if m in PRETRAINED]
+    return paths.figure_inputs(wildcards.figure, wildcards.results, models, options.get("variants", []))
 
 
 def claims_inputs(wildcards):
     """What a ledger reads: every result of the default run; claim 8's tables at the paper's size; claim 11's table
     over every training seed."""
     if wildcards.results == SEEDS:
-        return {"pattern_ablation": [paths.summary_file(paths.ABLATION_FILE, SEEDS)]}
+        return {"pattern_ablation": [paths.table_file("pattern_ablation_summary", SEEDS)]}
     if wildcards.results == PAPER:
         return {
             **extraction_tables(PRETRAINED, PAPER),
-            "convergence": [paths.summary_file("convergence.parquet", PAPER)],
+            "convergence": [paths.table_file("convergence", PAPER)],
         }
     return {
         "simulations": [paths.simulation_table(v, RESULTS) for v in VARIANTS],
@@ -198,11 +193,11 @@ def claims_inputs(wildcards):
         "recursion": [paths.recursion_table(RESULTS)],  # claim 10 (ours)
         **extraction_tables(EXTRACTED, RESULTS),
         # claim 8's verdicts as N grows: a flip is noted in the ledger
-        "convergence": [paths.summary_file("convergence.parquet", RESULTS)] if PRETRAINED else [],
+        "convergence": [paths.table_file("convergence", RESULTS)] if PRETRAINED else [],
         # claim 10d-10e (ours): sliding-window layers of the pretrained LLMs against the recursion
-        "window_test": [paths.summary_file("window_test.parquet", RESULTS)] if PRETRAINED else [],
+        "window_test": [paths.table_file("window_test", RESULTS)] if PRETRAINED else [],
         # claim 11 (ours): the pattern ablation, one training seed here (every seed: target length_seeds)
-        "pattern_ablation": [paths.summary_file(paths.ABLATION_FILE, RESULTS)],
+        "pattern_ablation": [paths.table_file("pattern_ablation_summary", RESULTS)],
     }
 
 
@@ -236,12 +231,18 @@ def figure_section(name, results=RESULTS):
     return f"{section}, the paper's size (paper_llms)" if results == PAPER else section
 
 
-def report_figures(stem, results="{results}", caption="../report/figure.rst", category="Figures"):
+def caption_of(figure):
+    """The report caption file of a figure (its record's; the figures of rule figure share one that shows each one's
+    caption)."""
+    return "../" + (FIGURE_SPECS[figure].caption_file if figure in FIGURE_SPECS else FIGURE_CAPTIONS)
+
+
+def report_figures(stem, results="{results}", category="Figures"):
     """One figure in every configured format, each shown in `snakemake --report` with its figure and format."""
     return [
         snakemake_io.report(
             path,
-            caption=caption,
+            caption=caption_of(stem),
             category=category,
             subcategory=lambda wildcards: figure_section(
                 stem.format(**wildcards), wildcards.get("results", RESULTS)
@@ -252,14 +253,14 @@ def report_figures(stem, results="{results}", caption="../report/figure.rst", ca
     ]
 
 
-def report_folder(folder, page, caption, category, section, labels):
-    """A directory() output of figure pages, each page in the report with the labels the function gives."""
+def report_folder(folder, page, category, figure, labels):
+    """A directory() output of a figure's pages, each page in the report with the labels the function gives."""
     return snakemake_io.report(
         directory(folder),
         patterns=[page],
-        caption=caption,
+        caption=caption_of(figure),
         category=category,
-        subcategory=lambda wildcards: figure_section(section, wildcards.get("results", RESULTS)),
+        subcategory=lambda wildcards: figure_section(figure, wildcards.get("results", RESULTS)),
         labels=labels,
     )
 
@@ -317,7 +318,7 @@ def paper_llms_outputs():
     if not PRETRAINED:
         return []
     return (
-        [paths.summary_file(name, PAPER) for name in ("claims.parquet", "claims.md", "convergence.parquet")]
+        [paths.table_file("claims", PAPER), paths.summary_file("claims.md", PAPER), paths.table_file("convergence", PAPER)]
         + [
             path
             for stem in PAPER_FIGURES + [CONVERGENCE_FIGURE]

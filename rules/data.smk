@@ -26,9 +26,9 @@ rule tokenizer:
         tokenizer_config=f"{paths.tokenizer_dir(RESULTS)}/tokenizer_config.json",
         train=paths.tokens_file("train.npy", RESULTS),
         heldout=paths.tokens_file("heldout.npy", RESULTS),
-        blocks=paths.tokens_file("blocks.json", RESULTS),
+        blocks=paths.table_file("blocks", RESULTS),
         snippets=paths.tokens_file("snippets.npy", RESULTS),
-        snippet_documents=paths.tokens_file("snippets.parquet", RESULTS),
+        snippet_documents=paths.table_file("snippets", RESULTS),
     log:
         log_path("tokenizer.log"),
     cache: True  # between workflows (see rule simulate)

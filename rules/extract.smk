@@ -83,13 +83,17 @@ rule pattern_ablation_pretrained:
         "../workflow_scripts/job.py"
 
 
+# Per model and layer: the non-relativeness, the increasing fraction and the position probe, of every extracted model
+# (in paper_llms's folder: of the pretrained LLMs at the paper's size).
 rule summary:
     input:
-        **extraction_tables(EXTRACTED, RESULTS, ("scores", "probe")),
+        unpack(summary_inputs),
     output:
-        paths.summary_tables(RESULTS),
+        paths.summary_tables("{results}"),
     log:
-        log_path("summary.log"),
+        log_path("summary.log", "{results}"),
+    wildcard_constraints:
+        results=one_of([RESULTS, PAPER]),
     conda:
         "../envs/causalpos.yaml"
     params:
@@ -105,7 +109,7 @@ rule heads:
     input:
         **extraction_tables(EXTRACTED, RESULTS, ("head_scores",)),
     output:
-        paths.summary_file("heads.parquet", RESULTS),
+        paths.table_file("heads", RESULTS),
     log:
         log_path("heads.log"),
     benchmark:
@@ -127,7 +131,6 @@ rule model_figure:
         report_folder(
             paths.all_layers_dir("{model}", "{results}"),
             ALL_LAYERS_PAGE,
-            "../report/all_layers.rst",
             "Figures",
             ALL_LAYERS_FIGURE,
             all_layers_labels,

@@ -6,7 +6,7 @@ rule runtimes:
     input:
         # each benchmark with a file of the same job whose metadata names its device
         train=[paths.train_benchmark(m, RESULTS) for m in TRAINED],
-        train_metrics=[paths.model_file(m, "metrics.parquet", RESULTS) for m in TRAINED],
+        train_metrics=[paths.table_file("metrics", RESULTS, model=m) for m in TRAINED],
         emergence=[paths.emergence_benchmark(m, RESULTS) for m in TRAINED if SNAPSHOTS],
         emergence_scores=[paths.emergence_table(m, "scores", RESULTS) for m in TRAINED if SNAPSHOTS],
         recursion=[paths.recursion_benchmark(RESULTS)],
@@ -15,7 +15,7 @@ rule runtimes:
         simulate=[paths.simulation_table(v, RESULTS) for v in VARIANTS],
         extract=[paths.activation_table(m, "scores", RESULTS) for m in EXTRACTED],
     output:
-        table=paths.summary_file("runtimes.parquet", RESULTS),
+        table=paths.table_file("runtimes", RESULTS),
         html=report(
             paths.summary_file("runtimes.html", RESULTS),
             caption="../report/runtimes.rst",

@@ -18,7 +18,7 @@ rule train:
         model=paths.model_file("{model}", "model.safetensors", RESULTS),
         config=paths.model_file("{model}", "config.json", RESULTS),
         info=paths.model_file("{model}", "training.json", RESULTS),
-        metrics=paths.model_file("{model}", "metrics.parquet", RESULTS),
+        metrics=paths.table_file("metrics", RESULTS, model="{model}"),
         **snapshots_output(),
     log:
         log_path("train/{model}.log"),
@@ -47,7 +47,7 @@ rule length_eval:
         blocks=rules.tokenizer.output.blocks,
         heldout=rules.tokenizer.output.heldout,
     output:
-        paths.model_file("{model}", "length_eval.parquet", RESULTS),
+        paths.table_file("length_eval", RESULTS, model="{model}"),
     log:
         log_path("length_eval/{model}.log"),
     wildcard_constraints:
@@ -74,7 +74,7 @@ rule pattern_ablation:
         blocks=rules.tokenizer.output.blocks,
         heldout=rules.tokenizer.output.heldout,
     output:
-        paths.model_file("{model}", paths.ABLATION_FILE, RESULTS),
+        paths.table_file("pattern_ablation", RESULTS, model="{model}"),
     log:
         log_path("pattern_ablation/{model}.log"),
     benchmark:
@@ -105,8 +105,8 @@ rule pattern_ablation_summary:
     input:
         tables=ablation_tables,
     output:
-        table=paths.summary_file(paths.ABLATION_FILE, "{results}"),
-        figures=report_figures(ABLATION_FIGURE, caption="../report/pattern_ablation.rst"),
+        table=paths.table_file("pattern_ablation_summary", "{results}"),
+        figures=report_figures(ABLATION_FIGURE),
     log:
         log_path("pattern_ablation_summary.log", "{results}"),
     wildcard_constraints:
@@ -164,7 +164,7 @@ rule emergence_summary:
         simulations=[paths.simulation_table(v, RESULTS) for v in settings.emergence_variants(config)],
         simulation_groups=[paths.simulation_groups(v, RESULTS) for v in settings.emergence_variants(config)],
     output:
-        paths.summary_file("emergence.parquet", RESULTS),
+        paths.table_file("emergence", RESULTS),
     log:
         log_path("emergence_summary.log"),
     conda:
@@ -180,10 +180,10 @@ rule emergence_summary:
 # Length generalisation over training seeds (target length_seeds): every run's length table, one table and figure.
 rule length_seeds_table:
     input:
-        runs=[paths.model_file(run, "length_eval.parquet", RESULTS) for _, _, run in SEED_RUNS],
+        runs=[paths.table_file("length_eval", RESULTS, model=run) for _, _, run in SEED_RUNS],
     output:
-        table=paths.summary_file("length_seeds.parquet", RESULTS),
-        figures=report_figures(LENGTH_SEEDS_FIGURE, RESULTS, caption="../report/length_seeds.rst"),
+        table=paths.table_file("length_seeds", RESULTS),
+        figures=report_figures(LENGTH_SEEDS_FIGURE, RESULTS),
     log:
         log_path("length_seeds.log"),
     conda:

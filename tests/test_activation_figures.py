@@ -7,12 +7,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from causalpos.figures.activations import all_layers_pages
 from causalpos.catalogue.figures import FIGURES
-from causalpos.figures.render import DRAW, render_figure
+from causalpos.analysis.summary import increasing_fraction, nonrelativeness, probe_summary
+from causalpos.figures.render import drawer, render_figure
 from causalpos.figures.style import MAX_ASPECT, PANEL_SIZE
 from causalpos.workflow.job import Job, run_job
 
 # the figures drawn from the extraction tables
-ACTIVATION_FIGURES = {figure: DRAW[figure] for figure, spec in FIGURES.items() if spec.models}
+ACTIVATION_FIGURES = {figure: drawer(figure) for figure, spec in FIGURES.items() if spec.models}
 
 MODELS = {"nope": ("trained", 3, 10), "rope": ("trained", 3, 10), "smol": ("pretrained", 7, 12)}
 PLOT = dict(cmap="viridis", diverging_cmap="coolwarm", dpi=50, formats=["png"], font_scale=1.0, unknown="ignored")
@@ -69,7 +70,11 @@ def probe_table():
 
 @pytest.fixture(scope="module")
 def tables():
-    return {"scores": scores_table(), "intermediates": intermediates_table(), "probe": probe_table()}
+    scores, probe = scores_table(), probe_table()
+    # rule summary's tables, made by its functions (analysis.summary), for figures M1-M3
+    return {"scores": scores, "intermediates": intermediates_table(), "probe": probe,
+            "nonrelativeness": nonrelativeness(scores), "increasing_fraction": increasing_fraction(scores),
+            "position_probe": probe_summary(probe)}
 
 
 @pytest.fixture(scope="module")
@@ -308,9 +313,9 @@ def test_summary_plots(drawn):
     ("fig03_intermediates", ["intermediates"], {"layer": 1}, "stage 'a'"),
     ("fig05_llms", ["scores"], {"models": ["nope", "absent"]}, "absent"),
     ("figC1_nope_vs_rope", ["scores"], {"compare": ["nope", "absent"]}, "absent"),
-    ("figM1_nonrelativeness", ["intermediates"], {}, "scores"),
-    ("figM2_increasing_fraction", ["probe"], {}, "scores"),
-    ("figM3_position_probe", ["scores"], {}, "probe"),
+    ("figM1_nonrelativeness", ["scores"], {}, "nonrelativeness"),
+    ("figM2_increasing_fraction", ["scores"], {}, "increasing_fraction"),
+    ("figM3_position_probe", ["probe"], {}, "position_probe"),
 ])
 def test_missing_inputs_are_named(figure_id, tables_kept, options, message, tables):
     with pytest.raises(ValueError, match=message):
@@ -324,4 +329,5 @@ def test_missing_columns_and_no_pretrained_model(tables):
     with pytest.raises(ValueError, match="score_diagnorm"):
         ACTIVATION_FIGURES["fig08_model_layers"]({"scores": trained.drop(columns="score_diagnorm")}, {})
     with pytest.raises(ValueError, match="mae_baseline"):
-        ACTIVATION_FIGURES["figM3_position_probe"]({"probe": tables["probe"].drop(columns="mae_baseline")}, {})
+        ACTIVATION_FIGURES["figM3_position_probe"]({"position_probe": tables["position_probe"].drop(
+            columns="mae_baseline")}, {})

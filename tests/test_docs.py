@@ -1,9 +1,9 @@
 """The README and the pages under docs/: they fit, their links and names resolve, and they do not drift.
 
-Each page that lists something the code defines is checked against the code: the config keys against the
-schema (and its generated tables against scripts/update-docs-config.py), the table columns against the
-column lists, the CLI against its parser, the rules against the Snakefiles, the figures against the
-registry. No workflow runs here.
+Each page that lists something the code defines is checked against the code: what the catalogues and the config
+schema hold (the tables' columns, the figures, the config keys and thresholds, the claims' code, the report's
+captions) is written by scripts/generate-docs.py, whose --check must pass; the CLI is checked against its
+parser, the rules against the Snakefiles. No workflow runs here.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from causalpos.catalogue.tables import TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -202,40 +204,24 @@ def test_configuration_page_names_every_key():
     assert missing == [], f"docs/configuration.md lacks {missing}"
 
 
-def test_configuration_tables_are_up_to_date():
-    script = load_script("update-docs-config.py")
-    page = text(script.PAGE)
-    assert script.updated(page) == page, "docs/configuration.md is out of date: python scripts/update-docs-config.py"
+def generator():
+    return load_script("generate-docs.py")
+
+
+def test_generated_sections_are_up_to_date():
+    """scripts/generate-docs.py --check: every section it writes is what the catalogues and the schema give."""
+    assert generator().main(["--check"]) == 0, "out of date: python scripts/generate-docs.py"
 
 
 # ---------------------------------------------------------------- docs/results.md
 
 
-def test_results_page_lists_every_column():
-    from causalpos.catalogue import tables
-    from causalpos.analysis import emergence, heads, lengths, runtimes, summary, windows
-    from causalpos.analysis.claims import catalogue, convergence
-
-    loss_columns = next(ast.literal_eval(n.value) for n in ast.parse(text(ROOT / "src" / "causalpos" / "models"
-                                                                             / "emergence.py")).body
-                        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "LOSS_COLUMNS")
-    train = ast.parse(text(ROOT / "src" / "causalpos" / "models" / "train.py"))  # no torch import for a list
-    metric_columns = next(ast.literal_eval(n.value) for n in train.body
-                          if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "METRIC_COLUMNS")
-    lists = {name: getattr(tables, name) for name in ("SIMULATION_COLUMNS", "THEORY_COLUMNS", "RECURSION_COLUMNS",
-                                                       "SCORE_COLUMNS",
-                                                       "INTERMEDIATE_COLUMNS", "PROBE_COLUMNS", "GROUP_COLUMNS",
-                                                       "HEAD_SCORE_COLUMNS")}
-    lists |= {name: getattr(summary, name) for name in ("NONRELATIVENESS_COLUMNS", "INCREASING_COLUMNS",
-                                                         "PROBE_SUMMARY_COLUMNS")}
-    lists |= {"LEDGER_COLUMNS": catalogue.LEDGER_COLUMNS, "EXTRA_COLUMNS": catalogue.EXTRA_COLUMNS,
-              "RUNTIME_COLUMNS": runtimes.RUNTIME_COLUMNS, "METRIC_COLUMNS": metric_columns,
-              "EMERGENCE_COLUMNS": emergence.EMERGENCE_COLUMNS, "LENGTH_SEED_COLUMNS": lengths.LENGTH_SEED_COLUMNS,
-              "LOSS_COLUMNS": loss_columns, "CONVERGENCE_COLUMNS": convergence.CONVERGENCE_COLUMNS,
-              "WINDOW_TEST_COLUMNS": windows.WINDOW_TEST_COLUMNS, "HEADS_COLUMNS": heads.HEADS_COLUMNS}
-    page = text(DOCS / "results.md")
-    missing = {name: [c for c in columns if f"`{c}`" not in page] for name, columns in lists.items()}
-    assert {k: v for k, v in missing.items() if v} == {}, "docs/results.md lacks these columns"
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_results_page_shows_every_table_with_every_column(name):
+    """Each table of the catalogue has its section on docs/results.md, and every column of its file is there."""
+    shown = generator().docsgen.section_text(f"columns-{name}")
+    assert f"`results/{TABLES[name].path}`" in shown
+    assert [c for c in TABLES[name].file_columns if f"| `{c}` |" not in shown] == []
 
 
 # ---------------------------------------------------------------- docs/cli.md

@@ -30,14 +30,14 @@ from causalpos.figures.legibility import (MIN_TEXT_PX, clipped_texts, displayed_
 from causalpos.figures.ledger import plot_ledger
 from causalpos.figures.ablation import fig_pattern_ablation
 from causalpos.catalogue.figures import (ABLATION_FIGURE, ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE,
-                                        FIGURES, LENGTH_SEEDS_FIGURE)
+                                        FIGURES, LENGTH_SEEDS_FIGURE, RENDERED)
 from causalpos.io import read_table
 from causalpos.catalogue import paths
 from causalpos.workflow import dag
 from causalpos.workflow.config import extracted_models, load_config
 from causalpos.workflow.runners import run_all_layers, run_figure, run_length_seeds
 
-FIGURE_IDS = [figure for figure in render.DRAW if figure != ALL_LAYERS_FIGURE]  # rule figure's
+FIGURE_IDS = [figure for figure in RENDERED if figure != ALL_LAYERS_FIGURE]  # rule figure's
 KINDS = ("raw", "diagnorm")
 FAMILIES = [*FIGURE_IDS, *(f"{ALL_LAYERS_FIGURE}/{kind}" for kind in KINDS), CLAIMS_FIGURE, CONVERGENCE_FIGURE,
             LENGTH_SEEDS_FIGURE, ABLATION_FIGURE]

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AttentionInterface
 
-from causalpos import pattern_ablation as pa
+from causalpos.models import pattern_ablation as pa
 from causalpos.models import intervention
 from causalpos.models.intervention import ABLATION_ATTENTION, ablate, mean_score_maps, sequence_losses
 from causalpos.tril import packed_pairs, packed_size

@@ -101,7 +101,7 @@ def recursion(variant: str, results: str = paths.RESULTS, corrected: bool = Fals
 def ledger(results: str = paths.RESULTS, paper_llms: bool = False) -> pd.DataFrame:
     """The claims ledger (results/summary/claims.parquet): one row per claim and setting, LEDGER_COLUMNS first."""
     folder = paths.paper_llms_dir(results) if paper_llms else results
-    path = paths.summary_file("claims.parquet", folder)
+    path = paths.table_file("claims", folder)
     return require_columns(_read(path), LEDGER_COLUMNS, path, allow_empty=True)
 
 

@@ -27,11 +27,9 @@ import pandas as pd
 from causalpos.analysis.claims.model_claims import alpha0_reference, stage_concordance, standardised_advantage
 from causalpos.analysis.claims.replicates import LedgerInputs, amplitude, estimate
 from causalpos.analysis.triangles import nonrelative_share, safe_ratio
+from causalpos.catalogue.tables import EMERGENCE_COLUMNS, STEP_COLUMNS
 
-EMERGENCE_COLUMNS = ["model", "step", "tokens_seen", "layer", "stage", "metric", "value", "uncertainty",
-                     "reference", "reference_uncertainty"]
 METRICS = ("concordance", "nearer_key_advantage", "strength_ratio", "nonrelative_amplitude", "heldout_loss")
-STEP_COLUMNS = ["step", "tokens_seen"]
 
 
 def _row(model, step, tokens, layer, stage, metric, values, reference=None) -> dict:

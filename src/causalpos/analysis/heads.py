@@ -24,11 +24,10 @@ import numpy as np
 import pandas as pd
 
 from causalpos.analysis.triangles import band_statistics, visible_window
-from causalpos.catalogue.tables import HEAD_SCORE_COLUMNS, require_columns
+from causalpos.catalogue.tables import HEAD_SCORE_COLUMNS, HEADS_COLUMNS, require_columns
 from causalpos.tril import packed_index, packed_size
 
 KEYS = ["model", "kind", "layer"]
-HEADS_COLUMNS = ["model", "kind", "layer", "head", "metric", "value", "seq_len", "n_sequences"]
 # metric -> band_statistics' result it is read from (extras=True), and what it is
 METRICS = {
     "nonrelative_amplitude": "share1",  # square-rooted: claim 8a's amplitude (keys >= 1)

@@ -55,13 +55,10 @@ import numpy as np
 import pandas as pd
 
 from causalpos.analysis.multiplicity import holm
-from causalpos.catalogue.tables import require_columns
+from causalpos.catalogue.models import TRAINED
+from causalpos.catalogue.tables import LENGTH_SEED_COLUMNS, PAIR_TEST_COLUMNS, require_columns
 
-PAIR_TEST_COLUMNS = ["diff_ci_low", "diff_ci_high", "t_stat", "t_p", "exact_p", "exact_p_one_sided",
-                     "exact_p_adjusted", "n_negative", "n_ties", "sign_p", "sign_p_one_sided", "reading"]
-LENGTH_SEED_COLUMNS = ["model", "factor", "seq_len", "n_seeds", "seeds", "heldout_loss_mean", "heldout_loss_sd",
-                       "gap_mean", "gap_sd", "gap_sem", *PAIR_TEST_COLUMNS]
-PAIR = ("nope", "rope")
+PAIR = TRAINED  # the rows "nope - rope" pair them
 CONFIDENCE = 0.95  # of diff_ci_low/high
 LEVEL = 0.05  # ours: the level at which `reading` calls a one-sided exact p evidence
 MAX_EXACT_SEEDS = 20  # 2^20 sign assignments; more seeds would need sampling, which we have no use for

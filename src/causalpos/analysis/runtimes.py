@@ -15,9 +15,9 @@ import os
 
 import pandas as pd
 
+from causalpos.catalogue.tables import RUNTIME_COLUMNS
 from causalpos.io import read_metadata
 
-RUNTIME_COLUMNS = ["rule", "job", "seconds", "max_rss_mb", "cpu_seconds", "device", "source"]
 HEADERS = {"rule": "Rule", "job": "Job", "seconds": "Wall time (s)", "max_rss_mb": "Peak memory (MB)",
            "cpu_seconds": "CPU time (s)", "device": "Device", "source": "Measured by", "jobs": "Jobs"}
 

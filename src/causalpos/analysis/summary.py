@@ -26,25 +26,13 @@ import pandas as pd
 from causalpos.analysis.triangles import (LEFT_FRACTION, band_centred, band_statistics, off_diagonal, pack,
                                           visible_window)
 from causalpos.io import PartTable, write_parquet
-from causalpos.catalogue.tables import SUMMARY_FILES, require_columns
+from causalpos.catalogue.tables import (INCREASING_COLUMNS, NONRELATIVENESS_COLUMNS, PROBE_SUMMARY_COLUMNS,
+                                        SUMMARY_FILES, require_columns)
 
 KEYS = ["model", "kind", "layer"]
 SCORE_NEEDS = KEYS + ["query_pos", "key_pos", "score_mean", "score_sem", "seq_len"]
 PROBE_NEEDS = KEYS + ["mae", "mae_baseline"]
 
-NONRELATIVENESS_COLUMNS = [
-    "model", "kind", "layer", "seq_len", "n_sequences", "n_pairs", "left_keys",
-    "index", "index_no_sink", "index_noise", "index_noise_no_sink",
-    "deficit", "deficit_no_sink",
-    "score_std", "score_q01", "score_q99", "pattern_std", "pattern_q01", "pattern_q99",
-]
-INCREASING_COLUMNS = [
-    "model", "kind", "layer", "seq_len", "n_pairs", "fraction", "fraction_sem",
-    "n_pairs_no_sink", "fraction_no_sink", "fraction_no_sink_sem",
-    "n_pairs_with_diagonal", "fraction_with_diagonal", "fraction_with_diagonal_sem",
-    "unresolved", "mean_step",
-]
-PROBE_SUMMARY_COLUMNS = ["model", "kind", "layer", "mae", "mae_baseline", "ratio", "n_train", "n_test", "seq_len"]
 
 
 def _layer_row(rows: pd.DataFrame, left_fraction: float) -> dict:

@@ -29,13 +29,11 @@ import pandas as pd
 
 from causalpos.analysis.claims.replicates import amplitude, estimate
 from causalpos.analysis.triangles import safe_ratio
+from causalpos.catalogue.tables import WINDOW_TEST_COLUMNS
 from causalpos.tril import packed_pairs
 
 SLIDING, GLOBAL = "sliding", "global"
 REGIONS = ("before", "after", "change")
-WINDOW_TEST_COLUMNS = ["model", "source", "seq_len", "n_sequences", "layer", "layer_type", "window", "rope_theta",
-                       "region", "query_from", "query_to", "n_pairs", "measured", "uncertainty", "predicted",
-                       "predicted_seq_len", "replicates"]
 
 
 @dataclass(frozen=True)

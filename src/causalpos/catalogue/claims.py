@@ -88,138 +88,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-LEDGER_COLUMNS = ["claim_id", "section", "statement", "setting", "metric", "value", "uncertainty", "threshold",
-                  "verdict"]
-
-
-EXTRA_COLUMNS = ["p_value", "p_adjusted", "p_against", "p_against_adjusted", "exact", "claim", "title", "direction",
-                 "unit", "alpha", "model", "layer", "label", "note", "value_with_sink", "uncertainty_with_sink",
-                 "left_deficit", "left_deficit_uncertainty", "range_ratio", "range_ratio_uncertainty", "sink_emphasis",
-                 "sink_emphasis_uncertainty", "value_keys_from0", "uncertainty_keys_from0", "value_keys_from5",
-                 "uncertainty_keys_from5", "value_keys_from16", "uncertainty_keys_from16", "compared_claim",
-                 "official_value", "official_uncertainty", "official_verdict", "exact_value", "exact_uncertainty",
-                 "exact_verdict"]
-
+from causalpos.catalogue.tables import EXTRA_COLUMNS, LEDGER_COLUMNS  # noqa: F401  (the ledger's columns: its Table)
+from causalpos.catalogue.thresholds import REMOVED_THRESHOLDS, THRESHOLDS, merge_thresholds  # noqa: F401
 
 VERDICTS = ("supported", "not supported", "inconclusive", "by construction")
-
-
-THRESHOLDS = {
-    # Family-wise error rate of the verdicts (ours): Holm over every row that tests something, once for
-    # "supported" and once for "not supported" (family.py); replaces the former margin `z` in standard errors.
-    "family_alpha": 0.05,
-    # 1a: the closed form must explain at least 90% of the variance of the Monte Carlo layer-2 scores
-    # (R² = 1 - SS(MC - Eq.4) / SS(MC - mean)). Eq. 4 replaces inner products by their expectations,
-    # exact only as d grows, so agreement at finite d is a tolerance, not an equality within noise.
-    "eq4_r2": 0.9,
-    # 1b: "the gap shrinks as d grows" = the log-log slope of the RMS gap against d is negative.
-    "gap_slope": 0.0,
-    # 1c, 1d: "strictly decreasing" = even the largest step h(i+1) - h(i) (relative to h(i)) of the closed form
-    # is below 0. The closed form is exact, so no tolerance: any step >= 0 is a counterexample.
-    "strict_step": 0.0,
-    # 1e, 7g: "nearly independent of j": less than 10% of the off-diagonal variance changes with the key once
-    # the query is fixed (the mirror of query_share).
-    "key_share": 0.1,
-    # 1f, 2a, 2e, 5b, 7a, 7f, 7j, 7n: "the score increases with the key position": in at least 3 of 4 key pairs of a
-    # row the nearer key scores higher (Kendall's tau >= 0.5, a strong rank association). Strict increase
-    # (1.0) cannot be reached where adjacent steps are smaller than the sampling noise; 0.5 = no order. 7f:
-    # the same for the diagonal falling with the position.
-    "concordance": 0.75,
-    # 1g, 1h (ours): a printed step of Appendix A "equals" the quantity it stands for when their relative
-    # difference is below 1e-9 at every point of the grid: float64 rounding of two exact expressions, far
-    # below any slip of algebra.
-    "printed_exact": 1e-9,
-    # 7i: "laterally inverts the pattern": the mirror image of concordance, at most 1 of 4 key pairs of a row
-    # with the nearer key higher (Kendall's tau <= -0.5).
-    "inverted_concordance": 0.25,
-    # 2b: "grows stronger in layers 3 and 4": the nearer-key advantage exceeds layer 2's (ratio > 1).
-    "layer_growth": 1.0,
-    # 2c: "strictly increasing for j <= i with fixed i": every row must be resolved increasing with no
-    # resolved decrease (share of such rows = 1; descriptive, at family_alpha over the matrix's pairs). The
-    # verdict comes from the row's p's: every adjacent step > 0 for it, any pair decreasing against.
-    "strict_rows": 1.0,
-    # 3a, 7c: "nearly independent of the query position": less than 10% of the off-diagonal score
-    # variance changes with the query once the key is fixed.
-    "query_share": 0.1,
-    # 3b: "appears faster": the layer-2 nearer-key advantage is larger than at alpha = 0 (ratio > 1).
-    "alpha_gain": 1.0,
-    # 3c: "with higher alpha the pattern saturates faster": the unsaturated share (how far a row is from its
-    # end value, on average, as a share of its range) at the higher alpha is below that at the lower one.
-    "saturation_ratio": 1.0,
-    # 2d (ours): a number printed to three decimals is the closed form rounded when it lies within half a unit
-    # of its last digit of it.
-    "figure_digits": 0.0005,
-    # 3d (ours): "more evident in the later layers": the saturation metric at every later layer is below layer
-    # 2's (ratio < 1); any decrease counts, as for 3c, since the paper names no size.
-    "layer_saturation": 1.0,
-    # 4a, 6a, 6c, 8a, 8b: a non-relative pattern is "not negligible" when its RMS is at least a tenth of the
-    # RMS spread of the scores it sits in: our yardstick, read from Section 5.2 (a pattern in [-1, 1] next to
-    # scores in [-10, 10] "could not be dismissed as negligible"; the paper states no threshold). 6c must
-    # stay below it.
-    "nonrelative": 0.1,
-    # 8c: the same yardstick in the paper's terms, our reading of them: the 1%-99% range of the diagonal-
-    # normalised pattern over the 1%-99% range of the raw scores ([-1, 1] next to [-10, 10] is 2 / 20 = 0.1).
-    "range_ratio": 0.1,
-    # 4b: the same yardstick for the part of the map that is antisymmetric about the anti-diagonal.
-    "asymmetry": 0.1,
-    # 5a: "weakens": LayerNorm + sqrt(d) has a smaller nearer-key advantage (cosine units) than l2 in
-    # every layer from 2 on (the largest ratio < 1).
-    "sqrt_d_ratio": 1.0,
-    # 5c: "similar to l2" in size: the nearer-key advantage of LayerNorm + d within a factor of 2 of l2's,
-    # either way, in every layer from 2 on (the largest |log ratio| < log 2).
-    "size_log_ratio": float(np.log(2.0)),
-    # 6b: "the left region is darker": its mean band-centred score is below 0 (a sign claim), in every one of
-    # the named regions (the verdict is the regions' common one; see claim6's docstring).
-    "left_deficit": 0.0,
-    # 6d: "RoPE alone does not affect the inner products" at layer 1: the non-relative pattern is smaller than
-    # the Monte Carlo noise (RMS pattern / RMS noise < 1): nothing resolvable beyond noise.
-    "noise_level": 1.0,
-    # 6e: "by the third layer the relative pattern becomes even clearer": the share of the score variance
-    # explained by i - j is larger at layer 3 than at layer 2 (ratio > 1).
-    "clarity_gain": 1.0,
-    # 7b: "stronger than the alpha = 0 simulation": ratio of standardised nearer-key advantages > 1.
-    "trained_gain": 1.0,
-    # 7d: "inner products close to zero except along the main diagonal ... the case alpha = 0": the RMS
-    # off-diagonal entry below a tenth of the RMS diagonal one, i.e. an effective alpha nearer 0 than the
-    # paper's smallest alpha > 0 (0.2).
-    "orthogonal": 0.1,
-    # 7e, 7h: "the ratio of off-diagonal to diagonal values increases substantially": at least doubles.
-    "stage_gain": 2.0,
-    # 7k, 7l: "almost identical to (d)", "the diagonal corresponds to h(i)^2 with the residual term removed":
-    # ours, a Pearson r above 0.9 (81% of the variance shared, up to a scale and an offset). For 7l this
-    # separates h'^2's shape (steep, then flat) from a straight fall, which has r = 0.69 with it at S = 50.
-    "pattern_r": 0.9,
-    # 7m: "g'(i) is ... only weakly dependent on i": ours, (c)'s off-diagonal rows change with i less than half
-    # as much as its diagonal (SD of the row means / SD of the diagonal). The closed forms g' and h'^2 give
-    # 0.385 at alpha = 0 (0.46 at 0.2), S = 50: the paper's own formulas pass.
-    "query_spread": 0.5,
-    # 8d: "emphasizes the first few keys": their mean diagonal-normalised score is above 0 (a sign claim).
-    "first_keys": 0.0,
-    # 10c (ours): the recursion predicts the rows that break strict increase when every row Monte Carlo
-    # resolves agrees with it (no resolved break it misses, no predicted break resolved the other way).
-    "break_agreement": 1.0,
-    # 10d (ours): past a sliding window the non-relative amplitude changes the way the recursion of the model's
-    # stack predicts: the measured change (after - before) times the sign of the predicted one is above 0.
-    "window_change": 0.0,
-    # 10e (ours): "the non-relative pattern sits in the global layers" (an earlier README's reading of Gemma-3):
-    # the median amplitude of the global layers exceeds that of the sliding ones over the same pairs.
-    "global_excess": 0.0,
-    # 11a (ours, a sign claim): removing the non-relative pattern shrinks the loss gap to the training length
-    # more than removing the same values shuffled within each band (effect < 0: the pattern hurts longer contexts).
-    "ablation_effect": 0.0,
-    # 9a: the verdict under our exact-moment law agrees with the one under the paper's construction: 1 = the
-    # same verdict, 0.5 = one of them inconclusive, 0 = opposite verdicts; > 0.5 = the same verdict.
-    "law_agreement": 0.5,
-}
 
 
 @dataclass(frozen=True)
 class Claim:
     """One claim of the paper as the ledger measures it. Each field but per_layer fills the ledger's column of
     that name in the claim's rows (id: claim_id; threshold: the column holds THRESHOLDS[threshold] after the
-    config's overrides)."""
+    config's overrides); measured_by names the code that measures it."""
 
     id: str  # "7a": part a of claim 7 (TOPICS[7])
     title: str  # a short name, the title of the claim's panel in the claims figure
@@ -229,6 +108,7 @@ class Claim:
     unit: str  # the metric's unit
     direction: str  # ">" or "<": which side of the threshold supports the claim; ">=": a test of its own (2c)
     threshold: str  # its key in THRESHOLDS (claims.thresholds in the config overrides the value)
+    measured_by: str  # the dotted name of the builder that makes its rows (analysis.claims.ledger.BUILDERS)
     per_layer: bool = False  # one row per model and layer: ledger_markdown summarises them per model
 
     @property
@@ -242,31 +122,37 @@ CLAIMS = {claim.id: claim for claim in (
           statement="Eq. 4: the layer-2 (paper) score of the parameter-free l2 decoder is g(i)/(h(i)h(j)); Monte "
                     "Carlo agrees with the closed form",
           metric="R² of Monte Carlo on Eq. 4, off-diagonal pairs, layer 2 (paper)",
-          unit="R²", direction=">", threshold="eq4_r2"),
+          unit="R²", direction=">", threshold="eq4_r2",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim1"),
     Claim("1b", title="Monte Carlo gap shrinks with d", section="3.2 (Eq. 4)",
           statement="The gap between Monte Carlo and Eq. 4 shrinks as d grows",
           metric="slope of log RMS gap against log d",
-          unit="log-log slope", direction="<", threshold="gap_slope"),
+          unit="log-log slope", direction="<", threshold="gap_slope",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim1"),
     Claim("1c", title="h strictly decreasing (A.1)", section="3.2, App. A.1",
           statement="\"h(j) is strictly decreasing on j\" (closed form, with residual)",
           metric="largest relative step (h(i+1) - h(i)) / h(i) over i, closed form",
-          unit="relative step", direction="<", threshold="strict_step"),
+          unit="relative step", direction="<", threshold="strict_step",
+          measured_by="causalpos.analysis.claims.closed_forms.claim1_appendix"),
     Claim("1d", title="h' strictly decreasing (A.2)", section="4.2, App. A.2",
           statement="\"h'(i) decreases strictly with i\" (closed form, without residual)",
           metric="largest relative step (h'(i+1) - h'(i)) / h'(i) over i, closed form",
-          unit="relative step", direction="<", threshold="strict_step"),
+          unit="relative step", direction="<", threshold="strict_step",
+          measured_by="causalpos.analysis.claims.closed_forms.claim1_appendix"),
     Claim("1e", title="g' has no j (by construction)", section="4.2, App. A.2",
           statement="\"g'(i) is nearly independent of j\" (closed form, without residual): true by construction, "
                     "the formula for g'(i) contains no j; the row records that property of the formula, not a "
                     "finding",
           metric="share of the off-diagonal variance of the closed form g' that changes with the key at fixed "
                  "query (0 by construction)",
-          unit="variance share", direction="<", threshold="key_share"),
+          unit="variance share", direction="<", threshold="key_share",
+          measured_by="causalpos.analysis.claims.closed_forms.claim1_appendix"),
     Claim("1f", title="no residual: nearer keys higher", section="App. A.2",
           statement="Without residual too the layer-2 (paper) score increases with the key position (h' strictly "
                     "decreasing, Monte Carlo)",
           metric="key-order concordance at layer 2 (paper), no residual",
-          unit="share of key pairs", direction=">", threshold="concordance"),
+          unit="share of key pairs", direction=">", threshold="concordance",
+          measured_by="causalpos.analysis.claims.closed_forms.claim1_appendix"),
     Claim("1g", title="A.1's printed polynomial (erratum)", section="App. A.1",
           statement="A.1 prints h(j+1)^2 - h(j)^2 as \"((alpha-1)e^{4alpha} + 2(alpha-1)e^{3alpha+1})j^2 + "
                     "((2alpha-6)e^{alpha+3} + 2(alpha-1)e^{3alpha+1} + (alpha-1)e^{4alpha})j + (2alpha-4)e^{alpha+3} "
@@ -274,227 +160,272 @@ CLAIMS = {claim.id: claim for claim in (
                     "its sign that h is strictly decreasing",
           metric="largest relative difference |printed - true| / |true| over alphas and positions (true: sympy "
                  "from the definitions)",
-          unit="relative difference", direction="<", threshold="printed_exact"),
+          unit="relative difference", direction="<", threshold="printed_exact",
+          measured_by="causalpos.analysis.claims.closed_forms.claim1_appendix"),
     Claim("1h", title="A.2's printed h'^2 step (erratum)", section="App. A.2",
           statement="A.2 prints h'(i+1)^2 - h'(i)^2 = \"(alpha-1)e^alpha(2e^3 - 2e^{2+alpha}(i-1) + "
                     "e^{3alpha}i(i-1)) / ((e + ie^alpha)^2 (e + (i-1)e^alpha)^2) < 0\" and concludes that h' is "
                     "strictly decreasing",
           metric="largest relative difference |printed - true| / |true| over alphas and positions (true: sympy "
                  "from the definitions)",
-          unit="relative difference", direction="<", threshold="printed_exact"),
+          unit="relative difference", direction="<", threshold="printed_exact",
+          measured_by="causalpos.analysis.claims.closed_forms.claim1_appendix"),
     Claim("2a", title="layer 2: nearer keys score higher", section="3.2, 4.1",
           statement="h is strictly decreasing, so for a fixed query the layer-2 (paper) score increases with the "
                     "key position (nearer keys score higher)",
           metric="key-order concordance at layer 2 (paper)",
-          unit="share of key pairs", direction=">", threshold="concordance"),
+          unit="share of key pairs", direction=">", threshold="concordance",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim2"),
     Claim("2b", title="stronger in layers 3, 4", section="4.1",
           statement="\"By layers three and four, the pattern becomes more pronounced\" (alpha = 0)",
           metric="nearer-key advantage relative to layer 2 (paper)",
-          unit="ratio", direction=">", threshold="layer_growth"),
+          unit="ratio", direction=">", threshold="layer_growth",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim2"),
     Claim("2c", title="strictly increasing rows", section="4.1",
           statement="\"... and also strictly increasing for j <= i with fixed i\" (every layer from 2 (paper) on)",
           metric="share of rows resolved increasing with no resolved decrease (family-wise test)",
-          unit="share of rows", direction=">=", threshold="strict_rows"),
+          unit="share of rows", direction=">=", threshold="strict_rows",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim2"),
     Claim("2d", title="Figure 1 (d) prints Eq. 4", section="3.2 (Fig. 1, Eq. 4)",
           statement="Figure 1 (d) prints the layer-2 (paper) scores at alpha = 0 of queries and keys 0-2 as 0.154, "
                     "0.132, 0.150 (the authors' notebook that draws it): Eq. 4's g(i)/(h(i)h(j)) to the printed "
                     "digits",
           metric="largest |printed - Eq. 4| over the printed entries (exact)",
-          unit="score", direction="<", threshold="figure_digits"),
+          unit="score", direction="<", threshold="figure_digits",
+          measured_by="causalpos.analysis.claims.later_layers.claim2_figure1_cosine"),
     Claim("2e", title="closer pairs more cosine-similar (Zuo)", section="4.1",
           statement="The pattern \"aligns with Figure 1 in Zuo et al. (2025) ...: cosine similarity between hidden "
                     "states ... is higher for closer i, j pairs\", \"since cosine similarity is equivalent to the "
                     "inner product after l2 normalization\" (the paper's equivalence; checked in the simulation, "
                     "alpha = 0, every layer from 2 (paper) on)",
           metric="key-order concordance at a fixed query and query-order concordance at a fixed key, the smaller",
-          unit="share of pairs", direction=">", threshold="concordance"),
+          unit="share of pairs", direction=">", threshold="concordance",
+          measured_by="causalpos.analysis.claims.later_layers.claim2_figure1_cosine"),
     Claim("3a", title="α > 0: layer 2 independent of the query", section="4.1, App. B",
           statement="With alpha > 0 the pattern saturates: at layer 2 (paper) it is nearly independent of the "
                     "query position",
           metric="share of layer-2 (paper) score variance that depends on the query at fixed key",
-          unit="variance share", direction="<", threshold="query_share"),
+          unit="variance share", direction="<", threshold="query_share",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim3"),
     Claim("3b", title="α > 0: clearer at layer 2 than α = 0", section="4.1, App. B",
           statement="With alpha > 0 the pattern appears faster: clearer at layer 2 (paper) than at alpha = 0",
           metric="layer-2 (paper) nearer-key advantage relative to alpha = 0",
-          unit="ratio", direction=">", threshold="alpha_gain"),
+          unit="ratio", direction=">", threshold="alpha_gain",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim3"),
     Claim("3c", title="higher α saturates faster in j", section="App. B",
           statement="\"With higher alpha value, the pattern faster saturate rapidly to a constant on j\" (Fig. 6)",
           metric="unsaturated share at the higher alpha over that at the lower, largest over layers 2+ (paper)",
-          unit="ratio", direction="<", threshold="saturation_ratio"),
+          unit="ratio", direction="<", threshold="saturation_ratio",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim3"),
     Claim("3d", title="α > 0: saturation grows with the layer", section="4.1",
           statement="\"The same saturation is more evident in the later layers\" (alpha > 0); in i (the sentence's "
                     "context, 3a's metric) or in j (Appendix B's, 3c's): both readings ours",
           metric="saturation metric (query share; unsaturated share) at layer L over layer 2 (paper), largest over "
                  "L >= 3",
-          unit="ratio", direction="<", threshold="layer_saturation"),
+          unit="ratio", direction="<", threshold="layer_saturation",
+          measured_by="causalpos.analysis.claims.later_layers.claim3_by_layer"),
     Claim("4a", title="bands not uniform (not relative)", section="4.1",
           statement="Within each diagonal band the scores are not uniform, unlike a relative encoding (every layer "
                     "from 2 (paper) on)",
           metric="non-relative amplitude, weakest layer from layer 2 (paper) on",
-          unit="fraction of score RMS", direction=">", threshold="nonrelative"),
+          unit="fraction of score RMS", direction=">", threshold="nonrelative",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim4"),
     Claim("4b", title="not anti-diagonal symmetric (not absolute)", section="4.1",
           statement="The map is not symmetric about the anti-diagonal, unlike absolute encodings (Wang and Chen "
                     "2020) (every layer from 2 (paper) on)",
           metric="anti-diagonal antisymmetric amplitude, weakest layer from layer 2 (paper) on",
-          unit="fraction of score RMS", direction=">", threshold="asymmetry"),
+          unit="fraction of score RMS", direction=">", threshold="asymmetry",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim4"),
     Claim("5a", title="LayerNorm + √d weakens the pattern", section="App. B",
           statement="LayerNorm with sqrt(d) scaling weakens the pattern relative to l2",
           metric="nearer-key advantage (cosine units) relative to l2, largest over layers 2+ (paper)",
-          unit="ratio", direction="<", threshold="sqrt_d_ratio"),
+          unit="ratio", direction="<", threshold="sqrt_d_ratio",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim5"),
     Claim("5b", title="LayerNorm + d: increasing like l2", section="App. B",
           statement="LayerNorm with d scaling \"recovers behavior similar to l2 normalization\": the increasing "
                     "pattern",
           metric="key-order concordance of LayerNorm + d, smallest over layers 2+ (paper)",
-          unit="share of key pairs", direction=">", threshold="concordance"),
+          unit="share of key pairs", direction=">", threshold="concordance",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim5"),
     Claim("5c", title="LayerNorm + d: l2's size (×2)", section="App. B",
           statement="... and similar in size to l2's (two-sided)",
           metric="|log (nearer-key advantage of LayerNorm + d / l2's)|, largest over layers 2+ (paper)",
-          unit="|log ratio|", direction="<", threshold="size_log_ratio"),
+          unit="|log ratio|", direction="<", threshold="size_log_ratio",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim5"),
     Claim("6a", title="RoPE + mask: non-relative", section="5.1, App. D",
           statement="RoPE with the causal mask gives a non-relative pattern from layer 2 (paper) on (Fig. 4, 9)",
           metric="non-relative amplitude, weakest layer from layer 2 (paper) on",
-          unit="fraction of score RMS", direction=">", threshold="nonrelative"),
+          unit="fraction of score RMS", direction=">", threshold="nonrelative",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim6"),
     Claim("6b", title="RoPE + mask: left region darker", section="5.1",
           statement="\"The left portion of the attention maps appears darker than other regions\" (RoPE + mask; no "
                     "layer or region named: every named region must agree)",
           metric="left-region deficit (mean band-centred score / score SD), the region nearest 0 in SEs",
-          unit="score SDs", direction="<", threshold="left_deficit"),
+          unit="score SDs", direction="<", threshold="left_deficit",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim6"),
     Claim("6c", title="RoPE without mask: relative", section="5.1, App. D",
           statement="RoPE without the causal mask gives a relative pattern (Fig. 10)",
           metric="non-relative amplitude, largest over layers 2+ (paper)",
-          unit="fraction of score RMS", direction="<", threshold="nonrelative"),
+          unit="fraction of score RMS", direction="<", threshold="nonrelative",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim6"),
     Claim("6d", title="RoPE layer 1: no pattern beyond noise", section="5.1",
           statement="\"The first layer ...: when the input is independent Gaussian noise, RoPE alone does not "
                     "affect the inner products\" (RoPE + mask, layer 1 (paper))",
           metric="non-relative RMS of layer 1 (paper) in Monte Carlo noise RMS",
-          unit="noise RMS", direction="<", threshold="noise_level"),
+          unit="noise RMS", direction="<", threshold="noise_level",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim6"),
     Claim("6e", title="RoPE: relative clearer at layer 3", section="5.1",
           statement="\"By the third layer, this relative pattern becomes even clearer\" (RoPE + mask)",
           metric="share of score variance explained by i - j, layer 3 (paper) over layer 2 (paper)",
-          unit="ratio", direction=">", threshold="clarity_gain"),
+          unit="ratio", direction=">", threshold="clarity_gain",
+          measured_by="causalpos.analysis.claims.simulation_claims.claim6"),
     Claim("7a", title="trained NoPE: increasing at (f), (i)", section="4.2",
           statement="The trained NoPE model shows the increasing pattern by (f) LN(O) and in the layer-2 (paper) "
                     "scores (i) (keys >= 1: the attention-sink column left out)",
           metric="key-order concordance, keys >= 1",
-          unit="share of key pairs", direction=">", threshold="concordance"),
+          unit="share of key pairs", direction=">", threshold="concordance",
+          measured_by="causalpos.analysis.claims.model_claims.claim7"),
     Claim("7b", title="trained NoPE stronger than α = 0", section="4.2",
           statement="Its learned parameters make the layer-2 (paper) pattern \"much stronger\" than the alpha = 0 "
                     "simulation",
           metric="standardised nearer-key advantage of (i) relative to the alpha = 0 simulation",
-          unit="ratio", direction=">", threshold="trained_gain"),
+          unit="ratio", direction=">", threshold="trained_gain",
+          measured_by="causalpos.analysis.claims.model_claims.claim7"),
     Claim("7c", title="trained NoPE (i): query-independent", section="4.2",
           statement="... and \"i-independent\", like the alpha > 0 case (stage (i), keys >= 1)",
           metric="share of the (i) score variance that depends on the query at fixed key, keys >= 1",
-          unit="variance share", direction="<", threshold="query_share"),
+          unit="variance share", direction="<", threshold="query_share",
+          measured_by="causalpos.analysis.claims.model_claims.claim7"),
     Claim("7d", title="(a) nearly orthogonal", section="4.2",
           statement="(a) \"inner products after LayerNorm are close to zero except along the main diagonal\": the "
                     "alpha = 0 case",
           metric="RMS off-diagonal over RMS diagonal entry of (a), keys >= 1",
-          unit="ratio", direction="<", threshold="orthogonal"),
+          unit="ratio", direction="<", threshold="orthogonal",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("7e", title="(a) → (b) off/diagonal grows", section="4.2",
           statement="(a) to (b): \"the ratio of off-diagonal to diagonal values increases substantially\"",
           metric="RMS off-diagonal / RMS diagonal of (b) over that of (a), keys >= 1",
-          unit="ratio", direction=">", threshold="stage_gain"),
+          unit="ratio", direction=">", threshold="stage_gain",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("7f", title="(c) diagonal decreasing", section="4.2",
           statement="(c) \"the main diagonal values decrease with increasing i, j\" (h'(i) decreasing)",
           metric="diagonal concordance of (c): share of positions i < i' with a lower diagonal at i', positions >= "
                  "1",
-          unit="share of pairs", direction=">", threshold="concordance"),
+          unit="share of pairs", direction=">", threshold="concordance",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("7g", title="(c) off-diagonal uniform in j", section="4.2",
           statement="(c) \"the off-diagonal values remain nearly uniform\" (g'(i) nearly independent of j)",
           metric="share of the (c) off-diagonal variance that changes with the key at fixed query, keys >= 1",
-          unit="variance share", direction="<", threshold="key_share"),
+          unit="variance share", direction="<", threshold="key_share",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("7h", title="(c) → (d) off/diagonal grows", section="4.2",
           statement="(c) to (d): \"the ratio between the diagonal and off-diagonal elements is significantly "
                     "increased compared to (c)\", \"analogous to the relationship between (a) and (b)\" (our reading: "
                     "off-diagonal over diagonal grows, as from (a) to (b); the paper's words name the ratio the other "
                     "way round)",
           metric="RMS off-diagonal / RMS diagonal of (d) over that of (c), keys >= 1",
-          unit="ratio", direction=">", threshold="stage_gain"),
+          unit="ratio", direction=">", threshold="stage_gain",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("7i", title="(g) pattern inverted", section="4.2",
           statement="(g) the FFN and residual \"appears to laterally invert the pattern\"",
           metric="key-order concordance of (g), keys >= 1",
-          unit="share of key pairs", direction="<", threshold="inverted_concordance"),
+          unit="share of key pairs", direction="<", threshold="inverted_concordance",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("7j", title="(h) pattern restored", section="4.2",
           statement="(h) \"a subsequent LayerNorm restores it\"",
           metric="key-order concordance of (h), keys >= 1",
-          unit="share of key pairs", direction=">", threshold="concordance"),
+          unit="share of key pairs", direction=">", threshold="concordance",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("7k", title="(e) almost identical to (d)", section="4.2",
           statement="(d) to (e): \"After adding the residual (e), the trend is almost identical to (d)\"",
           metric="smaller Pearson r of (d) and (e): over their diagonals and over their off-diagonal entries, "
                  "keys >= 1",
-          unit="correlation", direction=">", threshold="pattern_r"),
+          unit="correlation", direction=">", threshold="pattern_r",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("7l", title="(c) diagonal follows h'(i)²", section="4.2, App. A.2",
           statement="(c) \"The diagonal corresponds to h(i)^2 with the residual term removed\": h'(i)^2 of A.2 "
                     "(the squared norm <x_i^(1), x_i^(1)>), at alpha = 0 as (a) \"corresponds to the case alpha = 0\"",
           metric="Pearson r of the diagonal of (c) with the closed form h'(i)^2 (alpha = 0, no residual), "
                  "positions >= 1",
-          unit="correlation", direction=">", threshold="pattern_r"),
+          unit="correlation", direction=">", threshold="pattern_r",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("7m", title="(c) off-diagonal weakly dependent on i", section="4.2, App. A.2",
           statement="(c) \"g'(i) is ... only weakly dependent on i, explaining the uniformity of the off-diagonal "
                     "elements\" (next to the diagonal, which falls with i)",
           metric="SD over queries of the mean off-diagonal entry of each row of (c) / SD of its diagonal, keys >= 1",
-          unit="ratio of SDs", direction="<", threshold="query_spread"),
+          unit="ratio of SDs", direction="<", threshold="query_spread",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("7n", title="Fig. 8: later layers increasing", section="4.2, App. C (Fig. 8)",
           statement="Figure 8 shows the later layers' attention patterns (\"drawn with a same manner to Figure "
                     "3\") without a word on them; our reading: the increasing pattern of (i) (7a) holds in every "
                     "later layer (one row per layer, keys >= 1)",
           metric="key-order concordance of the layer's scores, keys >= 1",
-          unit="share of key pairs", direction=">", threshold="concordance"),
+          unit="share of key pairs", direction=">", threshold="concordance",
+          measured_by="causalpos.analysis.claims.figure3_claims.claim7_stages"),
     Claim("8a", title="LLM: non-relative pattern, per layer", section="5.2",
           statement="Pretrained RoPE LLMs show a non-relative pattern at a scale that is not negligible next to "
                     "the raw scores (per layer; keys >= 1, the attention-sink column separately)",
           metric="non-relative amplitude, keys >= 1",
-          unit="fraction of score RMS", direction=">", threshold="nonrelative", per_layer=True),
+          unit="fraction of score RMS", direction=">", threshold="nonrelative",
+          measured_by="causalpos.analysis.claims.model_claims.claim8", per_layer=True),
     Claim("8b", title="LLM: non-relative, median of layers 2+", section="5.2",
           statement="The same over the layers from layer 2 (paper) on",
           metric="median non-relative amplitude over layers 2+ (paper), keys >= 1",
-          unit="fraction of score RMS", direction=">", threshold="nonrelative"),
+          unit="fraction of score RMS", direction=">", threshold="nonrelative",
+          measured_by="causalpos.analysis.claims.model_claims.claim8"),
     Claim("8c", title="LLM: pattern range / score range", section="5.2",
           statement="\"The non-relative patterns [are] in [-1, 1] scale\" next to scores \"in [-10^1, 10^1] "
                     "scale\": not negligible (layers 2+ (paper))",
           metric="median over layers 2+ (paper) of the 1%-99% range of the diagonal-normalised pattern over that "
                  "of the raw scores, keys >= 1",
-          unit="range ratio", direction=">", threshold="range_ratio"),
+          unit="range ratio", direction=">", threshold="range_ratio",
+          measured_by="causalpos.analysis.claims.model_claims.claim8"),
     Claim("8d", title="LLM: first keys emphasised", section="5.2",
           statement="\"This pattern non-uniformly emphasizes the first few keys\" (per layer; keys 1-4, key 0 "
                     "apart)",
           metric="mean diagonal-normalised score of keys 1-4 / score SD, keys >= 1",
-          unit="score SDs", direction=">", threshold="first_keys", per_layer=True),
+          unit="score SDs", direction=">", threshold="first_keys",
+          measured_by="causalpos.analysis.claims.model_claims.claim8", per_layer=True),
     Claim("9a", title="verdicts the same under both input laws", section="4.1",
           statement="The verdicts do not depend on how the inputs are drawn: the paper's construction (\"a shared "
                     "Gaussian component with an independent Gaussian noise component\", as in the authors' notebooks) "
                     "and our exact-moment law (unit norm and E<x_i, x_j> = alpha exactly; a robustness check of ours) "
                     "agree",
           metric="agreement of a claim's verdicts under the two laws (1 same, 0.5 one inconclusive, 0 opposite)",
-          unit="agreement", direction=">", threshold="law_agreement"),
+          unit="agreement", direction=">", threshold="law_agreement",
+          measured_by="causalpos.analysis.claims.robustness.claim9"),
     Claim("10a", title="recursion: the pattern's shape (ours)", section="ours (issue 25), beyond 3.2",
           statement="Ours, not the paper's: the large-d recursion of the Gram matrices (simulation/recursion.py; "
                     "Eq. 4 is its first step) predicts the Monte Carlo scores at every layer, in shape",
           metric="Pearson r of Monte Carlo on the recursion, visible off-diagonal pairs, weakest layer 2+ (paper)",
-          unit="r", direction=">", threshold="pattern_r"),
+          unit="r", direction=">", threshold="pattern_r",
+          measured_by="causalpos.analysis.claims.large_d.claim10"),
     Claim("10b", title="recursion: the scores themselves (ours)", section="ours (issue 25), beyond 3.2",
           statement="Ours: the recursion predicts the Monte Carlo scores themselves, with 1a's tolerance for Eq. 4 "
                     "(the finite-d corrected recursion for l2 and LayerNorm with d scaling, else its leading order)",
           metric="R² of Monte Carlo on the recursion, visible off-diagonal pairs, weakest layer 2+ (paper)",
-          unit="R²", direction=">", threshold="eq4_r2"),
+          unit="R²", direction=">", threshold="eq4_r2",
+          measured_by="causalpos.analysis.claims.large_d.claim10"),
     Claim("10c", title="recursion: where rows stop rising (ours)", section="ours (issue 25), 4.1",
           statement="Ours: the recursion predicts which rows break the paper's \"strictly increasing for j <= i "
                     "with fixed i\" (claim 2c) and where they peak",
           metric="share of the rows Monte Carlo resolves violated or the recursion predicts breaking on which "
                  "they agree",
-          unit="share of rows", direction=">=", threshold="break_agreement"),
+          unit="share of rows", direction=">=", threshold="break_agreement",
+          measured_by="causalpos.analysis.claims.large_d.claim10"),
     Claim("10d", title="window: the recursion's direction (ours)", section="ours (issue 25), beyond 5.2",
           statement="Ours: past a sliding window (Gemma-3's 512), each layer's non-relative pattern grows or fades "
                     "as the large-d recursion of the model's own stack predicts (queries before vs after the "
                     "window, the same bands 1 .. w - 1 and keys >= 1 for every layer)",
           metric="change in non-relative amplitude (after - before) times the sign of the recursion's change",
-          unit="fraction of score RMS", direction=">", threshold="window_change"),
+          unit="fraction of score RMS", direction=">", threshold="window_change",
+          measured_by="causalpos.analysis.claims.large_d.claim10_windows"),
     Claim("10e", title="window: global layers carry more (ours)", section="ours (issue 25), beyond 5.2",
           statement="Ours, testing an earlier README: a sliding-window LLM's non-relative pattern sits in its "
                     "global layers (the same pairs for both layer types)",
           metric="median amplitude of the global layers - median of the sliding ones, layers 2+ (paper)",
-          unit="fraction of score RMS", direction=">", threshold="global_excess"),
+          unit="fraction of score RMS", direction=">", threshold="global_excess",
+          measured_by="causalpos.analysis.claims.large_d.claim10_windows"),
     Claim("11a", title="the pattern hurts longer contexts (ours)", section="ours (issue 27), tests 5.2's conjecture",
           statement="Ours, testing Section 5.2's \"Since this pattern non-uniformly emphasizes the first few keys, it "
                     "may potentially negatively affect length generalization\" on our trained models: subtracting "
@@ -502,7 +433,8 @@ CLAIMS = {claim.id: claim for claim in (
                     "training length more than subtracting the same values shuffled within each band",
           metric="effect of removing the non-relative pattern on the loss gap at k x the training length (gap under "
                  "'pattern' minus gap under the shuffled control), mean over training seeds",
-          unit="nats per token", direction="<", threshold="ablation_effect"),
+          unit="nats per token", direction="<", threshold="ablation_effect",
+          measured_by="causalpos.analysis.claims.ablation_claims.claim11"),
 )}
 
 
@@ -574,24 +506,3 @@ def verdict(p_value: float, p_against: float, alpha: float = THRESHOLDS["family_
     if p_against <= alpha and not p_value <= alpha:
         return "not supported"
     return "inconclusive"
-
-
-# settings that were removed, and what replaces them (a config that still names one gets this in its error)
-REMOVED_THRESHOLDS = {
-    "z": "claims.thresholds.family_alpha (the family-wise error rate of the Holm-adjusted verdicts, default 0.05)",
-    "strict_level": "claims.thresholds.family_alpha (2c's pairwise tests are part of the ledger's Holm family)",
-}
-
-
-def merge_thresholds(overrides: dict | None) -> dict:
-    merged = dict(THRESHOLDS)
-    for key, value in (overrides or {}).items():
-        if key in REMOVED_THRESHOLDS:
-            raise ValueError(f"claims.thresholds.{key} was removed (issue 23: verdicts are Holm-adjusted p-values, "
-                             f"no longer a margin in standard errors); use {REMOVED_THRESHOLDS[key]}")
-        if key not in THRESHOLDS:
-            raise ValueError(f"unknown claims threshold {key!r}; known: {sorted(THRESHOLDS)}")
-        merged[key] = float(value)
-    if not 0 < merged["family_alpha"] < 1:
-        raise ValueError(f"claims threshold 'family_alpha' must be in (0, 1), got {merged['family_alpha']}")
-    return merged

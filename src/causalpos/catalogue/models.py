@@ -1,17 +1,50 @@
-"""The models this project trains, and the names of their runs.
+"""The models: the two this project trains, how a pretrained model is named and coloured, and the names of runs.
 
 Section 4.2's pair: a decoder without positional encoding (`nope`) and its RoPE twin (`rope`), trained with
 `training.seed`. The same training with another seed of `evaluation.seeds` (the comparison over seeds, target
 length_seeds) is a run of its own, named `<model>_seed<seed>` (`nope_seed1`): its folder, its rule jobs and its
-rows say which model and seed it is.
+rows say which model and seed it is. Any other model name is a pretrained model (`extraction.pretrained.models`).
+
+TRAINED_MODELS holds a record per trained model: its label in figures, its colour, its kind. A pretrained model's
+label is the config's `label:`, else what models.pretrained.model_label finds (an embedded model's name, the
+Hugging Face id's last part), else its key; the figures get the labels as options["model_labels"]. Its colour is
+from PRETRAINED_PALETTE, by its place among the other models a figure draws (figures.style.model_colours).
+
+Every module tells trained from pretrained and NoPE from RoPE with is_trained / kind_of / is_nope / uses_rope,
+never by matching the names itself.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-TRAINED = ("nope", "rope")  # the NoPE decoder and its RoPE twin (Section 4.2)
-ROPE_MODELS = ("rope",)  # the trained models that rotate queries and keys
+TRAINED_KIND, PRETRAINED_KIND = "trained", "pretrained"  # the `kind` column of the tables
+KINDS = (TRAINED_KIND, PRETRAINED_KIND)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model's record: its key (the {model} wildcard, the tables' `model`), its name in figures, its colour (a
+    matplotlib colour), its kind (KINDS) and whether it rotates queries and keys."""
+
+    name: str
+    label: str
+    colour: str
+    kind: str
+    rope: bool
+
+
+NOPE, ROPE = "nope", "rope"
+TRAINED_MODELS = {
+    NOPE: Model(NOPE, "NoPE", "tab:red", TRAINED_KIND, rope=False),  # no positional encoding (Section 4.2)
+    ROPE: Model(ROPE, "RoPE", "tab:blue", TRAINED_KIND, rope=True),  # its twin with RoPE
+}
+PRETRAINED_PALETTE = "Dark2"  # seaborn palette of the other models' colours, in the order a figure lists them
+TRAINED = tuple(TRAINED_MODELS)  # the NoPE decoder and its RoPE twin, in the order figures list them
+ROPE_MODELS = tuple(name for name, model in TRAINED_MODELS.items() if model.rope)
+TRAINED_LABELS = {name: model.label for name, model in TRAINED_MODELS.items()}
+TRAINED_COLOURS = {name: model.colour for name, model in TRAINED_MODELS.items()}
 SEED_RUN = re.compile(r"(?P<model>[a-z]+)_seed(?P<seed>\d+)")
 
 
@@ -35,7 +68,7 @@ def parse_run(run: str) -> tuple[str, int | None]:
 def is_trained(name: str) -> bool:
     """Whether `name` is one of the trained models or their seed runs (any other model is pretrained)."""
     try:
-        parse_run(name)
+        parse_run(str(name))
     except ValueError:
         return False
     return True
@@ -48,3 +81,37 @@ def uses_rope(run: str) -> bool:
 
 # a regular expression of every trained run, for Snakemake's wildcard constraints
 TRAINED_RUNS = "(?:" + "|".join(TRAINED) + r")(?:_seed\d+)?"
+
+
+def kind_of(name: str) -> str:
+    """"trained" for a trained model or one of its seed runs, else "pretrained"."""
+    return TRAINED_KIND if is_trained(name) else PRETRAINED_KIND
+
+
+def is_nope(name: str) -> bool:
+    """Whether `name` is the trained NoPE model or one of its seed runs (a pretrained model is not)."""
+    return is_trained(name) and not uses_rope(name)
+
+
+def trained_model(name: str) -> Model | None:
+    """The record of a trained model or seed run (nope_seed1: nope's); None for a pretrained model."""
+    return TRAINED_MODELS[parse_run(name)[0]] if is_trained(name) else None
+
+
+def label(name: str, labels: dict | None = None) -> str:
+    """A model's name in figures: `labels`' (the figures' options["model_labels"]: the config's pretrained
+    models), else a trained model's record's, else its key."""
+    return (labels or {}).get(name) or TRAINED_LABELS.get(name, name)
+
+
+def model_labels(pretrained: dict[str, str]) -> dict[str, str]:
+    """Every model's label by key: the trained models' and `pretrained` {key: label} (models.pretrained.model_label
+    of each configured model)."""
+    return {**TRAINED_LABELS, **pretrained}
+
+
+def ordered(models) -> list:
+    """The trained models first, in TRAINED's order, then the others by name: the order figures list models."""
+    models = list(dict.fromkeys(models))
+    trained = [m for m in TRAINED if m in models]
+    return trained + sorted(m for m in models if m not in trained)

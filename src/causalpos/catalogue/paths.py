@@ -8,13 +8,32 @@ Layers and positions inside the files are 0-based; see docs/results.md for the c
 
 from __future__ import annotations
 
-from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, CLAIMS_FIGURE
-from causalpos.catalogue.tables import ACTIVATION_TABLES, SUMMARY_FILES
+from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, figure_spec
+from causalpos.catalogue.models import TRAINED
+from causalpos.catalogue.tables import ACTIVATION_TABLES, EMERGENCE_TABLES, SUMMARY_TABLES, TABLES, table
 
 RESULTS = "results"
 SNAPSHOT_FOLDER = "snapshots"  # a trained model's weight-only snapshots, inside its folder
-EMERGENCE_TABLES = ("scores", "intermediates", "groups", "losses")  # rule emergence's tables per model
-ABLATION_FILE = "pattern_ablation.parquet"  # a model's pattern ablation table, and every model's in summary/
+# a model's pattern ablation table's file name, and every model's in summary/ (the same name in a seed's folder)
+ABLATION_FILE = TABLES["pattern_ablation"].filename
+
+
+class _Pattern(dict):
+    """format_map's mapping that leaves a wildcard it is not given as it is: "{model}" stays "{model}"."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def table_file(name: str, results: str = RESULTS, **wildcards) -> str:
+    """The file of table `name` (a key of catalogue.tables.TABLES) in `results`, its wildcards filled from
+    `wildcards`; a wildcard left out stays a pattern: table_file("length_eval") is
+    "results/models/{model}/length_eval.parquet", table_file("length_eval", model="nope") that of nope."""
+    record = table(name)
+    unknown = set(wildcards) - set(record.wildcards)
+    if unknown:
+        raise ValueError(f"table {name!r} ({record.path}) has no wildcard {sorted(unknown)}")
+    return f"{results}/" + record.path.format_map(_Pattern({k: str(v) for k, v in wildcards.items()}))
 
 
 def logs_dir(results: str = RESULTS) -> str:
@@ -33,7 +52,7 @@ def benchmarks_dir(results: str = RESULTS) -> str:
 
 
 def documents(results: str = RESULTS) -> str:
-    return f"{results}/data/documents.parquet"
+    return table_file("documents", results)
 
 
 def tokenizer_dir(results: str = RESULTS) -> str:
@@ -50,12 +69,12 @@ def tokens_file(name: str, results: str = RESULTS) -> str:
 
 
 def theory_table(results: str = RESULTS) -> str:
-    return f"{results}/theory/layer2_scores.parquet"
+    return table_file("theory", results)
 
 
 def recursion_table(results: str = RESULTS) -> str:
     """The large-d recursion of every simulation variant (rule recursion), beside the closed forms."""
-    return f"{results}/theory/recursion.parquet"
+    return table_file("recursion", results)
 
 
 def recursion_benchmark(results: str = RESULTS) -> str:
@@ -63,21 +82,22 @@ def recursion_benchmark(results: str = RESULTS) -> str:
 
 
 def simulation_table(variant: str, results: str = RESULTS) -> str:
-    return f"{results}/simulation/{variant}.parquet"
+    return table_file("simulation", results, variant=variant)
 
 
 def simulation_groups(variant: str, results: str = RESULTS) -> str:
     """The score sums per group of sample blocks (the claims' standard errors), beside the simulation table."""
-    return f"{results}/simulation_groups/{variant}.parquet"
+    return table_file("simulation_groups", results, variant=variant)
 
 
 def model_dir(model: str, results: str = RESULTS) -> str:
-    """A trained model's folder (or a seed run's, `nope_seed1`): model.safetensors, config.json, metrics.parquet,
-    length_eval.parquet."""
+    """A trained model's folder (or a seed run's, `nope_seed1`): its weights, config.json, and its tables (metrics,
+    length_eval, pattern_ablation)."""
     return f"{results}/models/{model}"
 
 
 def model_file(model: str, name: str, results: str = RESULTS) -> str:
+    """A file of a trained model's folder by its name (a table's: table_file(name, results, model=model))."""
     return f"{model_dir(model, results)}/{name}"
 
 
@@ -111,7 +131,7 @@ def emergence_table(model: str, table: str, results: str = RESULTS) -> str:
     """results/emergence/{model}/{table}.parquet, table one of EMERGENCE_TABLES (the extraction at each snapshot)."""
     if table not in EMERGENCE_TABLES:
         raise ValueError(f"unknown emergence table {table!r}; known: {EMERGENCE_TABLES}")
-    return f"{results}/emergence/{model}/{table}.parquet"
+    return table_file(f"emergence_{table}", results, model=model)
 
 
 def emergence_tables(model: str, results: str = RESULTS) -> dict[str, str]:
@@ -136,7 +156,7 @@ def seeds_dir(results: str = RESULTS) -> str:
 
 def pretrained_ablation(model: str, results: str = RESULTS) -> str:
     """A pretrained model's pattern ablation table (rule pattern_ablation_pretrained), beside its extraction's."""
-    return f"{results}/activations/{model}/{ABLATION_FILE}"
+    return table_file("pattern_ablation_pretrained", results, model=model)
 
 
 def pretrained_dir(model: str, results: str = RESULTS) -> str:
@@ -148,7 +168,7 @@ def activation_table(model: str, table: str, results: str = RESULTS) -> str:
     """results/activations/{model}/{table}.parquet, table one of tables.ACTIVATION_TABLES"""
     if table not in ACTIVATION_TABLES:
         raise ValueError(f"unknown activation table {table!r}; known: {ACTIVATION_TABLES}")
-    return f"{results}/activations/{model}/{table}.parquet"
+    return table_file(table, results, model=model)
 
 
 def activation_tables(model: str, results: str = RESULTS) -> dict[str, str]:
@@ -171,12 +191,13 @@ def summary_dir(results: str = RESULTS) -> str:
 
 
 def summary_tables(results: str = RESULTS) -> list[str]:
-    """The per-layer summary tables (tables.SUMMARY_FILES)."""
-    return [f"{summary_dir(results)}/{name}" for name in SUMMARY_FILES.values()]
+    """Rule summary's per-layer tables (tables.SUMMARY_TABLES)."""
+    return [table_file(name, results) for name in SUMMARY_TABLES]
 
 
 def summary_file(name: str, results: str = RESULTS) -> str:
-    """claims.parquet, claims.md, convergence.parquet, heads.parquet, runtimes.parquet, runtimes.html, config.html"""
+    """A file of results/summary by its name: claims.md, runtimes.html, config.html (a table's:
+    table_file(name, results), e.g. table_file("claims"))."""
     return f"{summary_dir(results)}/{name}"
 
 
@@ -197,5 +218,25 @@ def all_layers_dir(model: str, results: str = RESULTS) -> str:
 
 def claims_dir(results: str = RESULTS) -> str:
     """The folder of figL1_claims's pages (rule claims's outputs, one file per page and format: see
-    figures.registry.claims_pages)."""
+    catalogue.figures.claims_pages)."""
     return f"{results}/figures/{CLAIMS_FIGURE}"
+
+
+def figure_inputs(figure: str, results: str = RESULTS, models=None, variants=()) -> dict[str, list[str]]:
+    """The files a figure is drawn from, by table name, from its record (catalogue.figures): a table of one file
+    once, a per-variant table for each of `variants` (its figures.<id>.variants), a per-model table for each of
+    `models` (the models its record's `models` stands for, which the config decides), or, where the record names
+    no models, for the trained models (metrics, length_eval)."""
+    spec = figure_spec(figure)
+    if spec.beside:
+        raise ValueError(f"figure {figure!r} is drawn by the rule that writes its table {spec.tables[0]!r}")
+    files = {}
+    for name in spec.tables:
+        wildcards = table(name).wildcards
+        if wildcards == ("variant",):
+            files[name] = [table_file(name, results, variant=v) for v in variants]
+        elif wildcards == ("model",):
+            files[name] = [table_file(name, results, model=m) for m in (TRAINED if models is None else models)]
+        else:
+            files[name] = [table_file(name, results)]
+    return files

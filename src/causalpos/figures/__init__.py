@@ -1,5 +1,6 @@
-"""Every figure, drawn from the tables: style helpers, one module per family of figures, one registry.
+"""Every figure, drawn from the tables: style helpers and one module per family of figures.
 
-`figures.registry` is the one list of figure ids (with caption, report section and the tables each
-reads); it imports no plotting code, so the workflow can read it while it builds the DAG.
+The figures' records (id, report section, the tables each reads, its drawing function and its caption) are
+causalpos.catalogue.figures, which imports no plotting code, so the workflow can read it while it builds the
+DAG; figures.render draws a figure by its id.
 """

@@ -7,6 +7,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from causalpos.catalogue.models import PRETRAINED_KIND, TRAINED_KIND
 from causalpos.figures.style import length_axis, model_label, new_figure, require_table
 from causalpos.figures.training import shared_legend
 from causalpos.models.pattern_ablation import CONDITIONS
@@ -38,8 +39,8 @@ def fig_pattern_ablation(tables: dict, options) -> Figure:
     the unmodified model's at their sequence length (±SE over sequences, symmetric log scale)."""
     table = require_table(tables, "pattern_ablation", NEEDS)
     colours = dict(zip(CONDITIONS, sns.color_palette("colorblind", len(CONDITIONS))))
-    trained = table[(table["kind"] == "trained") & table["effect"].notna()]
-    pretrained = table[table["kind"] == "pretrained"]
+    trained = table[(table["kind"] == TRAINED_KIND) & table["effect"].notna()]
+    pretrained = table[table["kind"] == PRETRAINED_KIND]
     models = sorted(trained["model"].unique())
     panels = max(len(models) + (1 if len(pretrained) else 0), 1)
     fig = new_figure(4.2 * panels, 4.2)  # no wider: the report shows it at one width, and its text shrinks with it

@@ -53,6 +53,7 @@ from causalpos.figures.style import (
     suptitle,
 )
 from causalpos.matrices import maps
+from causalpos.catalogue.models import NOPE, PRETRAINED_KIND, TRAINED
 from causalpos.catalogue.tables import FIGURE3_STAGES
 
 # the columns each figure reads
@@ -123,7 +124,7 @@ def stage_title(stage: str) -> str:
 def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     """Figure 3: Gram matrices of the attention intermediates (a)-(i) of one model, 2 rows of 5."""
     table = require_table(tables, "intermediates", INTERMEDIATE_NEEDS)
-    model = options.get("model", "nope")
+    model = options.get("model", NOPE)
     rows = _model_rows(table, "intermediates", model)
     layer = options.get("layer")
     if layer is None:
@@ -157,7 +158,7 @@ def fig_model_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     """Figure 8: the scores of every layer of one model as the paper draws them (raw, each panel its own
     range), then the same diagonal-normalised."""
     table = require_table(tables, "scores", SCORE_NEEDS)
-    model = options.get("model", "nope")
+    model = options.get("model", NOPE)
     rows = _model_rows(table, "scores", model)
     kinds = [(score_cmap(options), None, "scores", _layer_panels(rows, "score_mean"))]
     cmap, center = diagnorm_style(options)
@@ -181,7 +182,7 @@ def fig_llms(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     if not models:
         if "kind" not in table.columns:
             raise ValueError("scores table lacks column 'kind', needed to find the pretrained models")
-        models = list(pd.unique(table.loc[table["kind"] == "pretrained", "model"]))
+        models = list(pd.unique(table.loc[table["kind"] == PRETRAINED_KIND, "model"]))
         if not models:
             raise ValueError("scores table has no model of kind 'pretrained' and options['models'] is empty")
     first = int(options.get("first_layers", 4))
@@ -214,7 +215,7 @@ def all_layers_pages(tables: dict[str, pd.DataFrame], options: dict) -> list[tup
     ALL_LAYERS_KINDS and each run of at most options["layers_per_page"] layers, all pages of a kind
     the same size (30 layers in pages of 8, 8, 7, 7; 18 in 6, 6, 6)."""
     table = require_table(tables, "scores", SCORE_NEEDS)
-    return layer_pages(sorted(_by_layer(_model_rows(table, "scores", options.get("model", "nope")))), options)
+    return layer_pages(sorted(_by_layer(_model_rows(table, "scores", options.get("model", NOPE)))), options)
 
 
 def layer_pages(layers: list[int], options: dict) -> list[tuple[str, list[int]]]:
@@ -236,7 +237,7 @@ def fig_all_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     options["kind"] "raw" (scores) or "diagnorm" (default; scores minus their diagonal's mean), in at most
     PAGE_COLUMNS columns (option max_columns), each panel bounded by the quantile_clip quantiles."""
     table = require_table(tables, "scores", SCORE_NEEDS)
-    model = options.get("model", "nope")
+    model = options.get("model", NOPE)
     kind = options.get("kind", "diagnorm")
     if kind not in ALL_LAYERS_KINDS:
         raise ValueError(f"options['kind'] must be one of {sorted(ALL_LAYERS_KINDS)}, got {kind!r}")
@@ -268,7 +269,7 @@ def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     per layer, shared by the two) and their difference (first minus second, centred diverging map). Rows, not
     columns, are the three kinds so that the figure stays wide (MAX_ASPECT); the raw scores are in fig_all_layers."""
     table = require_table(tables, "scores", SCORE_NEEDS)
-    first, second = list(options.get("compare") or ["nope", "rope"])
+    first, second = list(options.get("compare") or TRAINED)
     a, b = (_by_layer(_model_rows(table, "scores", m)) for m in (first, second))
     layers = sorted(set(a) & set(b))
     if not layers:

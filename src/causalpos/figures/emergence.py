@@ -8,6 +8,7 @@ import textwrap
 import numpy as np
 from matplotlib.figure import Figure
 
+from causalpos.catalogue.models import ordered
 from causalpos.figures.style import MODEL_COLOURS, model_label, new_figure, require_table
 from causalpos.figures.training import shared_legend
 
@@ -34,8 +35,7 @@ def fig_emergence(tables: dict, options) -> Figure:
     simulation's value (grey; per layer in the amplitude panels, in the layer's colour)."""
     frame = require_table(tables, "emergence", ("model", "tokens_seen", "layer", "stage", "metric", "value",
                                                  "uncertainty", "reference"))
-    models = sorted(frame["model"].unique(), key=lambda m: (m not in MODEL_COLOURS, list(MODEL_COLOURS).index(m)
-                                                             if m in MODEL_COLOURS else 0, m)) or ["(none)"]
+    models = ordered(frame["model"].unique()) or ["(none)"]
     panels = []  # (panel, the models it draws), in PANELS's order
     for panel in PANELS:
         panels += [(panel, [model]) for model in models] if panel[0] == PER_MODEL else [(panel, models)]

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from causalpos.analysis.heads import HEADS_COLUMNS
-from causalpos.figures.style import (MAX_ASPECT, MODEL_COLOURS, build_figure, built, difference_cmap, model_label,
-                                     require_table, score_cmap, tick_step)
+from causalpos.catalogue.models import ordered
+from causalpos.catalogue.tables import HEADS_COLUMNS
+from causalpos.figures.style import (MAX_ASPECT, build_figure, built, difference_cmap, model_label, require_table,
+                                     score_cmap, tick_step)
 
 # metric -> (panel title, colour bar label, centred on 0)
 METRICS = {
@@ -35,8 +36,7 @@ def panel_width(layers: int) -> float:
 
 def model_order(models) -> list:
     """The trained models first (NoPE, RoPE), then the others by name, as the other figures list them."""
-    trained = [m for m in MODEL_COLOURS if m in models]
-    return trained + sorted(m for m in models if m not in trained)
+    return ordered(models)
 
 
 def lines_of(models: list, widths: dict) -> list[list]:

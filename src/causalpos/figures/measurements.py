@@ -1,6 +1,7 @@
 """The summary as figures (not in the paper): non-relativeness, nearer-key preference, position probe.
 
-Each reads the extraction tables and computes its numbers with analysis.summary, per model and layer.
+Each draws one of rule summary's tables (analysis.summary: per model and layer), as that rule wrote it; the models
+in name order, the order of the tables' rows.
 """
 
 from __future__ import annotations
@@ -9,12 +10,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from causalpos.analysis import summary
+from causalpos.catalogue.tables import INCREASING_COLUMNS, NONRELATIVENESS_COLUMNS, PROBE_SUMMARY_COLUMNS
 from causalpos.figures.style import build_figure, built, layer_axis, model_colours, model_label, require_table
 
 
 def _summary_models(frame: pd.DataFrame) -> list[str]:
-    return list(pd.unique(frame["model"]))
+    """The models of a summary table in name order (rule summary writes them in the order it read them)."""
+    return sorted(pd.unique(frame["model"]))
 
 
 def legend_beside(ax, models, colours, styles: list[tuple[str, str]], options: dict) -> None:
@@ -29,9 +31,8 @@ def legend_beside(ax, models, colours, styles: list[tuple[str, str]], options: d
 @built
 def fig_nonrelativeness(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     """Per layer and model: the non-relativeness index, the left-region deficit and the size of the
-    pattern against the raw scores (summary.nonrelativeness); solid = every key, dashed = without key 0."""
-    table = require_table(tables, "scores", summary.SCORE_NEEDS)
-    stats = summary.nonrelativeness(table)
+    pattern against the raw scores (the nonrelativeness table); solid = every key, dashed = without key 0."""
+    stats = require_table(tables, "nonrelativeness", NONRELATIVENESS_COLUMNS)
     models = _summary_models(stats)
     colours = model_colours(models)
     # two rows of two (the fourth cell empty): three panels in a row, each with its key beside it, would need
@@ -70,9 +71,8 @@ def fig_nonrelativeness(tables: dict[str, pd.DataFrame], options: dict) -> Figur
 @built
 def fig_increasing_fraction(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     """Per layer and model: share of adjacent off-diagonal key steps where the nearer key scores
-    higher (summary.increasing_fraction), ± SEM; solid = every key, dashed = without key 0."""
-    table = require_table(tables, "scores", summary.SCORE_NEEDS)
-    stats = summary.increasing_fraction(table)
+    higher (the increasing_fraction table), ± SEM; solid = every key, dashed = without key 0."""
+    stats = require_table(tables, "increasing_fraction", INCREASING_COLUMNS)
     models = _summary_models(stats)
     colours = model_colours(models)
     fig = build_figure(7.5, 4.6)
@@ -95,9 +95,8 @@ def fig_increasing_fraction(tables: dict[str, pd.DataFrame], options: dict) -> F
 @built
 def fig_position_probe(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     """Per hidden state and model: held-out MAE of the linear position probe and of the mean-position
-    baseline (positions), and their ratio (1 = no positional information)."""
-    table = require_table(tables, "probe", summary.PROBE_NEEDS)
-    stats = summary.probe_summary(table)
+    baseline (positions), and their ratio (1 = no positional information): the position_probe table."""
+    stats = require_table(tables, "position_probe", PROBE_SUMMARY_COLUMNS)
     models = _summary_models(stats)
     colours = model_colours(models)
     fig = build_figure(12, 4.4)

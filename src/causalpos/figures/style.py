@@ -33,7 +33,7 @@ from causalpos.figures.legibility import (
     WIDEST_REPORT_WIDTH_PX,
     smallest_text_px,
 )
-from causalpos.catalogue.figures import TRAINED_LABELS
+from causalpos.catalogue.models import PRETRAINED_PALETTE, TRAINED_COLOURS, TRAINED_LABELS, label
 from causalpos.catalogue.tables import require_columns
 
 PANEL_SIZE = (3.2, 2.8)  # inches per heatmap panel, colour bar included
@@ -50,7 +50,7 @@ SCORE_CMAP = "rocket"
 DIFFERENCE_CMAP = "coolwarm"
 COLOUR_LIMITS = ("paper", "panel")  # plot.colour_limits: see fixed_limits
 
-MODEL_COLOURS = {"nope": "tab:red", "rope": "tab:blue"}
+MODEL_COLOURS = TRAINED_COLOURS  # the trained models' (catalogue.models); the others' from PRETRAINED_PALETTE
 MODEL_LABELS = TRAINED_LABELS
 
 
@@ -114,13 +114,13 @@ def require_table(tables: dict, name: str, columns) -> pd.DataFrame:
 
 def model_label(model: str, options: dict | None = None) -> str:
     """A model's name as people write it: options["model_labels"] (the config's pretrained models), else
-    MODEL_LABELS, else its key."""
-    return (options or {}).get("model_labels", {}).get(model) or MODEL_LABELS.get(model, model)
+    a trained model's label, else its key (catalogue.models.label)."""
+    return label(model, (options or {}).get("model_labels"))
 
 
 def model_colours(models) -> dict:
     others = [m for m in models if m not in MODEL_COLOURS]
-    palette = sns.color_palette("Dark2", max(len(others), 1))
+    palette = sns.color_palette(PRETRAINED_PALETTE, max(len(others), 1))
     return {m: MODEL_COLOURS.get(m) or palette[others.index(m)] for m in models}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from causalpos.catalogue.models import TRAINED
 from causalpos.figures.style import MODEL_COLOURS, MODEL_LABELS, length_axis, new_figure, require_table
 
 
@@ -75,14 +76,14 @@ def fig_length_seeds(tables: dict, options) -> Figure:
     pairs = require_table(tables, "length_pairs", ("seed", "factor", "seq_len", "diff"))
     fig = new_figure(11, 4)
     left, right = fig.subplots(1, 2)
-    for model, rows in summary[summary["model"].isin(MODEL_COLOURS)].groupby("model", sort=True):
+    for model, rows in summary[summary["model"].isin(TRAINED)].groupby("model", sort=True):
         colour = MODEL_COLOURS[model]
         dots = per_seed[per_seed["model"] == model]
         left.plot(dots["seq_len"], dots["gap"], "o", alpha=0.35, markersize=4, color=colour)
         rows = rows.sort_values("seq_len")
         left.errorbar(rows["seq_len"], rows["gap_mean"], yerr=rows["gap_sd"].fillna(0.0), marker="s", capsize=3,
                       color=colour, label=f"{MODEL_LABELS[model]} (mean ± SD, {int(rows['n_seeds'].max())} seeds)")
-    pair = summary[~summary["model"].isin(MODEL_COLOURS)].sort_values("seq_len")
+    pair = summary[~summary["model"].isin(TRAINED)].sort_values("seq_len")
     differences = pairs[pairs["factor"] != 1]  # each seed's d (analysis.lengths); at 1x every gap is 0
     n_pairs = int(pair["n_seeds"].max()) if len(pair) else 0
     if len(pair):

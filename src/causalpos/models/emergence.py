@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from causalpos.catalogue.tables import LOSS_COLUMNS, SNAPSHOT_TABLES
 from causalpos.io import read_json
 
 log = logging.getLogger("causalpos")
 
-EMERGENCE_TABLES = ("scores", "intermediates", "groups")  # the extraction's tables kept per snapshot
-LOSS_COLUMNS = ["model", "step", "tokens_seen", "heldout_loss", "source"]
+EMERGENCE_TABLES = SNAPSHOT_TABLES  # the extraction's tables kept per snapshot
 
 
 @contextmanager

@@ -36,7 +36,7 @@ from causalpos.models.probe import StreamingProbe
 from causalpos.models.progress import Progress
 from causalpos.models.recorder import ATTENTION_NAME, ScoreRecorder
 from causalpos.models.resume import ExtractionState, run_key
-from causalpos.catalogue.tables import ACTIVATION_TABLES
+from causalpos.catalogue.tables import ACTIVATION_TABLES, TABLES
 from causalpos.tril import packed_pairs
 from causalpos.runtime.devices import usage_since
 
@@ -301,7 +301,7 @@ def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8
     settings = dict(batch_size=batch_size, intermediates_layer=intermediates_layer, probe_sequences=probe_sequences,
                     probe_positions=probe_positions, seed=seed, n_groups=n_groups, per_head=per_head)
     with tempfile.TemporaryDirectory(prefix="causalpos-extract-") as folder:
-        paths = {table: Path(folder) / f"{table}.parquet" for table in ACTIVATION_TABLES}
+        paths = {table: Path(folder) / TABLES[table].filename for table in ACTIVATION_TABLES}
         seconds = extract_to_files(model, tokens, name, kind, paths, progress=progress, **settings)
         frames = {table: pq.read_table(path).to_pandas().drop(columns="table") for table, path in paths.items()}
     return Extraction(frames["scores"], frames["intermediates"], frames["probe"], seconds, frames["groups"],

@@ -18,8 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from causalpos.io import atomic_path
-from causalpos.catalogue.tables import (GROUP_COLUMNS, HEAD_SCORE_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS,
-                              SCORE_COLUMNS)
+from causalpos.catalogue.tables import ACTIVATION_TABLES, TABLE_COLUMN, TABLES
 from causalpos.tril import packed_pairs, seq_len_of_packed
 
 TEXT, I32, I64, F64 = pa.large_string(), pa.int32(), pa.int64(), pa.float64()
@@ -36,12 +35,11 @@ TYPES = {  # the types pandas gave these columns when the tables were built as f
                         n_sequences=I32, seq_len=I32),
 }
 CHUNK = 1 << 17  # rows per record batch (and row group) of the long tables: ~10 MB of columns at a time
-COLUMNS = {"scores": SCORE_COLUMNS, "intermediates": INTERMEDIATE_COLUMNS, "probe": PROBE_COLUMNS,
-           "groups": GROUP_COLUMNS, "head_scores": HEAD_SCORE_COLUMNS}
+COLUMNS = {table: list(TABLES[table].columns) for table in ACTIVATION_TABLES}
 
 
 def schema(table: str) -> pa.Schema:
-    return pa.schema([(column, TYPES[table][column]) for column in COLUMNS[table]] + [("table", TEXT)])
+    return pa.schema([(column, TYPES[table][column]) for column in COLUMNS[table]] + [(TABLE_COLUMN, TEXT)])
 
 
 @contextmanager
@@ -59,7 +57,7 @@ def table_writer(path, table: str, metadata: dict | None):
 
 def batch(table: str, n: int, **columns) -> pa.RecordBatch:
     """One record batch of `n` rows; a scalar column is repeated, the `table` column added."""
-    fields, columns = schema(table), {**columns, "table": table}
+    fields, columns = schema(table), {**columns, TABLE_COLUMN: table}
     arrays = [_column(columns[field.name], n, field.type) for field in fields]
     return pa.RecordBatch.from_arrays(arrays, schema=fields)
 

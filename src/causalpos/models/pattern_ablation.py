@@ -44,14 +44,13 @@ import math
 import numpy as np
 import pandas as pd
 
+from causalpos.catalogue.tables import ABLATION_COLUMNS
 from causalpos.tril import packed_pairs, seq_len_of_packed
 
 CONDITIONS = ("none", "pattern", "shuffled", "relative", "pattern_sink")
 TESTED, CONTROL = "pattern", "shuffled"  # claim 11 compares these two
 KEYS_FROM = 1  # the bands leave key 0 (the attention sink) out, as the ledger does
 PRETRAINED_SEED = -1  # the `seed` of a pretrained model's rows: it has no training seed of ours
-ABLATION_COLUMNS = ["model", "kind", "seed", "factor", "seq_len", "condition", "n_sequences", "n_estimate", "loss",
-                    "loss_sem", "delta", "delta_sem", "gap", "gap_sem", "effect", "effect_sem", "bias_rms"]
 
 
 def band_split(mean: np.ndarray, keys_from: int = KEYS_FROM) -> tuple[np.ndarray, np.ndarray]:

@@ -48,6 +48,8 @@ import torch.nn.functional as F
 
 from causalpos.runtime.devices import job_cpus, resolve_device
 from causalpos.errors import UserError
+from causalpos.catalogue.models import TRAINED, uses_rope
+from causalpos.catalogue.tables import LENGTH_EVAL_COLUMNS, METRIC_COLUMNS, TABLES
 from causalpos.io import atomic_path, read_array, read_json, usual_mode, write_parquet
 from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RESUMABLE_CHANGES,  # noqa: F401
                                           CheckpointError, check_fingerprint, fingerprint, load_checkpoint,
@@ -60,7 +62,6 @@ from causalpos.models.snapshots import Snapshots
 from causalpos.runtime.processes import skip_final_collection
 
 DEBUG_ENV = "CAUSALPOS_TRAIN_DEBUG"  # a folder: each rank writes the blocks it read and its final weights
-METRIC_COLUMNS = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr", "tokens_per_s"]
 
 logger = logging.getLogger("causalpos")
 
@@ -95,7 +96,7 @@ class Blocks:
 
     def __init__(self, blocks_dir):
         self.dir = Path(blocks_dir)
-        meta_path = self.dir / "blocks.json"
+        meta_path = self.dir / TABLES["blocks"].filename
         if not meta_path.is_file():
             raise FileNotFoundError(f"{meta_path} does not exist (is {self.dir} a token-blocks folder?)")
         self.meta = read_json(meta_path)
@@ -115,7 +116,7 @@ class Blocks:
         low, high = int(array.min()), int(array.max())  # one pass; an id out of range would crash mid-run
         if low < 0 or high >= self.vocab_size:
             raise ValueError(f"{path}: token ids {low}..{high} outside the vocabulary 0..{self.vocab_size - 1} "
-                             f"of {self.dir / 'blocks.json'}")
+                             f"of {self.dir / TABLES['blocks'].filename}")
         return array
 
 
@@ -527,7 +528,7 @@ def write_outputs(model, frame: pd.DataFrame, out_dir: Path, tokenizer_dir, info
     usual_mode(out_dir)  # safetensors writes model.safetensors 0600: unreadable to others sharing the folder
     with atomic_path(out_dir / "training.json") as tmp:
         tmp.write_text(json.dumps(info, indent=1, default=str) + "\n")
-    write_parquet(frame, out_dir / "metrics.parquet", {"stage": "train", "model": info["model_name"],
+    write_parquet(frame, out_dir / TABLES["metrics"].filename, {"stage": "train", "model": info["model_name"],
                                                        "device": info.get("device")})
 
 
@@ -596,7 +597,7 @@ def evaluate_lengths(model_dir, blocks_dir, factors=(1, 2, 4), max_sequences: in
         rows.append({"model": name, "factor": factor, "seq_len": factor * blocks.block_len,
                      "n_sequences": len(per_sequence), "heldout_loss": float(per_sequence.mean()),
                      "heldout_loss_sem": float(sem)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=LENGTH_EVAL_COLUMNS)
 
 
 def _trained_name(model_dir: Path) -> str:
@@ -612,12 +613,12 @@ def _trained_name(model_dir: Path) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m causalpos.models.train", description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", required=True, help="token-blocks folder (train.npy, heldout.npy, blocks.json)")
-    parser.add_argument("--out", required=True, help="folder for the trained model and metrics.parquet")
+    parser.add_argument("--out", required=True, help="folder for the trained model and its training curve")
     parser.add_argument("--checkpoints", required=True, help="folder for last.ckpt (resumed from if present)")
     parser.add_argument("--config", required=True,
                         help="JSON file: complete training settings, or an object with them under `training` (a "
                              "trained model's training.json; the workflow writes one for torchrun)")
-    parser.add_argument("--model", required=True, choices=["nope", "rope"], help="which decoder to train")
+    parser.add_argument("--model", required=True, choices=list(TRAINED), help="which decoder to train")
     parser.add_argument("--tokenizer", help="tokenizer folder to save with the model")
     args = parser.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
@@ -626,7 +627,7 @@ def main(argv=None) -> int:
     cfg = json.loads(Path(args.config).read_text())
     cfg = cfg.get("training", cfg)
     try:
-        train(args.model, args.model == "rope", args.blocks, args.out, args.checkpoints, cfg,
+        train(args.model, uses_rope(args.model), args.blocks, args.out, args.checkpoints, cfg,
               tokenizer_dir=args.tokenizer)
     except (ValueError, CheckpointError, FileNotFoundError, TrainingInterrupted) as err:
         print(f"causalpos.models.train: {err}", file=sys.stderr)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 
 from causalpos.catalogue import paths
-from causalpos.catalogue.figures import FIGURES, TRAINED_LABELS
+from causalpos.catalogue import models as model_records
+from causalpos.catalogue.figures import FIGURES
 from causalpos.catalogue.models import TRAINED, is_trained, parse_run, seed_run
 from causalpos.errors import ConfigError
 from causalpos.models.pretrained import SOURCE_KEYS, model_label
@@ -125,7 +126,7 @@ def figure_variants(config: dict, figure: str) -> list[str]:
 def model_labels(config: dict) -> dict[str, str]:
     """Every extracted model's name in figures (NoPE, RoPE, SmolLM2-135M, ...), by its key."""
     models = config["extraction"]["pretrained"]["models"]
-    return {**TRAINED_LABELS, **{key: model_label(spec, key) for key, spec in models.items()}}
+    return model_records.model_labels({key: model_label(spec, key) for key, spec in models.items()})
 
 
 def plot_options(config: dict, **extra) -> dict:

@@ -26,9 +26,9 @@ import pandas as pd
 from causalpos.analysis.claims.replicates import LedgerInputs
 from causalpos.analysis.claims.rows import absent_row, row
 from causalpos.analysis.lengths import CONFIDENCE, t_central, t_quantile
+from causalpos.catalogue.models import TRAINED_KIND  # pretrained models have one factor and no seeds
 from causalpos.models.pattern_ablation import TESTED
 
-TRAINED = "trained"  # the `kind` of our trained models (pretrained ones have one factor and no seeds)
 BASELINE = "none"  # the condition without intervention: the note's "against no intervention"
 SEEDS_LEDGER = "target length_seeds (results/seeds/summary/claims.md)"  # where claim 11 gets every seed
 
@@ -105,7 +105,7 @@ def claim11(data: LedgerInputs, th: dict) -> list[dict]:
     table = data.pattern_ablation
     if table is None:
         return [absent_row("11a", th, "no pattern_ablation table")]
-    trained = table[(table["kind"] == TRAINED) & (table["factor"] > 1)]
+    trained = table[(table["kind"] == TRAINED_KIND) & (table["factor"] > 1)]
     tested = trained[trained["condition"] == TESTED]
     if tested.empty:
         return [absent_row("11a", th, "the pattern_ablation table has no trained model at a factor > 1")]

@@ -29,11 +29,9 @@ from causalpos.analysis.claims.model_claims import claim8
 from causalpos.analysis.claims.replicates import (GROUP_NEEDS, SCORE_NEEDS, LedgerInputs, group_sizes,
                                                   longest_seq_len, model_kinds)
 from causalpos.io import PartTable
-from causalpos.catalogue.tables import require_columns
+from causalpos.catalogue.models import PRETRAINED_KIND
+from causalpos.catalogue.tables import CONVERGENCE_COLUMNS, require_columns
 
-CONVERGENCE_COLUMNS = ["model", "n_sequences", "claim_id", "layer", "value", "uncertainty", "verdict", "p_value",
-                       "p_adjusted", "p_against", "p_against_adjusted", "n_groups", "seq_len", "threshold",
-                       "direction", "alpha"]
 FLIP_NOTE = "verdict changes with N"  # the start of the ledger's note for a claim whose verdict flips
 
 
@@ -55,7 +53,7 @@ def convergence_frame(scores, groups, thresholds: dict | None = None, n_bootstra
     scores = require_columns(scores, SCORE_NEEDS, "scores")
     groups = require_columns(groups, GROUP_NEEDS, "groups")
     rows = []
-    for model in sorted(m for m, kind in model_kinds(scores).items() if kind == "pretrained"):
+    for model in sorted(m for m, kind in model_kinds(scores).items() if kind == PRETRAINED_KIND):
         model_scores, model_groups = _of_model(scores, model), _of_model(groups, model)
         counts = group_sizes(model_groups)
         if counts.empty:

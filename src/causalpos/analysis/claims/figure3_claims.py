@@ -99,7 +99,7 @@ def claim7_stages(data: LedgerInputs, th: dict) -> list[dict]:
     """
     models = nope_models(data)
     if not models:
-        why = "no trained NoPE model (kind trained, name containing 'nope') in the tables"
+        why = "no trained NoPE model (kind trained, model nope) in the tables"
         return [absent_row(claim_id, th, why) for claim_id in STAGE_CLAIMS]
     out = {claim_id: [] for claim_id in STAGE_CLAIMS}
     for model in models:

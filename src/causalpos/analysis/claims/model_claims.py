@@ -14,6 +14,7 @@ import numpy as np
 from causalpos.analysis.claims.replicates import Field, LedgerInputs, amplitude, debias, estimate
 from causalpos.analysis.claims.rows import (BASE, absent_row, paper_layer, reference_d, row, select_variants,
                                             setting_label)
+from causalpos.catalogue.models import PRETRAINED_KIND, TRAINED_KIND, is_nope
 from causalpos.analysis.triangles import (FIRST_KEYS, band_statistics, by_columns, concordance, nearer_key_advantage,
                                           off_diagonal_std, query_share, safe_ratio, visible_window)
 
@@ -53,10 +54,11 @@ def key_sweep(metric, size: int) -> tuple[np.ndarray | None, dict]:
 
 
 def nope_models(data: LedgerInputs) -> list[str]:
-    """The trained NoPE models: kind "trained" and "nope" in the name (or, without a kind, in the intermediates)."""
-    models = [m for m in data.models("trained") if "nope" in m.lower()]
+    """The trained NoPE models (catalogue.models.is_nope) of kind "trained" (or, without a kind, in the
+    intermediates)."""
+    models = [m for m in data.models(TRAINED_KIND) if is_nope(m)]
     if not models and data.intermediates is not None:
-        models = sorted({str(m) for m in data.intermediates["model"].unique() if "nope" in str(m).lower()})
+        models = sorted({str(m) for m in data.intermediates["model"].unique() if is_nope(str(m))})
     return models
 
 def stage_concordance(field: Field, kmin: int = KEYS_FROM) -> np.ndarray:
@@ -88,7 +90,7 @@ def alpha0_reference(data: LedgerInputs, size: int, layer: int) -> tuple[str, in
 
 
 def claim7(data: LedgerInputs, th: dict) -> list[dict]:
-    """The trained NoPE model (kind "trained", name containing "nope"), Figure 3's intermediates.
+    """The trained NoPE model (kind "trained", catalogue.models.is_nope), Figure 3's intermediates.
 
     Keys >= 1 throughout (KEYS_FROM): column 0 is the attention sink (a "vivid line at the 0th column", Section
     4.2), which the paper sets aside and which alone can decide an order statistic. Every row also gives its
@@ -144,7 +146,7 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
                            note=f"{field.source}; model {strength[0]:.3g}, simulation ({variant}) {reference[0]:.3g} "
                            "nearer-key advantage per score SD", layer=layer, label=model, model=model, **sweep))
     if not rows_a:
-        why = "no trained NoPE model (kind trained, name containing 'nope') in the tables"
+        why = "no trained NoPE model (kind trained, model nope) in the tables"
         rows_a.append(absent_row("7a", th, why))
         rows_b.append(absent_row("7b", th, why))
         rows_c.append(absent_row("7c", th, why))
@@ -174,7 +176,7 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
     ones claim 7's sweep leaves out at k = KEYS_FROM + FIRST_KEYS (KEY_SWEEP).
     """
     rows_a, rows_b, rows_c, rows_d = [], [], [], []
-    models = data.models("pretrained")
+    models = data.models(PRETRAINED_KIND)
     for model in models:
         layers = data.score_layers(model)
         prefix = f"{model} " if len(models) > 1 else ""

@@ -1,29 +1,23 @@
-"""Write the key tables of docs/configuration.md from the config schema, between its markers.
-
-    python scripts/update-docs-config.py            # after editing src/causalpos/schemas/config.schema.yaml
-    python scripts/update-docs-config.py --check    # exit 1 if the page is out of date (tests/test_docs.py)
+"""docs/configuration.md's key tables, from the config schema (section `config`).
 
 Every key of src/causalpos/schemas/config.schema.yaml gets a row: the values the schema allows, the value used
 when the key is left out (the schema's default; for the variant parameters those of
-causalpos.simulation.variant.Variant, for claims.thresholds those of
-causalpos.catalogue.claims.THRESHOLDS), the value in the default config.yaml, and what it means (the
-text below, else the schema's description).
+causalpos.simulation.variant.Variant), the value in the default config.yaml, and what it means (the text below,
+else the schema's description). The thresholds' table is the section `thresholds` (catalogue_pages.py).
 """
 
 from __future__ import annotations
 
-import re
-import sys
 from dataclasses import fields
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "configuration.md"
+from causalpos.catalogue.columns import VARIANT_COLUMNS
+from docsgen import ROOT, row, section, table
+
+PAGE = "docs/configuration.md"
 SCHEMA = ROOT / "src" / "causalpos" / "schemas" / "config.schema.yaml"
 CONFIG = ROOT / "config.yaml"
-START, END = "<!-- config:start -->", "<!-- config:end -->"
 
 # What a key means, where the schema's one-line description says less. Keys not here use the schema's text.
 MEANINGS = {
@@ -114,28 +108,15 @@ MEANINGS = {
     "pretrained.label": "the model's name in figures (default: the embedded model's name, the Hugging Face id's last "
                         "part, else its key)",
     "plot.font_scale": "multiplies every font size",
-    # variant parameters (the columns of the simulation tables too)
-    "variant.norm": "row-wise l2 normalisation (Eq. 1) or LayerNorm without affine parameters (Appendix B)",
-    "variant.scale": "scores q.k are divided by 1, sqrt(d) or d",
-    "variant.alpha": "expected inner product of two different input vectors",
-    "variant.pe": "RoPE applied to the normalised vectors (queries and keys; values unrotated)",
-    "variant.rope_theta": "RoPE base, 10000 in the paper",
-    "variant.mask": "decoder, or encoder (Figure 10)",
-    "variant.window": "sliding window, causal mask only: query i sees keys i - window < j <= i (Gemma's local "
-                      "layers); null: every key. A window >= seq_len hides nothing and is recorded as null (the "
-                      "unwindowed variant); the tables' `window` column is a nullable integer, empty for null",
-    "variant.residual": "X' = AY + X, or X' = AY (Appendix A.2)",
-    "variant.d": "hidden size (even with RoPE)",
-    "variant.seq_len": "tokens",
-    "variant.n_layers": "layers",
-    "variant.n_samples": "Monte Carlo samples",
-    "variant.seed": "Monte Carlo seed",
     # figures.FIGURE
     "figures.variants": "which variants the figure shows (rows in that order)",
     "figures.alpha": "alpha of the Figure 1 sketch (fig01_mechanism)",
     "figures.model": "which extracted model fig03_intermediates and fig08_model_layers show",
     "figures.models": "rows of fig05_llms (default: every pretrained model)",
 }
+# the variant parameters are the simulation tables' columns too: their meanings are the catalogue's (sampler's the
+# schema's, which says more about the setting than the column's)
+MEANINGS.update({f"variant.{key}": meaning for key, meaning in VARIANT_COLUMNS.items() if key != "sampler"})
 
 
 def fmt(value) -> str:
@@ -211,11 +192,6 @@ def lookup(config: dict, path: str):
     return value
 
 
-def row(cells) -> str:
-    """A Markdown table row; a `|` inside a cell is escaped."""
-    return "| " + " | ".join(re.sub(r"(?<!\\)\|", r"\\|", c.replace("\n", " ")) for c in cells) + " |"
-
-
 def main_rows(schema: dict, config: dict) -> list[str]:
     lines = []
 
@@ -255,10 +231,6 @@ def main_rows(schema: dict, config: dict) -> list[str]:
     return lines
 
 
-def table(header: list[str], rows: list[str]) -> list[str]:
-    return [row(header), row(["---"] * len(header)), *rows]
-
-
 def def_rows(schema: dict, name: str, prefix: str, defaults: dict | None = None, shown: dict | None = None):
     node = schema["$defs"][name]
     lines = []
@@ -273,35 +245,18 @@ def def_rows(schema: dict, name: str, prefix: str, defaults: dict | None = None,
     return lines
 
 
-def threshold_rows() -> list[str]:
-    """THRESHOLDS with the claims that use each and the comment above it in catalogue.py (its justification)."""
-    from causalpos.catalogue.claims import CLAIMS, THRESHOLDS
-
-    source = (ROOT / "src" / "causalpos" / "analysis" / "claims" / "catalogue.py").read_text()
-    block = source[source.index("THRESHOLDS = {"):]
-    comments, why = [], {}
-    for line in block.splitlines()[1:]:
-        line = line.strip()
-        if line.startswith("}"):
-            break
-        if line.startswith("#"):
-            comments.append(line.lstrip("# "))
-        elif (match := re.match(r'"(\w+)":', line)):
-            why[match.group(1)] = re.sub(r"^\d[a-z]?(, \d[a-z]?)*: ", "", " ".join(comments))  # ids: own column
-            comments = []
-    users = {key: [claim.id for claim in CLAIMS.values() if claim.threshold == key] for key in THRESHOLDS}
-    return [row([f"`{key}`", f"`{fmt(value)}`", ", ".join(users[key]) or "every verdict", why.get(key, "")])
-            for key, value in THRESHOLDS.items()]
-
-
-def render() -> str:
-    """The text between the markers."""
+@section("config", PAGE)
+def config_tables() -> str:
+    """Every key, then the fields of the variants, data sources, pretrained models and figures."""
     from causalpos.simulation.variant import Variant
 
     schema = yaml.safe_load(SCHEMA.read_text())
     config = yaml.safe_load(CONFIG.read_text())
     variant_defaults = {f.name: f.default for f in fields(Variant)}
-    out = ["<!-- generated by scripts/update-docs-config.py from src/causalpos/schemas/config.schema.yaml: "
+    missing = set(variant_defaults) ^ set(schema["$defs"]["variant_fields"]["properties"])
+    if missing:
+        raise ValueError(f"the schema's variant_fields and Variant differ: {sorted(missing)}")
+    out = ["<!-- generated by scripts/generate-docs.py from src/causalpos/schemas/config.schema.yaml: "
            "edit those, not this table -->", "",
            "### Every key", "",
            *table(["key", "allowed", "if left out", "config.yaml", "meaning"], main_rows(schema, config)), "",
@@ -309,41 +264,12 @@ def render() -> str:
            "Fields of `causalpos.simulation.variant.Variant`, and the columns of the simulation tables too. A "
            "variant takes `simulation.defaults` and overrides some of them.", "",
            *table(["key", "allowed", "if left out", "config.yaml defaults", "meaning"],
-                  def_rows(schema, "variant_fields", "variant.", variant_defaults, config["simulation"]["defaults"])), "",
+                  def_rows(schema, "variant_fields", "variant.", variant_defaults, config["simulation"]["defaults"])),
+           "",
            "### A data source (`data.sources`)", "",
            *table(["key", "allowed", "meaning"], def_rows(schema, "data_source", "data.sources.")), "",
            "### A pretrained model (`extraction.pretrained.models.NAME`)", "",
            *table(["key", "allowed", "meaning"], def_rows(schema, "pretrained_model", "pretrained.")), "",
            "### A figure (`figures.FIGURE`)", "",
-           *table(["key", "allowed", "meaning"], def_rows(schema, "figure", "figures.")), "",
-           "### Thresholds of the claims ledger (`claims.thresholds.KEY`)", "",
-           "Defaults of `causalpos.catalogue.claims.THRESHOLDS`, with the comment that justifies each "
-           "there.", "",
-           *table(["key", "if left out", "claims", "why"], threshold_rows())]
-    missing = set(variant_defaults) ^ set(schema["$defs"]["variant_fields"]["properties"])
-    if missing:
-        sys.exit(f"the schema's variant_fields and Variant differ: {sorted(missing)}")
+           *table(["key", "allowed", "meaning"], def_rows(schema, "figure", "figures."))]
     return "\n".join(out)
-
-
-def updated(text: str) -> str:
-    if START not in text or END not in text:
-        sys.exit(f"{PAGE} lacks the markers {START} ... {END}")
-    return re.sub(f"{re.escape(START)}.*?{re.escape(END)}", lambda _: f"{START}\n{render()}\n{END}", text, flags=re.S)
-
-
-def main(argv) -> int:
-    text = PAGE.read_text()
-    new = updated(text)
-    if "--check" in argv:
-        if new != text:
-            print(f"{PAGE.relative_to(ROOT)} is out of date: run python scripts/update-docs-config.py")
-            return 1
-        return 0
-    PAGE.write_text(new)
-    print(f"{PAGE.relative_to(ROOT)}: key tables written from {SCHEMA.relative_to(ROOT)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
