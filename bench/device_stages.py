@@ -26,7 +26,8 @@ import yaml
 
 from causalpos.catalogue import paths
 from causalpos.workflow import dag
-from causalpos.workflow.config import MODELS, with_defaults
+from causalpos.workflow.config import with_defaults
+from causalpos.catalogue.models import TRAINED as MODELS
 
 # the CLI with the jsonschema-only validation, in a fresh process per stage (one CUDA context each)
 CLI = ("import sys; import causalpos.workflow.config as c; c.validate_config = lambda config, devices=True: "

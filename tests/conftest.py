@@ -190,6 +190,24 @@ def cluster(request):
         assert proc.returncode == 0, proc.stderr
 
 
+@pytest.fixture(scope="session")
+def rule_outputs():
+    """Every rule's outputs as the Snakefile publishes them to its jobs (helpers.rule_outputs: read once)."""
+    from helpers import rule_outputs as read
+
+    return read()
+
+
+@pytest.fixture
+def published_writers(rule_outputs, tmp_path, monkeypatch):
+    """The environment of a job of the tiny workflow whose results folder is tmp_path/results: a damaged input is
+    named with the rule that rebuilds it (workflow.job.moved_aside)."""
+    from causalpos.workflow.job import WRITERS_ENV
+    from helpers import writers_for
+
+    monkeypatch.setenv(WRITERS_ENV, writers_for(rule_outputs, tmp_path / "results"))
+
+
 # ---------------------------------------------------------------- the tiny trainings' data
 
 

@@ -169,6 +169,44 @@ def planned_jobs(workdir: Path, target: str = "all_figures") -> set[tuple[str, s
 TARGET_RULES = ("all", "all_figures", "length_seeds", "paper_llms")  # rules that only name other rules' outputs
 
 
+RESULTS_MARKER = "/causalpos-results-marker"
+
+
+def rule_outputs() -> list[tuple[str, str, bool]]:
+    """What the Snakefile publishes to its jobs (workflow.provenance.writer_patterns: every rule's outputs), read off
+    the real workflow of the tiny config, in this process through Snakemake's API, for a results folder named
+    RESULTS_MARKER: `writers_for` puts another folder in its place."""
+    import json
+
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    from causalpos.workflow.job import WRITERS_ENV
+
+    cwd, before = os.getcwd(), os.environ.get(WRITERS_ENV)
+    try:
+        with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+            workflow = api.workflow(resource_settings=ResourceSettings(), snakefile=ROOT / "Snakefile", workdir=ROOT,
+                                    config_settings=ConfigSettings(configfiles=[ROOT / ".test" / "config.yaml"],
+                                                                   config={"results": RESULTS_MARKER}))
+            workflow._workflow  # reads the Snakefile, which publishes the rules' outputs
+            return [tuple(item) for item in json.loads(os.environ[WRITERS_ENV])]
+    finally:
+        os.chdir(cwd)
+        if before is None:
+            os.environ.pop(WRITERS_ENV, None)
+        else:
+            os.environ[WRITERS_ENV] = before
+
+
+def writers_for(outputs, results) -> str:
+    """rule_outputs() for the results folder `results`, as the environment variable's value."""
+    import json
+
+    marker, folder = re.escape(RESULTS_MARKER), re.escape(str(results))
+    return json.dumps([[rule, regex.replace(marker, folder), is_dir] for rule, regex, is_dir in outputs])
+
+
 def touch_source(workdir: Path, module: str) -> None:
     """Append a comment to src/causalpos/<module>.py of the copy (module as a path, e.g. "models/data")."""
     path = workdir / "src" / "causalpos" / f"{module}.py"

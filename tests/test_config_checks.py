@@ -17,14 +17,7 @@ import pytest
 import yaml
 
 from causalpos.workflow.cli import main
-from causalpos.workflow.config import (
-    DEVICE_KEYS,
-    SCHEMA_PATH,
-    ConfigError,
-    check_duplicate_keys,
-    load_config,
-    validate_config,
-)
+from causalpos.workflow.config import DEVICE_KEYS, SCHEMA_PATH, ConfigError, check_duplicate_keys, load_config, validate_config
 from helpers import copy_workflow, edit_config, snakemake, write_tiny_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,7 +129,7 @@ def test_cli_refuses_an_empty_corpus_before_its_stage(tmp_path, files, capsys):
     cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
     cfg["data"]["sources"] = [{"type": "files", "paths": [str(files / "blank.txt")]}]
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    assert main(["--configfile", str(tmp_path / "c.yaml"), "--results", str(tmp_path / "r"), "theory"]) == 2
+    assert main(["--configfile", str(tmp_path / "c.yaml"), "check"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("causalpos") and f"data.sources[0]: ['{files}/blank.txt'] hold no text" in err
     assert not (tmp_path / "r").exists()
@@ -359,7 +352,7 @@ def test_no_snapshots_without_the_emergence_figure_is_allowed(config):
 
 def test_the_large_config_is_a_larger_pair_in_its_own_folder(default_config):
     from causalpos.models.model import build_model, count_parameters
-    from causalpos.workflow.config import results_dir, snapshot_steps
+    from causalpos.workflow.settings import results_dir, snapshot_steps
 
     large = load_config(ROOT / "config" / "nope-large.yaml", devices=False)
     default = validate_config(copy.deepcopy(default_config), devices=False)
@@ -380,22 +373,22 @@ def test_the_large_config_is_a_larger_pair_in_its_own_folder(default_config):
 def test_model_labels_name_models_as_people_write_them(tmp_path):
     """Figures name the pretrained models by their own names; a `label:` overrides, and changes the figures'
     options only: the conversion and the extraction (their rules' params) stay as they were."""
-    from causalpos.workflow import dag
-    from causalpos.workflow.config import figure_options, model_labels
+    from causalpos.workflow.settings import extraction_settings, figure_options, model_labels, pretrained_spec
 
     config = load_config(ROOT / "config.yaml", devices=False)
     models = config["extraction"]["pretrained"]["models"]
     models.update({"llama": {"name": "meta-llama/Llama-3.1-8B"}, "mine": {"path": str(tmp_path)}})
     assert model_labels(config) == {"nope": "NoPE", "rope": "RoPE", "smollm2_135m": "SmolLM2-135M", "gemma3_270m": "Gemma-3-270M",
                                     "llama": "Llama-3.1-8B", "mine": "mine"}
-    jobs = [("extract_pretrained", {"model": "llama"}), ("pretrained", {"model": "smollm2_135m"})]
-    before = [dag.params(config, "results", name, **wildcards) for name, wildcards in jobs]
+    def params():  # of rule extract (llama) and rule pretrained (smollm2_135m)
+        return extraction_settings(config, "llama"), pretrained_spec(config, "smollm2_135m")
+
+    before = params()
     models["llama"]["label"] = "Llama 3.1 8B"
     models["smollm2_135m"]["label"] = "SmolLM2 (135M)"
     assert figure_options(config, "fig05_llms")["model_labels"]["llama"] == "Llama 3.1 8B"
-    assert dag.params(config, "results", "figure", figure="fig05_llms")["options"]["model_labels"][
-        "smollm2_135m"] == "SmolLM2 (135M)"
-    assert [dag.params(config, "results", name, **wildcards) for name, wildcards in jobs] == before
+    assert figure_options(config, "fig05_llms")["model_labels"]["smollm2_135m"] == "SmolLM2 (135M)"
+    assert params() == before
 
 
 def test_a_gpu_config_is_planned_anywhere_and_refused_before_a_local_job_without_cuda(tmp_path):
@@ -414,8 +407,8 @@ def test_a_gpu_config_is_planned_anywhere_and_refused_before_a_local_job_without
                              capture_output=True, text=True, timeout=300)
     assert planned.returncode == 0, planned.stderr[-2000:]
     counts = {line.split()[0]: line.split()[1] for line in planned.stdout.splitlines()
-              if line.startswith("paper_llms_extract ")}  # the job stats, printed twice
-    assert counts == {"paper_llms_extract": "4"}  # Llama-3.1-8B, Phi-4, Qwen3-8B and SmolLM2-135M
+              if line.startswith("extract ")}  # the job stats, printed twice
+    assert counts == {"extract": "4"}  # Llama-3.1-8B, Phi-4, Qwen3-8B and SmolLM2-135M, at the paper's size
     cuda = tmp_path / "cuda.yaml"
     cuda.write_text("training:\n  device: cuda\n")
     run = subprocess.run(base("run") + ["results/theory/layer2_scores.parquet", "--cores", "1", "--configfile",

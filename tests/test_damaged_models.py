@@ -26,8 +26,7 @@ from transformers import AutoTokenizer
 from causalpos.io import DamagedFileError, write_parquet
 from causalpos.models.model import build_model
 from causalpos.catalogue import paths
-from causalpos.workflow.runners import (rebuilds_damaged_inputs, run_emergence, run_length_eval,
-                                        run_pattern_ablation_pretrained, run_train)
+from causalpos.workflow.job import Job, run_job
 from helpers import BLOCK, CFG, TINY, VOCAB, make_tokenizer, planned_jobs, snakemake
 
 RERUN = "run the same snakemake command again."
@@ -137,7 +136,7 @@ def test_a_tokenizer_folder_with_a_broken_file_names_it(model_folder, name, text
         verify_tokenizer_folder(model_folder)
 
 
-# ---------------------------------------------------------------- the stages that load them, unit
+# ---------------------------------------------------------------- the jobs that load them, as the workflow runs them
 
 
 @pytest.fixture
@@ -145,18 +144,25 @@ def blocks(data) -> Path:
     return data / "blocks"
 
 
-def test_length_eval_moves_a_truncated_model_aside_and_names_rule_train(model_folder, blocks, tmp_path):
+def run_length_eval(model_folder: Path, blocks: Path, factors, tmp_path: Path) -> None:
+    run_job(Job("length_eval", input={"model": str(model_folder / "model.safetensors"),
+                                      "blocks": str(blocks / "blocks.json")},
+                output={"table": str(tmp_path / "length_eval.parquet")},
+                params={"factors": factors, "max_sequences": 2, "device": "cpu"}))
+
+
+def test_length_eval_moves_a_truncated_model_aside_and_names_rule_train(model_folder, blocks, tmp_path, published_writers):
     weights = model_folder / "model.safetensors"
     replace(weights, weights.read_bytes()[:1000])
     expected = (damaged(weights, "its header of \\d+ bytes does not fit") + r".*\); "
                 + re.escape(f"moved to {weights}.damaged. Rule train rebuilds it: {RERUN}") + "$")
     with pytest.raises(DamagedFileError, match=expected):
-        run_length_eval(model_folder, blocks, [1, 2], 2, tmp_path / "length_eval.parquet", device="cpu")
+        run_length_eval(model_folder, blocks, [1, 2], tmp_path)
     assert not weights.exists() and Path(f"{weights}.damaged").exists()
     assert not (tmp_path / "length_eval.parquet").exists()
 
 
-def test_a_damaged_file_its_rule_does_not_declare_takes_the_weights_with_it(model_folder, blocks, tmp_path):
+def test_a_damaged_file_its_rule_does_not_declare_takes_the_weights_with_it(model_folder, blocks, tmp_path, published_writers):
     """generation_config.json is no output of rule train: moved aside alone it would rerun nothing."""
     path, weights = model_folder / "generation_config.json", model_folder / "model.safetensors"
     replace(path, b"{")
@@ -164,12 +170,12 @@ def test_a_damaged_file_its_rule_does_not_declare_takes_the_weights_with_it(mode
         f"moved to {path}.damaged, and {weights}, the output of its rule beside it, to {weights}.damaged, so that "
         f"Snakemake runs that rule again. Rule train rebuilds both: {RERUN}") + "$")
     with pytest.raises(DamagedFileError, match=expected):
-        run_length_eval(model_folder, blocks, [1], 2, tmp_path / "length_eval.parquet", device="cpu")
+        run_length_eval(model_folder, blocks, [1], tmp_path)
     assert not path.exists() and not weights.exists()
     assert Path(f"{path}.damaged").exists() and Path(f"{weights}.damaged").exists()
 
 
-def test_emergence_moves_the_snapshots_folder_of_a_damaged_snapshot_aside(model_folder, blocks, tmp_path):
+def test_emergence_moves_the_snapshots_folder_of_a_damaged_snapshot_aside(model_folder, blocks, tmp_path, published_writers):
     """A snapshot lies in rule train's directory() output: Snakemake notices the folder missing, not a file."""
     from causalpos.models.snapshots import snapshot_name, write_snapshot
 
@@ -191,27 +197,32 @@ def test_emergence_moves_the_snapshots_folder_of_a_damaged_snapshot_aside(model_
         f"moved its folder {snapshots} (an output of rule train) to {snapshots}.damaged. Rule train rebuilds it: "
         f"{RERUN}") + "$")
     with pytest.raises(DamagedFileError, match=expected):
-        run_emergence("rope", {"batch_size": 2, "intermediates_layer": 0, "bootstrap_groups": 2}, model_folder,
-                      snapshots, [0, 4], snippets, blocks, metrics, {}, device="cpu")
+        run_job(Job("emergence", wildcards={"model": "rope"},
+                    input={"model": str(model_folder / "model.safetensors"), "snapshots": str(snapshots),
+                           "tokens": str(snippets), "blocks": str(blocks / "blocks.json"), "metrics": str(metrics)},
+                    params={"settings": {"batch_size": 2, "intermediates_layer": 0, "bootstrap_groups": 2},
+                            "steps": [0, 4], "device": "cpu", "seed": 0}))
     assert not snapshots.exists() and (older / snapshot_name(4)).exists() and not (older / "x").exists()
 
 
-def test_training_names_a_damaged_tokenizer_before_it_trains(data, tmp_path):
+def test_training_names_a_damaged_tokenizer_before_it_trains(data, tmp_path, published_writers):
     """Rule tokenizer declares tokenizer.json: a damaged special_tokens_map.json (not declared) takes it along."""
     results = tmp_path / "results"
     tokenizer = Path(paths.tokenizer_dir(str(results)))
     make_tokenizer(tokenizer)
     settings = {**CFG, "steps": 4, "eval_every": 0, "checkpoint_every": 0, "log_every": 2}
-    train = dict(model="nope", settings=settings, tokens_dir=data / "blocks", tokenizer_dir=tokenizer,
-                 out_dir=Path(paths.model_dir("nope", str(results))),
-                 checkpoint_root=Path(paths.checkpoints_dir(str(results))))
+    out_dir = Path(paths.model_dir("nope", str(results)))
+    job = Job("train", wildcards={"model": "nope"},
+              input={"blocks": str(data / "blocks" / "blocks.json"), "tokenizer": str(tokenizer / "tokenizer.json")},
+              output={"model": str(out_dir / "model.safetensors")},
+              params={"settings": settings, "processes": 1, "checkpoints": paths.checkpoints_dir(str(results))})
     path = tokenizer / "tokenizer.json"
     raw = path.read_bytes()
     replace(path, raw[:len(raw) // 2])
     with pytest.raises(DamagedFileError, match=damaged(path, "JSONDecodeError") + r".*\); " + re.escape(
             f"moved to {path}.damaged. Rule tokenizer rebuilds it: {RERUN}") + "$"):
-        run_train(**train)
-    assert not path.exists() and not (train["out_dir"] / "model.safetensors").exists()
+        run_job(job)
+    assert not path.exists() and not (out_dir / "model.safetensors").exists()
 
     path.write_bytes(raw)
     special = tokenizer / "special_tokens_map.json"
@@ -219,14 +230,14 @@ def test_training_names_a_damaged_tokenizer_before_it_trains(data, tmp_path):
     with pytest.raises(DamagedFileError, match=damaged(special, "JSONDecodeError") + r".*\); " + re.escape(
             f"moved to {special}.damaged, and {path}, the output of its rule beside it, to {path}.damaged, so that "
             f"Snakemake runs that rule again. Rule tokenizer rebuilds both: {RERUN}") + "$"):
-        run_train(**train)
+        run_job(job)
     assert not special.exists() and not path.exists()
 
 
 @pytest.fixture
 def converted(tmp_path) -> Path:
     """A converted pretrained model's folder, as rule pretrained writes it (a directory() output)."""
-    folder = Path(paths.pretrained_dir("tiny_llm", str(tmp_path / "results")))
+    folder = Path(paths.pretrained_dir("smollm2_135m", str(tmp_path / "results")))  # a GGUF model of the tiny config
     torch.manual_seed(0)
     build_model(TINY, VOCAB, True, 0).save_pretrained(folder)
     make_tokenizer(folder)
@@ -235,12 +246,15 @@ def converted(tmp_path) -> Path:
 
 def ablate_pretrained(location, documents, tmp_path):
     settings = {"seq_len": 8, "batch_size": 2, "splits": ["heldout"], "setting": "first"}
-    run_pattern_ablation_pretrained("tiny_llm", settings, location, documents, 2, 2, tmp_path / "ablation.parquet",
-                                    device="cpu")
+    run_job(Job("pattern_ablation_pretrained", wildcards={"model": "tiny_llm"},
+                input={"documents": str(documents) if documents else None},
+                output={"table": str(tmp_path / "ablation.parquet")},
+                params={"settings": settings, "location": location, "n_estimate": 2, "n_evaluate": 2,
+                        "device": "cpu", "seed": 0}))
 
 
 @pytest.mark.parametrize("name", ["tokenizer.json", "model.safetensors"])
-def test_a_damaged_converted_model_moves_its_folder_aside_and_names_rule_pretrained(converted, tmp_path, name):
+def test_a_damaged_converted_model_moves_its_folder_aside_and_names_rule_pretrained(converted, tmp_path, name, published_writers):
     rng = np.random.default_rng(0)
     documents = tmp_path / "documents.parquet"
     write_parquet(pd.DataFrame({"doc_id": [f"d{i}" for i in range(8)], "source": "x", "split": "heldout",
@@ -256,14 +270,15 @@ def test_a_damaged_converted_model_moves_its_folder_aside_and_names_rule_pretrai
     assert not converted.exists() and Path(f"{converted}.damaged", name).exists()
 
 
-def test_a_reader_finding_the_file_moved_aside_by_another_job_says_so(model_folder, converted, blocks, tmp_path):
+def test_a_reader_finding_the_file_moved_aside_by_another_job_says_so(model_folder, converted, blocks, tmp_path,
+                                                                     published_writers):
     """Several jobs read one model at once: the first moves the damaged file (or folder) aside, the others say so."""
     weights = model_folder / "model.safetensors"
     weights.rename(f"{weights}.damaged")
     with pytest.raises(DamagedFileError, match=damaged(weights, "another job reading it found it damaged and moved it "
                                                                 "aside") + re.escape(f"); moved to {weights}.damaged. "
                                                                                      "Rule train rebuilds it")):
-        run_length_eval(model_folder, blocks, [1], 2, tmp_path / "length_eval.parquet", device="cpu")
+        run_length_eval(model_folder, blocks, [1], tmp_path)
     converted.rename(f"{converted}.damaged")
     with pytest.raises(DamagedFileError, match=damaged(converted, "another job reading it") + r".*" + re.escape(
             f"moved to {converted}.damaged. Rule pretrained rebuilds it")):
@@ -271,19 +286,22 @@ def test_a_reader_finding_the_file_moved_aside_by_another_job_says_so(model_fold
     assert Path(f"{converted}.damaged", "model.safetensors").exists()
 
 
-def test_a_damaged_model_folder_of_the_config_is_named_and_left_in_place(converted, tmp_path):
+def test_a_damaged_model_folder_of_the_config_is_named_and_left_in_place(converted, tmp_path, published_writers):
     """A `path:` model of the config is no result: no rule rebuilds it, and its files stay where they are."""
     from causalpos.models.extract import ATTENTION_NAME
     from causalpos.models.pretrained import load_for_extraction
+    from causalpos.workflow.job import moved_aside
 
     (tmp_path / "downloads").mkdir()
     folder = converted.rename(tmp_path / "downloads" / "llm")
     config = folder / "config.json"
     replace(config, b'{"architectures": ')
-    load = rebuilds_damaged_inputs(load_for_extraction)
     expected = damaged(config, "JSONDecodeError") + r".*\); no rule of the workflow writes it: replace it\.$"
     with pytest.raises(DamagedFileError, match=expected):
-        load(str(folder), "extraction.pretrained.models.llm", torch.device("cpu"), ATTENTION_NAME)
+        try:
+            load_for_extraction(str(folder), "extraction.pretrained.models.llm", torch.device("cpu"), ATTENTION_NAME)
+        except DamagedFileError as err:  # what run_job does with a damaged input
+            raise moved_aside(err) from err
     assert config.exists() and not Path(f"{config}.damaged").exists()
 
 
@@ -316,7 +334,7 @@ def test_truncated_model_is_named_moved_aside_and_rebuilt_from_its_checkpoint(fi
     shown = rebuilt.stdout + rebuilt.stderr
     assert rebuilt.returncode == 0, shown[-6000:]
     assert "rule train:" in shown and "rule tokenizer:" not in shown
-    log = (workdir / "logs" / "train" / "rope.log").read_text()
+    log = (workdir / "results" / "logs" / "train" / "rope.log").read_text()
     steps = 20  # .test/config.yaml's training.steps: resumed at the end, not one step trained again
     assert re.search(rf"rope: resuming from \S+/last\.ckpt at step {steps};", log), log[:3000]
     assert re.search(r"rope step \d+/", log) is None, log[:3000]
@@ -350,6 +368,6 @@ def test_damaged_tokenizer_is_named_moved_aside_and_rebuilt(finished_copy):
     assert rebuilt.returncode == 0, shown[-6000:]
     assert "rule tokenizer:" in shown and "rule train:" in shown
     assert len(AutoTokenizer.from_pretrained(path.parent)) == 400  # .test/config.yaml's tokenizer.vocab_size
-    log = (workdir / "logs" / "train" / "rope.log").read_text()
+    log = (workdir / "results" / "logs" / "train" / "rope.log").read_text()
     assert re.search(r"rope: resuming from \S+/last\.ckpt at step 20;", log), log[:3000]
     assert planned_jobs(workdir, MODEL_TARGET) == set()

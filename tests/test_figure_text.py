@@ -34,7 +34,8 @@ from causalpos.catalogue.figures import (ABLATION_FIGURE, ALL_LAYERS_FIGURE, CLA
 from causalpos.io import read_table
 from causalpos.catalogue import paths
 from causalpos.workflow import dag
-from causalpos.workflow.config import extracted_models, load_config
+from causalpos.workflow.config import load_config
+from causalpos.workflow.settings import extracted_models
 from causalpos.workflow.runners import run_all_layers, run_figure, run_length_seeds
 
 FIGURE_IDS = [figure for figure in RENDERED if figure != ALL_LAYERS_FIGURE]  # rule figure's

@@ -11,7 +11,8 @@ import yaml
 
 from causalpos.workflow.cli import main
 from causalpos.models.settings import ModelSettings, TrainingSettings
-from causalpos.workflow.config import ConfigError, load_config, training_defaults, validate_config, variant_params
+from causalpos.workflow.config import ConfigError, load_config, training_defaults, validate_config
+from causalpos.workflow.settings import variant_params
 from causalpos.io import atomic_path, read_metadata, write_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +138,7 @@ def test_cli_reports_config_errors_without_traceback(tmp_path, capsys):
     cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
     cfg["simulation"]["defaults"]["alpha"] = 2
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    assert main(["--configfile", str(tmp_path / "c.yaml"), "theory"]) == 2
+    assert main(["--configfile", str(tmp_path / "c.yaml"), "check"]) == 2
     assert "simulation.defaults.alpha" in capsys.readouterr().err
 
 
@@ -145,7 +146,7 @@ def test_cli_names_a_missing_corpus_path(tmp_path, capsys):
     cfg = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
     cfg["data"]["sources"] = [{"type": "files", "paths": [str(tmp_path / "nowhere")], "text_column": "text"}]
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    assert main(["--configfile", str(tmp_path / "c.yaml"), "--results", str(tmp_path / "r"), "sample"]) == 2
+    assert main(["--configfile", str(tmp_path / "c.yaml"), "check"]) == 2
     err = capsys.readouterr().err
     assert "data.sources[0].paths" in err
     assert not (tmp_path / "r" / "data" / "documents.parquet").exists()
@@ -170,6 +171,10 @@ def test_extraction_settings_are_checked_with_the_config(config, change, expecte
     assert expected in str(err.value)
 
 
-def test_cli_names_an_unknown_model(capsys):
-    assert main(["--configfile", str(ROOT / ".test" / "config.yaml"), "extract", "gpt5"]) == 2
-    assert "unknown model 'gpt5'" in capsys.readouterr().err
+def test_cli_checks_and_lists_a_good_config(capsys):
+    assert main(["--configfile", str(ROOT / ".test" / "config.yaml"), "check"]) == 0
+    assert "OK (results in results)" in capsys.readouterr().out
+    assert main(["--configfile", str(ROOT / ".test" / "config.yaml"), "list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert "model nope trained" in listed and any(line.startswith("model smollm2_135m pretrained") for line in listed)
+    assert sum(line.startswith("variant ") for line in listed) == 8

@@ -20,7 +20,8 @@ from causalpos.corpus.sequences import TooFewSequences, llm_sequences, sequence_
 from causalpos.corpus.tokens import train_bpe
 from causalpos.tril import packed_pairs
 from causalpos.catalogue import paths
-from causalpos.workflow.config import load_config, paper_llms_settings, pretrained_models
+from causalpos.workflow.config import load_config
+from causalpos.workflow.settings import paper_llms_settings, pretrained_models
 from helpers import ROOT, assert_convergence_is_the_ledger, copy_workflow, snakemake
 
 # ---------------------------------------------------------------- the sequences

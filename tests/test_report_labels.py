@@ -27,7 +27,8 @@ import pytest
 import snakemake
 from helpers import ROOT
 
-from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, all_layers_page
+from causalpos.catalogue.claims import PAGES
+from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, all_layers_page, claims_page
 
 # Layer counts of fake extracted models: the default run's trained twins (4 layers), Gemma-3-270M (18) and
 # SmolLM2-135M (30); and a model deeper than 99 layers, whose numbers take three digits.
@@ -64,11 +65,12 @@ with SnakemakeApi(OutputSettings()) as api:
             if not flag:
                 continue
             names = output.get_wildcard_names()
-            jobs = [{}]
+            base = {"results": "results"} if "results" in names else {}  # the default run's folder
+            jobs = [base]
             if "figure" in names:
-                jobs = [{"figure": f} for f in figures]
+                jobs = [{**base, "figure": f} for f in figures]
             elif "model" in names:
-                jobs = [{"model": m} for m in models]
+                jobs = [{**base, "model": m} for m in models]
             for job in jobs:
                 path = apply_wildcards(str(output), Wildcards(fromdict=job))
                 files = [(path, job)]
@@ -81,7 +83,7 @@ with SnakemakeApi(OutputSettings()) as api:
                             wildcards = {**dict(zip(matches, values)), **job}
                             files.append((apply_wildcards(pattern, Wildcards(fromdict=wildcards)), wildcards))
                 for file, wildcards in files:
-                    if file in seen:  # rules model_figure_trained and _pretrained: one pattern
+                    if file in seen:
                         continue
                     seen.add(file)
                     wildcards = Wildcards(fromdict=wildcards)
@@ -108,8 +110,13 @@ def pages(n_layers: int) -> list[tuple[str, int, int]]:
 @pytest.fixture(scope="module")
 def report_results(tmp_path_factory) -> list[dict]:
     """Every result `snakemake --report` would list for the default config, with fig_all_layers pages on disk
-    for models of LAYERS layers (the labels are made from the pages found)."""
+    for models of LAYERS layers (the labels are made from the pages found) and the claims figure's pages."""
     workdir = tmp_path_factory.mktemp("report_labels")
+    claims = workdir / "results" / "figures" / CLAIMS_FIGURE
+    claims.mkdir(parents=True)
+    for page in PAGES:
+        for ext in ("pdf", "png"):
+            Path(claims_page(claims, page, ext)).touch()
     for model, n_layers in LAYERS.items():
         folder = workdir / "results" / "figures" / f"{ALL_LAYERS_FIGURE}_{model}"
         folder.mkdir(parents=True)

@@ -21,7 +21,6 @@ from causalpos.io import DamagedFileError
 from causalpos.matrices import visible_pairs
 from causalpos.catalogue.tables import HEAD_SCORE_COLUMNS, RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS
 from causalpos.catalogue import paths
-from causalpos.workflow import dag
 
 LAYERS, HEADS, S = 3, 2, 6
 
@@ -128,11 +127,11 @@ def test_an_unknown_variant_names_the_variants_there_and_the_rule(res):
     message = str(err.value)
     assert isinstance(err.value, FileNotFoundError)
     assert "'gamma'" in message and "alpha, beta" in message and paths.simulation_table("gamma", res) in message
-    assert "rule simulate" in message and "causalpos simulate gamma" in message
+    assert f"`snakemake --cores 2 {paths.simulation_table('gamma', res)}` makes it" in message
 
 
 def test_an_empty_folder_says_so(res):
-    with pytest.raises(results.MissingResultError, match=r"holds none; .* rule simulate"):
+    with pytest.raises(results.MissingResultError, match=r"holds none; .* `snakemake --cores 2 .*/simulation/v\.parquet`"):
         results.simulation("v", res)
 
 
@@ -188,27 +187,26 @@ def test_per_head_without_per_head_maps_names_the_setting(res):
                                           lead=("layer", "head"))).head(0), path)
     with pytest.raises(ValueError, match=r"extraction\.per_head: false") as err:
         results.scores("m", res, per_head=True)
-    assert path in str(err.value) and f"rule {dag.stage_writing(path)}" in str(err.value)
+    assert path in str(err.value) and f"`snakemake --cores 2 {path}`" in str(err.value)
     folder = paths.paper_llms_dir(res)
     write(head_score_table("big", long_rows(known(LAYERS, HEADS), visible_pairs(S, "causal"),
                                             lead=("layer", "head"))).head(0),
           paths.activation_table("big", "head_scores", folder))
-    with pytest.raises(ValueError, match=r"extraction\.paper_llms\.per_head: false.*rule paper_llms_extract"):
+    with pytest.raises(ValueError, match=r"extraction\.paper_llms\.per_head: false.*snakemake --cores 2 .*/paper_llms/"):
         results.scores("big", res, per_head=True, paper_llms=True)
     with pytest.raises(results.MissingResultError, match=r"head_scores\.parquet does not exist"):
         results.scores("other", res, per_head=True)
 
 
-def test_an_unknown_model_names_the_models_there_and_the_rule(res):
+def test_an_unknown_model_names_the_models_there_and_the_command_that_makes_it(res):
     for model in ("nope", "smollm2_135m"):
         write(score_table(model, long_rows(known(LAYERS), visible_pairs(S, "causal"))),
               paths.activation_table(model, "scores", res))
     with pytest.raises(results.MissingResultError) as err:
         results.scores("llama", res)
     message = str(err.value)
-    rule = dag.stage_writing(paths.activation_table("llama", "scores", res))
-    assert rule.startswith("extract")
-    assert "'llama'" in message and "nope, smollm2_135m" in message and f"rule {rule}" in message
+    command = f"`snakemake --cores 2 {paths.activation_table('llama', 'scores', res)}` makes it"
+    assert "'llama'" in message and "nope, smollm2_135m" in message and command in message
 
 
 def test_paper_llms_reads_that_targets_folder(res):
@@ -219,7 +217,7 @@ def test_paper_llms_reads_that_targets_folder(res):
     np.testing.assert_array_equal(results.scores("big", res, paper_llms=True), lower(array))
     with pytest.raises(results.MissingResultError, match="'big'"):
         results.scores("big", res)
-    with pytest.raises(results.MissingResultError, match="rule paper_llms_extract"):
+    with pytest.raises(results.MissingResultError, match=r"snakemake --cores 2 .*paper_llms/activations/other/"):
         results.scores("other", res, paper_llms=True)
 
 
@@ -248,12 +246,12 @@ def test_recursion_is_layer_query_key_and_corrected_on_request(res):
     np.testing.assert_array_equal(results.recursion("rope", res), lower(array))
     with pytest.raises(ValueError, match="no O\\(1/d\\) correction"):
         results.recursion("rope", res, corrected=True)
-    with pytest.raises(ValueError, match=r"no variant 'zeta'.*l2, rope.*rule recursion"):
+    with pytest.raises(ValueError, match=r"no variant 'zeta'.*l2, rope.*add it there and run `snakemake"):
         results.recursion("zeta", res)
 
 
 def test_a_missing_recursion_table_names_its_rule(res):
-    with pytest.raises(results.MissingResultError, match=r"recursion\.parquet does not exist; rule recursion"):
+    with pytest.raises(results.MissingResultError, match=r"recursion\.parquet does not exist; `snakemake --cores 2 .*recursion\.parquet` makes it"):
         results.recursion("l2", res)
 
 
@@ -267,15 +265,15 @@ def test_the_ledger_is_a_dataframe_with_the_ledger_columns(res):
     ledger = results.ledger(res)
     assert isinstance(ledger, pd.DataFrame) and list(ledger.columns[:len(LEDGER_COLUMNS)]) == LEDGER_COLUMNS
     pd.testing.assert_frame_equal(ledger, rows, check_dtype=False)
-    with pytest.raises(results.MissingResultError, match="rule paper_llms_claims"):
+    with pytest.raises(results.MissingResultError, match=r"snakemake --cores 2 .*paper_llms/summary/claims\.parquet"):
         results.ledger(res, paper_llms=True)
     write(rows.drop(columns="verdict"), paths.summary_file("claims.parquet", paths.paper_llms_dir(res)))
     with pytest.raises(ValueError, match="verdict"):
         results.ledger(res, paper_llms=True)
 
 
-def test_a_missing_ledger_names_its_rule(res):
-    with pytest.raises(results.MissingResultError, match=r"claims\.parquet does not exist; rule claims"):
+def test_a_missing_ledger_names_the_command_that_makes_it(res):
+    with pytest.raises(results.MissingResultError, match=r"claims\.parquet does not exist; `snakemake --cores 2 "):
         results.ledger(res)
 
 

@@ -266,13 +266,15 @@ def test_sigterm_then_sigkill_and_the_resumed_run_ends_bitwise_the_same(trained,
 
 
 def test_sigterm_stops_every_rank_at_one_step_and_the_resumed_ranks_split_the_data_and_agree(data, tmp_path):
-    """The workflow's DDP path (stages.run_train with processes=2: torchrun, gloo): the job passes SIGTERM on to
+    """The workflow's DDP path (rule train's job with processes=2: torchrun, gloo): the job passes SIGTERM on to
     torchrun, torchrun to its ranks, and the ranks agree on the step to stop at. The rerun resumes there; per
     step the two ranks read disjoint halves of the global batch, and they end with the same weights."""
     settings = {**CFG, "checkpoint_every": 0}
-    job = [sys.executable, "-c", "import sys; from causalpos.workflow.runners import run_train; "
-           f"run_train('nope', {settings!r}, {str(data / 'blocks')!r}, {str(data / 'tokenizer')!r}, "
-           f"{str(tmp_path / 'out')!r}, {str(tmp_path / 'ckpt')!r}, processes=2)"]
+    train = {"rule": "train", "wildcards": {"model": "nope"},
+             "input": {"blocks": str(data / "blocks" / "blocks.json"), "tokenizer": str(data / "tokenizer" / "x")},
+             "output": {"model": str(tmp_path / "out" / "model.safetensors")},
+             "params": {"settings": settings, "processes": 2, "checkpoints": str(tmp_path / "ckpt")}}
+    job = [sys.executable, "-c", f"from causalpos.workflow.job import Job, run_job; run_job(Job(**{train!r}))"]
     proc = start_and_wait_for_steps(job)
     assert proc.poll() is None, "training ended before it could be interrupted"
     proc.send_signal(signal.SIGTERM)

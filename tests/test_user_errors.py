@@ -3,9 +3,8 @@
 - A rejected config ends `snakemake -n` with its message and a non-zero status, without a Python traceback
   (Snakemake prints one under any exception raised while it reads the Snakefile).
 - A job whose stage raises a UserError prints one line on the console; the traceback is in its log.
-- The CLI names a config file that is missing, a folder, not text or not YAML (with its line), and refuses
-  -o / --results where nothing can be written and counts below 1, in one line, before any work.
-- `causalpos train` beside a running training of the same model folder is refused, naming the holder.
+- The CLI names a config file that is missing, a folder, not text or not YAML (with its line), in one line.
+- A training job beside a running training of the same model folder is refused at once, naming the holder.
 """
 
 from __future__ import annotations
@@ -90,12 +89,12 @@ def test_a_job_prints_a_user_error_in_one_line_and_keeps_the_traceback_in_its_lo
     log = tmp_path / "logs" / "job.log"
     raise_it = ("from causalpos.io import DamagedFileError; raise DamagedFileError('x.parquet', 'truncated', "
                 "'rebuild it')" if error == "user" else "raise KeyError('a bug')")
-    job = ("from causalpos.workflow.process_control import JobLog\n"
+    job = ("from causalpos.workflow.job import JobLog\n"
            f"with JobLog({str(log)!r}):\n"
            f"    {raise_it}\n")
     done = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, timeout=60)
     text = log.read_text()
-    assert done.returncode == 1 and "ERROR stage failed" in text and "Traceback" in text
+    assert done.returncode == 1 and "ERROR job failed" in text and "Traceback" in text
     if error == "user":
         assert done.stderr == f"x.parquet is damaged (truncated); rebuild it (details: {log})\n"
     else:  # a bug keeps its traceback on the console
@@ -134,35 +133,6 @@ def test_cli_names_a_config_file_that_is_a_folder_binary_or_not_yaml(capsys, tmp
                     f"config file {tabs}, line 2, column 1: not valid YAML", "never tabs")
 
 
-@pytest.mark.parametrize("argv, fragments", [
-    (["train", "nope", "--processes", "-2"], ["argument --processes: -2 is not allowed; give 1 or more"]),
-    (["train", "nope", "--processes", "0"], ["argument --processes: 0 is not allowed"]),
-    (["train-seed", "nope", "1", "--processes", "0"], ["argument --processes: 0 is not allowed"]),
-    (["simulate", "l2_alpha0.0", "--threads", "0"], ["argument --threads: 0 is not allowed"]),
-    (["simulate", "l2_alpha0.0", "--threads", "-3"], ["argument --threads: -3 is not allowed"]),
-    (["simulate", "l2_alpha0.0", "--threads", "two"], ["argument --threads: 'two' is not a whole number"]),
-])
-def test_cli_refuses_counts_below_one_in_one_line(capsys, argv, fragments):
-    assert_one_line(*cli(capsys, "--configfile", TINY, *argv), *fragments)
-
-
-def test_cli_refuses_outputs_it_cannot_write_before_any_work(capsys, tmp_path):
-    a_file = tmp_path / "a_file"
-    a_file.write_text("not a folder")
-    results = tmp_path / "results"
-    assert_one_line(*cli(capsys, "--configfile", TINY, "--results", str(a_file), "sample"),
-                    f"--results {a_file} is a file, not a folder")
-    assert_one_line(*cli(capsys, "--configfile", TINY, "--results", str(a_file / "results"), "sample"),
-                    f"{a_file} is a file, so no folder can be made under it")
-    assert_one_line(*cli(capsys, "--configfile", TINY, "--results", "/proc/causalpos-results", "sample"),
-                    "--results /proc/causalpos-results: cannot write in /proc")
-    assert_one_line(*cli(capsys, "--configfile", TINY, "--results", str(results), "sample", "-o", str(tmp_path)),
-                    f"-o {tmp_path} is a folder; name the file to write")
-    assert_one_line(*cli(capsys, "--configfile", TINY, "--results", str(results), "theory", "-o",
-                         str(a_file / "theory.parquet")), "so no folder can be made under it")
-    assert not results.exists()  # refused before any work: nothing made
-
-
 # ---------------------------------------------------------------- one writer per model folder
 
 HOLD = ("import sys, time; from causalpos.runtime.processes import one_writer\n"
@@ -192,19 +162,25 @@ def test_one_writer_refuses_a_second_writer_and_frees_the_folder_when_the_first_
     assert not folder.exists()  # the lock sits beside the folder, never in it (a directory output stays clean)
 
 
-def test_cli_train_beside_a_running_training_of_the_same_model_is_refused(capsys, tmp_path):
-    results = tmp_path / "results"
-    base = ["--configfile", TINY, "--results", str(results)]
-    assert cli(capsys, *base, "sample")[0] == 0
-    assert cli(capsys, *base, "tokenizer")[0] == 0
-    holder = hold_lock(results / "models" / "nope")  # as the Snakemake job's run_train holds it
+def test_a_training_job_beside_a_running_training_of_the_same_model_is_refused(data, tmp_path):
+    """Two writers of one model folder (a second Snakemake in another working folder sharing the results, a job
+    started by hand): the second is refused at once, before any checkpoint is made."""
+    from causalpos.runtime.processes import OutputLocked
+    from causalpos.workflow.job import Job, run_job
+    from helpers import CFG
+
+    out = tmp_path / "results" / "models" / "nope"
+    job = Job("train", wildcards={"model": "nope"},
+              input={"blocks": str(data / "blocks" / "blocks.json"), "tokenizer": str(data / "tokenizer" / "x")},
+              output={"model": str(out / "model.safetensors")},
+              params={"settings": CFG, "processes": 1, "checkpoints": str(tmp_path / "checkpoints")})
+    holder = hold_lock(out)  # as the other job's training holds it
     try:
         started = time.perf_counter()
-        code, err = cli(capsys, *base, "train", "nope")
-        assert_one_line(code, err, f"{results / 'models' / 'nope'} is being written by another process",
-                        f"pid {holder.pid}")
+        with pytest.raises(OutputLocked, match=rf"{out} is being written by another process .*pid {holder.pid}"):
+            run_job(job)
         assert time.perf_counter() - started < 30  # refused at once, not after a training
-        assert not (results / "checkpoints").exists()
+        assert not (tmp_path / "checkpoints").exists()
     finally:
         holder.kill()
         holder.wait()

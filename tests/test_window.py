@@ -282,7 +282,9 @@ def test_config_refuses_a_window_without_the_causal_mask():
     error names the variant and the setting."""
     import copy
 
-    from causalpos.workflow.config import ConfigError, load_config, validate_config, variant_params
+    from causalpos.workflow.config import ConfigError, load_config, validate_config
+
+    from causalpos.workflow.settings import variant_params
 
     config = load_config(Path(__file__).resolve().parents[1] / "config.yaml", devices=False)
     good = copy.deepcopy(config)

@@ -47,7 +47,8 @@ def run(job) -> None:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump(settings, fh)
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   XX, str(tokens_dir), "--out", str(out_dir),
+                   f"--nproc_per_node={job.params.processes}", "-m", "causalpos.models.train", "--model", model,
+                   "--blocks", str(tokens_dir), "--out", str(out_dir),
                    "--checkpoints", checkpoints, "--config", fh.name, "--tokenizer", str(tokenizer_dir)]
         log.info("launch: %s", " ".join(command))
         try:
