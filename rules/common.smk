@@ -164,16 +164,7 @@ def summary_inputs(wildcards):
 def figure_inputs(wildcards):
     """The files a figure reads, by table (its record in catalogue.figures); in paper_llms's folder the pretrained
     models' alone."""
-    spec, options = FIGURE_SPECS[wildcards.figure], config["figures"][wildcards.figure]
-    models = {
-        "model": [options.get("model", "nope")],
-        "trained": list(TRAINED),
-        "pretrained": options.get("models") or PRETRAINED,
-        "all": EXTRACTED,
-    }.get(spec.models)
-    if wildcards.results == PAPER:
-        models = [m for m in models or [] if m in PRETRAINED]
-    return paths.figure_inputs(wildcards.figure, wildcards.results, models, options.get("variants", []))
+    return settings.figure_inputs(config, wildcards.figure, wildcards.results, wildcards.results == PAPER)
 
 
 def claims_inputs(wildcards):

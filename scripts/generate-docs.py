@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import docsgen  # noqa: E402
 from docsgen import ROOT, SECTIONS  # noqa: E402,F401
-from docsgen import catalogue_pages, config_page, report_captions  # noqa: E402,F401  (they register the sections)
+from docsgen import catalogue_pages, config_page, report_captions, workflow_page  # noqa: E402,F401  (they register the sections)
 
 
 def main(argv: list[str]) -> int:

@@ -174,29 +174,13 @@ RESULTS_MARKER = "/causalpos-results-marker"
 
 def rule_outputs() -> list[tuple[str, str, bool]]:
     """What the Snakefile publishes to its jobs (workflow.provenance.writer_patterns: every rule's outputs), read off
-    the real workflow of the tiny config, in this process through Snakemake's API, for a results folder named
+    the real workflow of the tiny config in this process (workflow.introspect), for a results folder named
     RESULTS_MARKER: `writers_for` puts another folder in its place."""
-    import json
+    from causalpos.workflow.introspect import loaded_workflow
+    from causalpos.workflow.provenance import writer_patterns
 
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-
-    from causalpos.workflow.job import WRITERS_ENV
-
-    cwd, before = os.getcwd(), os.environ.get(WRITERS_ENV)
-    try:
-        with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
-            workflow = api.workflow(resource_settings=ResourceSettings(), snakefile=ROOT / "Snakefile", workdir=ROOT,
-                                    config_settings=ConfigSettings(configfiles=[ROOT / ".test" / "config.yaml"],
-                                                                   config={"results": RESULTS_MARKER}))
-            workflow._workflow  # reads the Snakefile, which publishes the rules' outputs
-            return [tuple(item) for item in json.loads(os.environ[WRITERS_ENV])]
-    finally:
-        os.chdir(cwd)
-        if before is None:
-            os.environ.pop(WRITERS_ENV, None)
-        else:
-            os.environ[WRITERS_ENV] = before
+    with loaded_workflow([ROOT / ".test" / "config.yaml"], {"results": RESULTS_MARKER}) as workflow:
+        return writer_patterns(workflow)
 
 
 def writers_for(outputs, results) -> str:
@@ -208,9 +192,10 @@ def writers_for(outputs, results) -> str:
 
 
 def touch_source(workdir: Path, module: str) -> None:
-    """Append a comment to src/causalpos/<module>.py of the copy (module as a path, e.g. "models/data")."""
+    """Append a statement to src/causalpos/<module>.py of the copy (module as a path, e.g. "corpus/documents"): an
+    edit of the code's meaning (a comment or a docstring changes no rule's digest: workflow.digest)."""
     path = workdir / "src" / "causalpos" / f"{module}.py"
-    path.write_text(path.read_text() + "\n# an edit\n")
+    path.write_text(path.read_text() + "\nEDITED_BY_A_TEST = True\n")
 
 
 def edit_config(workdir: Path, change) -> None:
@@ -218,6 +203,55 @@ def edit_config(workdir: Path, change) -> None:
     config = yaml.safe_load(path.read_text())
     change(config)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def job_rule(argv: list[bytes]) -> str | None:
+    """The rule of a Snakemake job process (argv from /proc: python .snakemake/scripts/tmpXXXX.job.py): every rule
+    runs the same script, so the rule is read from the `snakemake` object the script's preamble unpickles."""
+    import ast
+    import pickle
+
+    script = next((a.decode() for a in argv if b"/.snakemake/scripts/" in a and a.endswith(b".py")), None)
+    if script is None:
+        return None
+    try:
+        tree = ast.parse(Path(script).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None  # not written yet, or gone
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, bytes):
+            try:
+                return pickle.loads(node.value).rule
+            except Exception:  # another bytes constant
+                continue
+    return None
+
+
+def damage(path: Path, how: str) -> None:
+    raw = path.read_bytes()
+    if how == "truncated":
+        raw = raw[:len(raw) // 2]
+    elif how == "empty":
+        raw = b""
+    else:  # bytes overwritten inside a data page: only the page checksum notices
+        middle = len(raw) // 3
+        raw = raw[:middle] + b"\xff" * 16 + raw[middle + 16:]
+    path.unlink()  # a new file, not a write into this one: in a copy of the shared run it may be a hard link
+    path.write_bytes(raw)
+
+
+def default_stop_signals() -> None:
+    """In a child: SIGINT and SIGTERM as a terminal's job gets them. A shell script's `cmd &` (and nohup)
+    starts pytest with SIGINT ignored, which every child would inherit; these tests are about the signals."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 def job_env(workdir: Path) -> dict:

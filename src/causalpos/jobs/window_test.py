@@ -1,7 +1,8 @@
-"""Rule window_test: issue 25's Gemma test (analysis.windows). Every pretrained model {name: {"location", "source"}}
-whose config has sliding-window layers, measured before and after its window and predicted by the recursion on its
-stack; its scores and groups tables are paper_llms's where they exist, else the default run's (`source` says
-which)."""
+"""Rule window_test: every pretrained model with sliding-window layers (Gemma-3), each layer measured before and after
+its window and predicted by the recursion of its own stack (analysis.windows, issue 25).
+
+params.models is {name: {"location", "source"}}: its scores and groups tables are paper_llms's where they exist, else
+the default run's (`source` says which)."""
 
 from __future__ import annotations
 

@@ -189,3 +189,15 @@ def window_test_models(config: dict, results: str) -> dict[str, dict]:
     return {model: {"location": model_location(config, model, results),
                     "source": "paper_llms" if folder == paper else "default run"}
             for model, folder in window_test_sources(config, results).items()}
+
+
+def figure_inputs(config: dict, figure: str, results: str, paper_llms: bool = False) -> dict[str, list[str]]:
+    """The files a configured figure reads, by table (catalogue.paths.figure_inputs of its record, the models its
+    record's `models` stands for in this config); for target paper_llms the pretrained models' alone."""
+    options = config["figures"][figure]
+    models = {"model": [options.get("model", "nope")], "trained": list(TRAINED),
+              "pretrained": options.get("models") or pretrained_models(config),
+              "all": extracted_models(config)}.get(FIGURES[figure].models)
+    if paper_llms:
+        models = [m for m in models or [] if m in pretrained_models(config)]
+    return paths.figure_inputs(figure, results, models, figure_variants(config, figure))

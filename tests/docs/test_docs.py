@@ -9,6 +9,7 @@ parser, the rules against the Snakefiles. No workflow runs here.
 from __future__ import annotations
 
 import ast
+import json
 import importlib.util
 import re
 from dataclasses import fields
@@ -227,7 +228,9 @@ def test_results_page_shows_every_table_with_every_column(name):
 # ---------------------------------------------------------------- docs/cli.md
 
 
-def test_cli_page_lists_every_subcommand_and_option():
+def test_cli_page_lists_every_subcommand_and_its_targets_are_results_of_a_rule(rule_outputs):
+    """Every `causalpos` subcommand is on docs/cli.md, and every file its `snakemake` lines name is an output of a
+    rule of the workflow (a result, not a path of the page's own making)."""
     import argparse
 
     from causalpos.workflow.cli import build_parser
@@ -236,10 +239,13 @@ def test_cli_page_lists_every_subcommand_and_option():
     page = text(DOCS / "cli.md")
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     missing = [f"causalpos {name}" for name in sub.choices if f"causalpos {name}" not in page]
-    options = {o for p in [parser, *sub.choices.values()] for a in p._actions for o in a.option_strings} - {"-h",
-                                                                                                     "--help"}
-    missing += [o for o in sorted(options) if o not in page]
     assert missing == [], f"docs/cli.md lacks {missing}"
+    from helpers import writers_for
+
+    patterns = [regex for _, regex, _ in json.loads(writers_for(rule_outputs, "results"))]
+    targets = re.findall(r"^snakemake [^#\n]*?\b(results/\S+)", page, re.M)
+    assert len(targets) >= 10
+    assert [t for t in targets if not any(re.fullmatch(regex, t) for regex in patterns)] == []
 
 
 # ---------------------------------------------------------------- docs/claims.md
@@ -274,11 +280,13 @@ def rules() -> dict[str, str]:
 
 
 def test_workflow_page_lists_every_rule():
+    """The generated table and graph hold every rule (generate-docs.py --check holds them current)."""
     page = text(DOCS / "workflow.md")
     mermaid = re.search(r"```mermaid\n(.*?)```", page, re.S).group(1)
     table = [line for line in page.splitlines() if line.startswith("| `")]
-    missing = [r for r in rules() if not any(line.startswith(f"| `{r}`") for line in table)]
-    missing += [f"{r} (DAG)" for r in rules() if not re.search(rf"\b{r}\b", mermaid)]
+    targets = ("all", "all_figures", "length_seeds", "paper_llms")  # they make nothing of their own
+    missing = [r for r in rules() if r not in targets and not any(line.startswith(f"| `{r}`") for line in table)]
+    missing += [f"{r} (DAG)" for r in rules() if r != "all_figures" and not re.search(rf"\b{r}\b", mermaid)]
     assert missing == [], f"docs/workflow.md lacks rules {missing}"
 
 
@@ -324,7 +332,7 @@ def test_report_captions_say_what_to_look_for_once():
     listed = re.findall(r'^\s+"(\w+)": "', text(ROOT / "report" / "figure.rst"), re.M)
     assert sorted(listed) == sorted(CONFIGURABLE)
     pages = [render_caption("figure.rst", figure=f) for f in CONFIGURABLE]
-    labels = {"kwargs": {"options": {"model_labels": {"nope": "NoPE", "smol": "SmolLM2-135M"}}}}  # rule params
+    labels = {"options": {"model_labels": {"nope": "NoPE", "smol": "SmolLM2-135M"}}}  # rule params
     pages += [render_caption("all_layers.rst", labels, model=m, kind=k, layers="01-08")
               for k in ("raw", "diagnorm") for m in ("nope", "smol")]
     # the paper's Figures 11-16 are its LLMs: a trained model's pages are ours, named as such

@@ -307,23 +307,3 @@ def test_a_killed_extraction_resumes_to_the_same_head_maps(saved, tmp_path, monk
 
 
 # ---------------------------------------------------------------- (f): the workflow
-
-
-@pytest.mark.workflow
-def test_the_tiny_run_has_every_models_heads_the_figure_and_the_benchmark(finished_run):
-    """The shared tiny run (per_head on by default): rule heads's table over every extracted model, the figure
-    drawn from it, its benchmark; SmolLM2-135M's real weights (9 query heads on 3 key heads) average to its
-    head-average scores."""
-    res = str(finished_run / "results")
-    frame = pd.read_parquet(finished_run / paths.summary_file("heads.parquet"))
-    heads = frame.groupby("model")["head"].nunique().to_dict()
-    layers = frame.groupby("model")["layer"].nunique().to_dict()
-    assert heads == {"nope": 2, "rope": 2, "smollm2_135m": 9} and layers == {"nope": 2, "rope": 2, "smollm2_135m": 30}
-    assert set(frame["metric"]) == set(head_analysis.METRICS) and frame["value"].notna().all()
-    for model in ("nope", "smollm2_135m"):
-        maps = results.scores(model, res, per_head=True)
-        average = results.scores(model, res)
-        lower = np.tril(np.ones(average.shape[1:], dtype=bool))
-        np.testing.assert_allclose(maps.mean(axis=1)[:, lower], average[:, lower], rtol=1e-5, atol=1e-5)
-    assert (finished_run / "results/figures/figH1_heads.png").stat().st_size > 10_000
-    assert (finished_run / paths.heads_benchmark()).exists()

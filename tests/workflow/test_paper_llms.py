@@ -195,24 +195,22 @@ def test_dry_run_plans_one_paper_size_extraction_per_model_under_its_own_folder(
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     out = snakemake(workdir, "-n", "paper_llms").stdout
     jobs = re.findall(r"^rule (\w+):\n((?:    .*\n)*)", out, flags=re.M)
-    extractions = [body for rule, body in jobs if rule == "paper_llms_extract"]
-    models = sorted(re.search(r"wildcards: model=(\S+)", body).group(1) for body in extractions)
-    assert models == sorted(config["extraction"]["pretrained"]["models"])
-    assert not [rule for rule, _ in jobs if rule in ("extract_pretrained", "claims", "figure", "model_figure_pretrained",
-                                                     "convergence")]
     paper = paths.paper_llms_dir()
+    extractions = [body for rule, body in jobs if rule == "extract"]
+    models = sorted(re.search(r"wildcards: results=\S+, model=(\S+)", body).group(1) for body in extractions)
+    assert models == sorted(config["extraction"]["pretrained"]["models"])
     for rule, body in jobs:
-        if rule.startswith("paper_llms_"):
+        if rule in ("extract", "claims", "figure", "model_figure", "convergence", "summary"):  # all in its folder
+            assert re.search(rf"wildcards: results={paper}\b", body), (rule, body)
             written = re.search(r"output: (.*)", body).group(1).split(", ")
             assert all(path.startswith(f"{paper}/") for path in written), (rule, written)
-            logs = re.search(r"log: (.*)", body)
-            assert logs is None or logs.group(1).startswith("logs/paper_llms/")
+            assert re.search(r"log: (.*)", body).group(1).startswith(f"{paper}/logs/")
 
 
 @pytest.mark.workflow
 def test_paper_llms_writes_its_own_folder_only(finished_copy):
     """Target paper_llms on the test config's small extraction.paper_llms: its tables, figures, claim 8's rows and the
-    convergence table under results/paper_llms, logs under logs/paper_llms, and nothing of the default run changed."""
+    convergence table under results/paper_llms, its logs there too, and nothing of the default run changed."""
     from causalpos.io import read_metadata
 
     def files():
@@ -221,9 +219,9 @@ def test_paper_llms_writes_its_own_folder_only(finished_copy):
     before = files()
     snakemake(finished_copy, "paper_llms")
     after = files()
-    paper, logs = finished_copy / "results" / "paper_llms", finished_copy / "logs" / "paper_llms"
+    paper = finished_copy / "results" / "paper_llms"
     changed = [p for p in after if before.get(p) != after[p]]
-    assert changed and [p for p in changed if paper not in p.parents and logs not in p.parents] == []
+    assert changed and [p for p in changed if paper not in p.parents] == []
     config = yaml.safe_load((finished_copy / "config.yaml").read_text())
     settings, models = config["extraction"]["paper_llms"], list(config["extraction"]["pretrained"]["models"])
     for model in models:

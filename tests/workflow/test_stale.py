@@ -25,20 +25,19 @@ import pandas as pd
 import pytest
 
 from causalpos.catalogue import paths
-from helpers import SNAKEMAKE, edit_config, planned_jobs, processes_in, snakemake
+from helpers import SNAKEMAKE, edit_config, job_rule, planned_jobs, processes_in, snakemake
 
 pytestmark = pytest.mark.workflow
 
 
-def job_processes(workdir: Path, script: str) -> list[int]:
-    """PIDs of the Snakemake job processes of this copy running workflow_scripts/<script>."""
-    return [pid for pid, argv in processes_in(workdir).items()
-            if any(a.endswith(f".{script}".encode()) and b"/.snakemake/scripts/" in a for a in argv)]
+def job_processes(workdir: Path, rule: str) -> list[int]:
+    """PIDs of the Snakemake job processes of this copy running a job of `rule`."""
+    return [pid for pid, argv in processes_in(workdir).items() if job_rule(argv) == rule]
 
 
 def run_and_kill(workdir: Path, counts: dict[str, int], timeout: float = 300) -> subprocess.CompletedProcess:
-    """Start `snakemake all_figures`; SIGKILL each of the first counts[script] jobs running workflow_scripts/script
-    as soon as it appears (the default profile's keep-going starts the others meanwhile); wait for the end."""
+    """Start `snakemake all_figures`; SIGKILL each of the first counts[rule] jobs of each rule as soon as it appears
+    (the default profile's keep-going starts the others meanwhile); wait for the end."""
     env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
     proc = subprocess.Popen([SNAKEMAKE, "--cores", "2", "all_figures"], cwd=workdir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -76,12 +75,12 @@ def test_killed_jobs_after_a_config_change_are_rebuilt_with_what_is_made_from_th
         config["training"].update(lr=lr, steps=steps)
 
     edit_config(workdir, change)
-    killed = run_and_kill(workdir, {"simulate.py": 1, "train.py": 2})
+    killed = run_and_kill(workdir, {"simulate": 1, "train": 2})
     assert killed.returncode != 0
     assert not table.exists()  # Snakemake removed the killed jobs' outputs
     assert not any((models / m / "model.safetensors").exists() for m in ("nope", "rope"))
     planned = {rule for rule, _ in planned_jobs(workdir, "all_figures")}
-    assert {"simulate", "train", "extract_trained", "model_figure_trained", "claims", "figure"} <= planned
+    assert {"simulate", "train", "extract", "model_figure", "claims", "figure"} <= planned
 
     # the ledger reads both branches; fig02 the simulation, nope's pages the trained model
     targets = [str(p.relative_to(workdir)) for p in (ledger, *fig02, nope_pages)]
@@ -102,5 +101,6 @@ def test_killed_jobs_after_a_config_change_are_rebuilt_with_what_is_made_from_th
     assert "Nothing to be done" in snakemake(workdir, "-n", *targets).stdout  # and now they are current
     # ...while what all_figures draws from the trained models, and was not rebuilt, is still out of date
     still = planned_jobs(workdir, "all_figures")
-    assert {("model_figure_trained", "rope"), ("emergence", "nope"), ("figure", "fig08_model_layers")} <= still
-    assert not {job for job in still if job[0] in ("simulate", "train", "extract_trained", "claims")}
+    assert {("model_figure", "rope"), ("emergence", "nope"), ("figure", "fig08_model_layers")} <= still
+    assert not {job for job in still if job[0] in ("simulate", "train", "claims")}
+    assert not {job for job in still if job[0] == "extract" and job[1] in ("nope", "rope")}

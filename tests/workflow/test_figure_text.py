@@ -1,8 +1,8 @@
 """Every figure family is readable: no clipped or overlapping text, no legend over data, integer ticks on layer
 axes, and text of at least MIN_TEXT_PX pixels where the report shows the figure REPORT_WIDTH_PX wide.
 
-The figures are drawn from the shared finished tiny run's tables through the production paths (the runners
-of workflow.runners, or figures.style.save_figure with the runner's drawing), into PNGs under a temporary
+The figures are drawn from the shared finished tiny run's tables through the production paths (the rules' job
+modules, run by workflow.job.run_job, or figures.style.save_figure with the job's drawing), into PNGs under a temporary
 folder; save_figure is wrapped so that each Figure is kept, with the seaborn plotting context and style that
 save_figure drew it in (read back inside the drawing with seaborn's own getters): the checks lay the figure out
 again in that context (figures.legibility), as it was when its PNG was written.
@@ -33,10 +33,9 @@ from causalpos.catalogue.figures import (ABLATION_FIGURE, ALL_LAYERS_FIGURE, CLA
                                         FIGURES, LENGTH_SEEDS_FIGURE, RENDERED)
 from causalpos.io import read_table
 from causalpos.catalogue import paths
-from causalpos.workflow import dag
 from causalpos.workflow.config import load_config
-from causalpos.workflow.settings import extracted_models
-from causalpos.workflow.runners import run_all_layers, run_figure, run_length_seeds
+from causalpos.workflow.job import Job, run_job
+from causalpos.workflow.settings import extracted_models, figure_inputs, figure_options, plot_options
 
 FIGURE_IDS = [figure for figure in RENDERED if figure != ALL_LAYERS_FIGURE]  # rule figure's
 KINDS = ("raw", "diagnorm")
@@ -107,8 +106,9 @@ def draw_rule_figures(run: Path, config: dict, out: Path, recorder: Recorder) ->
     results = str(run / "results")
     for figure in FIGURE_IDS:
         recorder.family = figure
-        options = dag.params(config, results, "figure", figure=figure)["options"]
-        run_figure(figure, dag.inputs(config, results, "figure", figure=figure), options, [out / f"{figure}.png"])
+        run_job(Job("figure", wildcards={"figure": figure}, input=figure_inputs(config, figure, results),
+                    output={"png": str(out / f"{figure}.png")},
+                    params={"options": figure_options(config, figure)}))
 
 
 def draw_all_layers(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
@@ -120,16 +120,17 @@ def draw_all_layers(run: Path, config: dict, out: Path, recorder: Recorder) -> N
     scores.to_parquet(table)
     for model in scores["model"].unique():
         recorder.family = ALL_LAYERS_FIGURE
-        stage = "model_figure_trained" if model in ("nope", "rope") else "model_figure_pretrained"
-        options = dag.params(config, results, stage, model=str(model))["options"]
-        run_all_layers(table, {**options, "formats": ["png"]}, out / f"{ALL_LAYERS_FIGURE}_{model}")
+        options = plot_options(config, model=str(model))
+        run_job(Job("model_figure", input={"scores": str(table)},
+                    output={"folder": str(out / f"{ALL_LAYERS_FIGURE}_{model}")},
+                    params={"options": {**options, "formats": ["png"]}}))
     for page in recorder.drawn.pop(ALL_LAYERS_FIGURE):  # by kind, from the page's file name (raw_layers01-08.png)
         kind = Path(page.name).name.split("_")[0]
         recorder.drawn.setdefault(f"{ALL_LAYERS_FIGURE}/{kind}", []).append(page)
 
 
 def draw_claims(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
-    options = dag.params(config, str(run / "results"), "claims")["options"]
+    options = plot_options(config)  # rule claims's
     ledger = read_table(run / paths.summary_file("claims.parquet"))
     recorder.family = CLAIMS_FIGURE
     for page in PAGES:
@@ -154,8 +155,9 @@ def draw_length_seeds(run: Path, config: dict, out: Path, recorder: Recorder) ->
             table.assign(heldout_loss=table["heldout_loss"] + scale * slope * np.log2(table["factor"])).to_parquet(path)
             runs.append((model, seed, path))
     recorder.family = LENGTH_SEEDS_FIGURE
-    run_length_seeds(runs, out / "length_seeds.parquet", [out / f"{LENGTH_SEEDS_FIGURE}.png"],
-                     dag.params(config, str(run / "results"), "length_seeds_table")["options"])
+    run_job(Job("length_seeds_table", input={"runs": [str(path) for _, _, path in runs]},
+                output={"table": str(out / "length_seeds.parquet"), "figures": [str(out / f"{LENGTH_SEEDS_FIGURE}.png")]},
+                params={"runs": [[model, seed] for model, seed, _ in runs], "options": config["plot"]}))
 
 
 def draw_ablation(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
@@ -165,7 +167,7 @@ def draw_ablation(run: Path, config: dict, out: Path, recorder: Recorder) -> Non
     trained = table[table["kind"] == "trained"]
     seeds = pd.concat([trained, *(trained.assign(seed=seed, effect=trained["effect"] + shift)
                                   for seed, shift in ((1, 0.001), (2, -0.001)))], ignore_index=True)
-    options = dag.params(config, str(run / "results"), "pattern_ablation_summary")["options"]
+    options = plot_options(config)  # rule pattern_ablation_summary's
     recorder.family = ABLATION_FIGURE
     for name, frame in (("run", table), ("seeds", seeds)):
         recorder(lambda frame=frame: fig_pattern_ablation({"pattern_ablation": frame}, options), options,

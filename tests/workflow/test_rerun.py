@@ -23,13 +23,12 @@ TRAINING_JOBS = {("train", "nope"), ("train", "rope"), ("length_eval", "nope"), 
                  ("figure", "figT1_training_loss"), ("figure", "figT2_length_generalization"),
                  ("pattern_ablation", "nope"), ("pattern_ablation", "rope")} | ABLATION
 
-TRAINED_ANALYSIS = {("extract_trained", "nope"), ("extract_trained", "rope"), ("model_figure_trained", "nope"),
-                    ("model_figure_trained", "rope"),
+TRAINED_ANALYSIS = {("extract", "nope"), ("extract", "rope"), ("model_figure", "nope"), ("model_figure", "rope"),
                     ("summary", ""), ("figure", "fig03_intermediates"), ("figure", "fig08_model_layers"),
                     ("figure", "figC1_nope_vs_rope"), ("figure", "figM1_nonrelativeness"),
                     ("figure", "figM2_increasing_fraction"), ("figure", "figM3_position_probe")}
 
-LLM_ANALYSIS = {("extract_pretrained", "smollm2_135m"), ("model_figure_pretrained", "smollm2_135m"),
+LLM_ANALYSIS = {("extract", "smollm2_135m"), ("model_figure", "smollm2_135m"),
                 ("figure", "fig05_llms")}
 LLM_ABLATION = {("pattern_ablation_pretrained", "smollm2_135m")} | ABLATION  # on the documents, not the extraction
 
@@ -40,18 +39,17 @@ CONFIG_PAGE = {("config_record", "")}  # the report's copy of the configuration:
 def with_ledger(jobs: set) -> set:
     """The jobs plus what gathers their results: the run-time table, the claims ledger and the heads' table."""
     rules = {rule for rule, _ in jobs}
-    extractions = {"extract_trained", "extract_pretrained"}
-    extra = {("runtimes", "")} if rules & {"simulate", "train", "emergence", "recursion", *extractions} else set()
-    if rules & {"simulate", "theory", "recursion", "pattern_ablation_summary", *extractions}:
+    extra = {("runtimes", "")} if rules & {"simulate", "train", "emergence", "recursion", "extract"} else set()
+    if rules & {"simulate", "theory", "recursion", "pattern_ablation_summary", "extract"}:
         extra.add(("claims", ""))
-    if "extract_pretrained" in rules:  # the LLMs' claims on growing N, and the sliding-window test
+    if ("extract", "smollm2_135m") in jobs:  # the LLMs' claims on growing N, and the sliding-window test
         extra |= {("convergence", ""), ("window_test", "")}
-    if rules & extractions:  # every model's heads (extraction.per_head) and their figure
+    if "extract" in rules:  # every model's heads (extraction.per_head) and their figure
         extra |= {("heads", ""), ("figure", "figH1_heads")}
     return jobs | extra
 
 def test_editing_data_code_reruns_the_data_branch_only(finished_copy):
-    touch_source(finished_copy, "models/data")
+    touch_source(finished_copy, "corpus/documents")
     expected = {("sample", ""), ("tokenizer", "")} | TRAINING_JOBS | TRAINED_ANALYSIS | LLM_ANALYSIS | EMERGENCE \
         | LLM_ABLATION
     assert planned_jobs(finished_copy, "all") == with_ledger(expected)  # the documents feed the LLM's sequences too
@@ -90,8 +88,8 @@ def test_changing_a_default_reruns_every_variant_that_inherits_it(finished_copy)
     assert ("theory", "") not in jobs
 
 def all_figure_jobs(config: dict) -> set[tuple[str, str]]:
-    return ({("figure", f) for f in config["figures"]} | {("model_figure_trained", m) for m in ("nope", "rope")}
-            | {("model_figure_pretrained", m) for m in config["extraction"]["pretrained"]["models"]})
+    return ({("figure", f) for f in config["figures"]}
+            | {("model_figure", m) for m in ("nope", "rope", *config["extraction"]["pretrained"]["models"])})
 
 def test_changing_a_plot_option_reruns_only_figures(finished_copy):
     edit_config(finished_copy, lambda c: c["plot"].update(dpi=72))
@@ -141,6 +139,6 @@ def test_editing_theory_code_reruns_theory_and_figures_not_simulations(finished_
 def test_changing_the_llm_length_reruns_only_its_extraction(finished_copy):
     edit_config(finished_copy, lambda c: c["extraction"]["pretrained"].update(seq_len=24))
     jobs = planned_jobs(finished_copy, "all")
-    assert ("extract_pretrained", "smollm2_135m") in jobs and ("model_figure_pretrained", "smollm2_135m") in jobs
-    assert not {("extract_trained", "nope"), ("extract_trained", "rope"), ("pretrained", "smollm2_135m")} & jobs
+    assert ("extract", "smollm2_135m") in jobs and ("model_figure", "smollm2_135m") in jobs
+    assert not {("extract", "nope"), ("extract", "rope"), ("pretrained", "smollm2_135m")} & jobs
     assert not any(rule in ("train", "tokenizer", "simulate") for rule, _ in jobs)

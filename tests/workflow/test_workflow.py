@@ -8,17 +8,16 @@ recomputes after an edit is in tests/test_rerun.py, the other targets and the CL
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
+from causalpos import results
+from causalpos.analysis.heads import METRICS as HEAD_METRICS
+from causalpos.catalogue import paths
 from causalpos.catalogue.claims import PAGES, VERDICTS
 from helpers import assert_convergence_is_the_ledger, copy_workflow, edit_config, planned_jobs, snakemake
 
@@ -40,10 +39,10 @@ def test_all_figures_end_to_end(finished_run):
     assert set(theory["alpha"]) == set(config["theory"]["alphas"])
     recursion = pd.read_parquet(finished_run / "results" / "theory" / "recursion.parquet")
     assert list(recursion["variant"].unique()) == list(config["simulation"]["variants"])
-    assert recursion["score"].notna().all() and (finished_run / "benchmarks" / "recursion.tsv").stat().st_size > 0
+    assert recursion["score"].notna().all() and (finished_run / "results" / "benchmarks" / "recursion.tsv").stat().st_size > 0
     # every rule logs, every simulation, extraction and training has its run time, nothing half-written is left
-    assert (finished_run / "logs" / "theory.log").stat().st_size > 0
-    assert (finished_run / "logs" / "recursion.log").stat().st_size > 0
+    assert (finished_run / "results" / "logs" / "theory.log").stat().st_size > 0
+    assert (finished_run / "results" / "logs" / "recursion.log").stat().st_size > 0
     runtimes = pd.read_parquet(finished_run / "results" / "summary" / "runtimes.parquet")
     timed = set(zip(runtimes["rule"], runtimes["job"]))
     assert {("simulate", v) for v in config["simulation"]["variants"]} <= timed
@@ -72,7 +71,7 @@ def test_data_stages_write_documents_tokens_and_snippets(finished_run):
     snippets = np.load(tokens / "snippets.npy")
     assert snippets.shape[1] == config["evaluation"]["snippet_len"]
     assert (finished_run / "results" / "tokenizer" / "tokenizer.json").exists()
-    assert "documents per source and split" in (finished_run / "logs" / "sample.log").read_text()
+    assert "documents per source and split" in (finished_run / "results" / "logs" / "sample.log").read_text()
 
 
 def test_training_outputs(finished_run):
@@ -164,9 +163,9 @@ def test_report_holds_every_figure_the_runtimes_and_the_config(finished_copy):
     assert "results/summary/runtimes.html" in shown and "results/summary/config.html" in shown
 
 
-def test_claims_ledger_from_the_run_and_by_the_cli(finished_copy):
-    """Rule claims writes one row per claim and setting with a verdict; `causalpos claims` writes the same."""
-    summary = finished_copy / "results" / "summary"
+def test_claims_ledger_from_the_run(finished_run):
+    """Rule claims writes one row per claim and setting with a verdict, its Markdown and a page per part."""
+    summary = finished_run / "results" / "summary"
     ledger = pd.read_parquet(summary / "claims.parquet")
     assert list(ledger.columns[:9]) == ["claim_id", "section", "statement", "setting", "metric", "value",
                                         "uncertainty", "threshold", "verdict"]
@@ -174,16 +173,23 @@ def test_claims_ledger_from_the_run_and_by_the_cli(finished_copy):
     assert ledger["p_value"].notna().any() and "p_adjusted" in ledger.columns
     assert {claim[0] for claim in ledger["claim_id"]} == set("123456789")  # claims 1-8 and the input law (9)
     assert (summary / "claims.md").read_text().count("\n|") > len(set(ledger["claim_id"]))
-    pages = sorted(p.name for p in (finished_copy / "results" / "figures" / "figL1_claims").iterdir())
+    pages = sorted(p.name for p in (finished_run / "results" / "figures" / "figL1_claims").iterdir()
+                   if not p.name.startswith("."))  # not Snakemake's .snakemake_timestamp of a directory()
     assert pages == sorted(f"claims{page}.{ext}" for page in PAGES for ext in ("pdf", "png"))  # one per part
-    assert all((finished_copy / "results" / "figures" / "figL1_claims" / page).stat().st_size > 1000 for page in pages)
-    env = {**os.environ, "PYTHONPATH": str(finished_copy / "src")}
-    # links: the CLI writes by rename, and this copy is the test's own
-    shutil.copytree(finished_copy / "results", finished_copy / "by_cli", symlinks=True, copy_function=os.link)
-    (finished_copy / "by_cli" / "summary" / "claims.parquet").unlink()
-    subprocess.run([sys.executable, "-m", "causalpos.workflow.cli", "--results", "by_cli", "claims"], cwd=finished_copy,
-                   env=env, check=True, capture_output=True)
-    pd.testing.assert_frame_equal(pd.read_parquet(finished_copy / "by_cli" / "summary" / "claims.parquet"), ledger)
+    assert all((finished_run / "results" / "figures" / "figL1_claims" / page).stat().st_size > 1000 for page in pages)
+
+
+def test_one_result_by_hand_runs_its_job_and_what_it_needs(finished_copy):
+    """`snakemake --cores 2 <file>` (docs/cli.md): the jobs that file needs and no other, recorded by Snakemake, so
+    that the next run of the workflow knows it is current."""
+    table = finished_copy / "results" / "simulation" / "l2_alpha0.2.parquet"
+    before = pd.read_parquet(table)
+    table.unlink()
+    assert planned_jobs(finished_copy, "results/simulation/l2_alpha0.2.parquet") == {("simulate", "l2_alpha0.2")}
+    snakemake(finished_copy, "results/simulation/l2_alpha0.2.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(table), before)  # seeded: the same table
+    # its readers are older than it now: a run of the workflow redraws them, and reruns nothing above them
+    assert {rule for rule, _ in planned_jobs(finished_copy, "all")} <= {"figure", "claims", "runtimes"}
 
 
 @pytest.mark.parametrize("change, message", [
@@ -201,3 +207,23 @@ def test_bad_config_fails_before_any_job(tmp_path, change, message):
     assert proc.returncode != 0
     assert message in proc.stdout + proc.stderr
     assert not (workdir / "results").exists()
+
+
+def test_the_tiny_run_has_every_models_heads_the_figure_and_the_benchmark(finished_run):
+    """The shared tiny run (per_head on by default): rule heads's table over every extracted model, the figure
+    drawn from it, its benchmark; SmolLM2-135M's real weights (9 query heads on 3 key heads) average to its
+    head-average scores."""
+    res = str(finished_run / "results")
+    frame = pd.read_parquet(finished_run / paths.summary_file("heads.parquet"))
+    heads = frame.groupby("model")["head"].nunique().to_dict()
+    layers = frame.groupby("model")["layer"].nunique().to_dict()
+    assert heads == {"nope": 2, "rope": 2, "smollm2_135m": 9} and layers == {"nope": 2, "rope": 2, "smollm2_135m": 30}
+    assert set(frame["metric"]) == set(HEAD_METRICS) and frame["value"].notna().all()
+    for model in ("nope", "smollm2_135m"):
+        maps = results.scores(model, res, per_head=True)
+        average = results.scores(model, res)
+        lower = np.tril(np.ones(average.shape[1:], dtype=bool))
+        np.testing.assert_allclose(maps.mean(axis=1)[:, lower], average[:, lower], rtol=1e-5, atol=1e-5)
+    assert (finished_run / "results/figures/figH1_heads.png").stat().st_size > 10_000
+    assert (finished_run / paths.heads_benchmark()).exists()
+

@@ -1,6 +1,6 @@
 """The other targets (length_seeds, a config with its own results folder) and the between-workflow output
 cache, each on a copy of the session's finished run (`finished_copy`, tests/conftest.py). Target paper_llms
-is in tests/test_paper_llms.py, `causalpos <stage>` against its rule in tests/test_cli_stages.py.
+is in tests/test_paper_llms.py.
 """
 
 from __future__ import annotations
@@ -24,8 +24,12 @@ def test_length_seeds_target_trains_the_other_seeds_and_summarises(finished_copy
     jobs = planned_jobs(finished_copy, "length_seeds")
     config = yaml.safe_load((finished_copy / "config.yaml").read_text())
     seeds = config["evaluation"]["seeds"]
-    assert {rule for rule, _ in jobs} == {"train_seed", "length_eval_seed", "length_seeds_table",
-                                          "pattern_ablation_seed", "pattern_ablation_seeds", "length_seeds_claims"}
+    runs = {f"{model}_seed{seed}" for model in ("nope", "rope") for seed in seeds}  # catalogue.models.seed_run
+    assert {job for job in jobs if job[0] in ("train", "length_eval", "pattern_ablation")} == {
+        (rule, run) for rule in ("train", "length_eval", "pattern_ablation") for run in runs}
+    assert {rule for rule, _ in jobs} == {"train", "length_eval", "pattern_ablation", "length_seeds_table",
+                                          "pattern_ablation_summary", "claims"}
+    assert {("pattern_ablation_summary", "@results/seeds"), ("claims", "@results/seeds")} <= jobs
     snakemake(finished_copy, "length_seeds")
     everyone = [config["training"].get("seed", 0), *seeds]
     ablation = pd.read_parquet(finished_copy / "results" / "seeds" / "summary" / "pattern_ablation.parquet")
@@ -42,7 +46,7 @@ def test_length_seeds_target_trains_the_other_seeds_and_summarises(finished_copy
     assert (table["n_seeds"] == 1 + len(seeds)).all()
     assert sorted(table["factor"].unique()) == sorted(config["evaluation"]["length_factors"])
     for seed in seeds:
-        trained = finished_copy / "results" / "seeds" / "nope" / f"seed{seed}" / "model.safetensors"
+        trained = finished_copy / "results" / "models" / f"nope_seed{seed}" / "model.safetensors"
         assert trained.stat().st_size > 1000
     assert (finished_copy / "results" / "figures" / "figT3_length_seeds.png").stat().st_size > 1000
     assert planned_jobs(finished_copy, "length_seeds") == set()
@@ -68,7 +72,7 @@ def test_two_checkouts_share_simulations_through_the_output_cache(finished_run, 
     cache = tmp_path / "cache"
     cache.mkdir()
     monkeypatch.setenv("SNAKEMAKE_OUTPUT_CACHE", str(cache))
-    target, log = "results/simulation/l2_alpha0.2.parquet", "logs/simulate/l2_alpha0.2.log"
+    target, log = "results/simulation/l2_alpha0.2.parquet", "results/logs/simulate/l2_alpha0.2.log"
     first, second = (copy_run(finished_run, tmp_path / name) for name in ("first", "second"))
     for checkout in (first, second):  # two checkouts of the finished run without this table and its log
         (checkout / target).unlink()

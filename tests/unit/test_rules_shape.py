@@ -1,0 +1,52 @@
+"""The shape issue 39 gives the rules: they are the DAG, a rule is one job module, variants are wildcards."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = [ROOT / "Snakefile", *sorted((ROOT / "rules").glob("*.smk"))]
+TARGETS = ("all", "all_figures", "length_seeds", "paper_llms")  # rules that only name other rules' outputs
+
+
+def bodies() -> dict[str, str]:
+    found = {}
+    for path in FILES:
+        parts = re.split(r"^rule (\w+):", path.read_text(), flags=re.M)
+        found |= dict(zip(parts[1::2], parts[2::2]))
+    return found
+
+
+def test_at_most_30_rules_and_2_use_rule():
+    uses = sum(len(re.findall(r"^use rule ", path.read_text(), re.M)) for path in FILES)
+    assert len(bodies()) <= 30 and uses <= 2
+
+
+def test_every_rule_logs_and_runs_its_job_module_with_its_code_digest():
+    jobs = {p.stem for p in (ROOT / "src" / "causalpos" / "jobs").glob("*.py")} - {"__init__"}
+    for name, body in bodies().items():
+        if name in TARGETS:
+            continue
+        assert re.search(r"^    log:\n", body, re.M), name
+        assert '"../workflow_scripts/job.py"' in body, name
+        assert f'code=code("{name}")' in body, name
+        assert name in jobs, name
+        reads = re.search(r"^    input:\n", body, re.M)
+        assert bool(reads) == (f'upstream=upstream("{name}")' in body), name  # a rule that reads results
+
+
+def test_every_rule_takes_its_resources_from_the_one_table():
+    for name, body in bodies().items():
+        for directive in ("threads:", "resources:"):
+            match = re.search(rf"^    {directive}(.*)\n((?:        .*\n)*)", body, re.M)
+            if match:
+                text = match.group(1) + match.group(2)
+                assert f'job_threads("{name}")' in text or f'job_resources("{name}")' in text, (name, directive)
+
+
+def test_no_params_hide_behind_a_registry():
+    """Inputs and params are written in the rule (named input functions of common.smk where the config decides),
+    not unpacked from a second description of the DAG."""
+    text = "".join(path.read_text() for path in FILES)
+    assert "stage_inputs" not in text and "stage_params" not in text and "dag." not in text
