@@ -67,6 +67,7 @@ rule all:
         paths.table_file("claims", RESULTS),
         rules.runtimes.output,
         rules.config_record.output,
+        rules.environment.output,
         all_figure_files(),
         [paths.all_layers_dir(model, RESULTS) for model in EXTRACTED],
 

@@ -49,3 +49,18 @@ rule config_record:
         code=code("config_record"),
     script:
         "../workflow_scripts/job.py"
+
+
+# The software the run used, beside its results: a package that changes reruns this record.
+rule environment:
+    output:
+        paths.table_file("environment", RESULTS),
+    log:
+        log_path("environment.log"),
+    conda:
+        "../envs/causalpos.yaml"
+    params:
+        versions=settings.software_versions(),
+        code=code("environment"),
+    script:
+        "../workflow_scripts/job.py"

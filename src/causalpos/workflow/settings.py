@@ -201,3 +201,24 @@ def figure_inputs(config: dict, figure: str, results: str, paper_llms: bool = Fa
     if paper_llms:
         models = [m for m in models or [] if m in pretrained_models(config)]
     return paths.figure_inputs(figure, results, models, figure_variants(config, figure))
+
+
+PACKAGES = ("causalpos", "snakemake", "torch", "transformers", "tokenizers", "numpy", "numba", "pandas", "pyarrow",
+            "matplotlib", "seaborn")  # the packages whose versions decide the run's numbers and figures
+
+
+def software_versions() -> dict[str, str]:
+    """{name: version} of Python, the platform, PACKAGES and the GPU torch would use (without importing torch)."""
+    import platform
+    import shutil
+    import subprocess
+    from importlib import metadata
+
+    versions = {"python": platform.python_version(), "platform": platform.platform()}
+    versions |= {name: metadata.version(name) for name in PACKAGES}
+    gpu = None
+    if shutil.which("nvidia-smi"):
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True)
+        gpu = done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else None
+    return versions | {"gpu": gpu or "none"}
