@@ -39,7 +39,8 @@ import torch
 
 from causalpos.runtime.devices import available_cpus, resolve_device
 from causalpos.models.model import build_model
-from causalpos.models.train import lm_loss, make_optimizer, train
+from causalpos.models.blocks import lm_loss
+from causalpos.models.train import make_optimizer, train
 from causalpos.workflow.config import training_defaults
 
 DEFAULT_TRAIN = training_defaults()  # the config schema's training defaults

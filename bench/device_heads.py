@@ -4,7 +4,7 @@
 
 1. correctness on CUDA: tiny random Llama (6 query heads on 2 key heads) and Gemma-3 (4 on 2, a sliding window)
    on the GPU; each recorded head map against eager attention's mean pre-softmax logits there, and the heads'
-   mean against the head average (tests/test_heads.py's checks, on the device);
+   mean against the head average (tests/integration/test_heads.py's checks, on the device);
 2. the default run's extraction (64 x 256 tokens, batch 4, intermediates of layer 0, the probe, 16 groups) of a
    SmolLM2-135M-shaped model (bench/shapes, random weights) with per_head off, on, on, off: wall time, and the
    per-batch step alternated between two runs (median ratio on / off);

@@ -2,7 +2,7 @@
 helpers the modules share are in tests/helpers.py, imported as `from helpers import ...`).
 
 `finished_run`: one finished `snakemake all` of the tiny config (.test/config.yaml, with the default profile) per
-test session, shared by every test that needs a finished run (tests/test_workflow.py, test_rerun.py,
+test session, shared by every test that needs a finished run (tests/workflow/test_workflow.py, test_rerun.py,
 test_targets.py, test_stale.py, test_faults.py, test_cli_stages.py, test_paper_llms.py). It starts in the background when the session
 starts, so the tests that need no run go on meanwhile; with pytest-xdist the workers share it (the first starts
 it, a file lock keeps the others from starting another). It is never changed: a test that runs or edits
@@ -13,7 +13,7 @@ SLURM test modules (tests/test_slurm.py, test_slurm_stopped.py), which
 are skipped unless CAUSALPOS_SLURM=1. Session-scoped so that `pytest -m slurm -n 0`
 starts it once; stopped at the end if the tests started it.
 
-`data`: the Markov-chain blocks and word-level tokenizer of the tiny trainings (tests/test_train.py,
+`data`: the Markov-chain blocks and word-level tokenizer of the tiny trainings (tests/integration/test_train.py,
 test_emergence.py), made once per test module.
 
 The fixtures import tests/helpers.py when they run, not when this file loads: helpers imports torch and

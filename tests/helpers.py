@@ -7,12 +7,12 @@ nor from each other.
 - Workflow copies: `ROOT`, `SNAKEMAKE`, `copy_workflow`, `snakemake`, `edit_config`, `planned_jobs`,
   `touch_source`, `processes_in`, `copy_with_profiles`, `copy_run`.
 - SLURM: `JOB_ID`, `job_env`, `sacct_states`, `wait_for_accounting`, `local_slurm`.
-- Training (tests/test_train.py, test_emergence.py; their `data` fixture is conftest's): `VOCAB`, `BLOCK`,
+- Training (tests/integration/test_train.py, test_emergence.py; their `data` fixture is conftest's): `VOCAB`, `BLOCK`,
   `CFG`, `TINY`, `env`, `make_tokenizer`, `command`, `start_and_wait_for_steps`.
-- Synthetic tables of the claims ledger (tests/test_claims.py, test_claims_figure.py): `S`, `R`, `I`, `J`,
+- Synthetic tables of the claims ledger (tests/integration/test_claims.py, test_claims_figure.py): `S`, `R`, `I`, `J`,
   `LOWER`, `BASE`, `sim_table`, `identity`, `keys_up`, `model_tables`, `small_inputs`, ...
-- `write_tiny_gguf` (tests/test_config_checks.py, test_pretrained.py), `assert_convergence_is_the_ledger`
-  (tests/test_workflow.py, test_paper_llms.py).
+- `write_tiny_gguf` (tests/integration/test_config_checks.py, test_pretrained.py), `assert_convergence_is_the_ledger`
+  (tests/workflow/test_workflow.py, test_paper_llms.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from helpers import planned_jobs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # After a snippet: every DataFrame it made must have rows (a read of the wrong file, or a folder of several
 # tables merged into one schema, shows up as a missing column or an empty frame).

@@ -124,7 +124,7 @@ def test_1f_from_a_small_simulation_without_residual():
 
 
 def test_default_config_has_the_variant_and_no_figure_draws_it():
-    config = yaml.safe_load((Path(__file__).parents[1] / "config.yaml").read_text())
+    config = yaml.safe_load((Path(__file__).parents[2] / "config.yaml").read_text())
     assert config["simulation"]["variants"]["l2_alpha0.0_noresidual"] == {"residual": False}
     drawn = {v for figure in config["figures"].values() for v in (figure or {}).get("variants", [])}
     assert "l2_alpha0.0_noresidual" not in drawn

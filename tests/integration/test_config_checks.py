@@ -20,7 +20,7 @@ from causalpos.workflow.cli import main
 from causalpos.workflow.config import DEVICE_KEYS, SCHEMA_PATH, ConfigError, check_duplicate_keys, load_config, validate_config
 from helpers import copy_workflow, edit_config, snakemake, write_tiny_gguf
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

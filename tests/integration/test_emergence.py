@@ -3,7 +3,7 @@ exactly s optimizer steps, interrupted or not; the emergence extraction of step 
 weights; the emergence table's metrics are the claims ledger's on the same tables; the length comparison
 over seeds summarises its inputs.
 
-Tiny models on the Markov-chain blocks of tests/test_train.py (the `data` fixture of tests/conftest.py).
+Tiny models on the Markov-chain blocks of tests/integration/test_train.py (the `data` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def test_real_gemma3_270m_scores_equal_eager_logits(tmp_path_factory, monkeypatc
     workflow (results/pretrained/gemma3_270m) if there is one, else converted here from its chunks."""
     from causalpos.models.pretrained import convert_gguf
 
-    folder = Path(__file__).resolve().parents[1] / "results" / "pretrained" / "gemma3_270m"
+    folder = Path(__file__).resolve().parents[2] / "results" / "pretrained" / "gemma3_270m"
     if not (folder / "model.safetensors").exists():
         folder = tmp_path_factory.mktemp("gemma3_270m") / "model"
         convert_gguf({"gguf": "gemma3-270m"}, folder, "test")

@@ -72,7 +72,7 @@ def theory():
 
 TRAINING_FIGURES = {"figT1_training_loss", "figT2_length_generalization",  # test_training_figures_render
                     "figE1_emergence",  # test_emergence_and_seed_figures_render
-                    "figH1_heads"}  # tests/test_heads.py
+                    "figH1_heads"}  # tests/integration/test_heads.py
 
 
 def test_every_figure_has_options():

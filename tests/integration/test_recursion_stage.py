@@ -2,7 +2,7 @@
 (workflow.settings.recursion_variants): every variant of the config with its own settings and window, one row per layer
 and visible pair, the simulation tables' parameter columns, the values of independent calls of
 simulation.recursion.recursion (with and without the finite-d correction); and its params, which rerun it when a
-variant changes. No workflow runs here (tests/test_rerun.py has what a rerun plans, tests/test_workflow.py the run).
+variant changes. No workflow runs here (tests/workflow/test_rerun.py has what a rerun plans, tests/workflow/test_workflow.py the run).
 """
 
 from __future__ import annotations

@@ -17,10 +17,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from causalpos.corpus.documents import TEXT_CHECK_BYTES, check_sources, sample_documents
+from causalpos.corpus.documents import check_sources, sample_documents
+from causalpos.corpus.sources import TEXT_CHECK_BYTES
 from causalpos.workflow.config import ConfigError, validate_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOOD_TEXT = "Ein Café in Zürich, naïve façade; 東京の天気は晴れです。 Plain words too.\n"
 
 

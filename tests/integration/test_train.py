@@ -21,23 +21,22 @@ from safetensors.torch import load_file
 
 from causalpos.models.model import build_model, count_parameters
 from causalpos.models.settings import model_settings, training_settings
+from causalpos.models.blocks import TrainOrder, micro_batch_blocks
+from causalpos.models.length_eval import evaluate_lengths
 from causalpos.models.train import (
     CHECKPOINT_NAME,
     DEBUG_ENV,
     METRIC_COLUMNS,
     CheckpointError,
-    TrainOrder,
-    evaluate_lengths,
     load_checkpoint,
     lr_at,
-    micro_batch_blocks,
     train,
 )
 from causalpos.workflow.config import ConfigError, training_defaults
 from helpers import BLOCK, CFG, TINY, VOCAB, command, env, start_and_wait_for_steps
 
 # the fixture `data` (the Markov-chain blocks and their tokenizer) is tests/conftest.py's, shared with
-# tests/test_emergence.py
+# tests/integration/test_emergence.py
 
 
 @pytest.fixture(scope="module")
@@ -381,7 +380,7 @@ def test_paper_config_is_the_papers_recipe():
     from causalpos.models.model import model_config
 
     # devices=False: a GPU config, checked here on a machine that may have none
-    config = load_config(Path(__file__).resolve().parents[1] / "config" / "paper.yaml", devices=False)
+    config = load_config(Path(__file__).resolve().parents[2] / "config" / "paper.yaml", devices=False)
     training, block = config["training"], config["tokenizer"]["block_len"]
     shape = training["model"]
     assert (shape["n_layers"], shape["hidden_size"], shape["head_dim"], block) == (22, 2048, 64, 1024)

@@ -2,13 +2,13 @@
 
 What is checked, and against what:
 - the windowed engine against the large-d recursion (causalpos.simulation.recursion, tested on its own in
-  tests/test_recursion.py) at d = 1024: entry by entry |MC - recursion| <= Z SE + A / d with Z = 5 and A = 5 for
-  the scores, 0.5 for the probabilities, the tolerance of tests/test_recursion.py (a 5-sigma excursion of a
+  tests/integration/test_recursion.py) at d = 1024: entry by entry |MC - recursion| <= Z SE + A / d with Z = 5 and A = 5 for
+  the scores, 0.5 for the probabilities, the tolerance of tests/integration/test_recursion.py (a 5-sigma excursion of a
   correct prediction has a probability below 1e-4 over a few hundred entries; A is twice the largest O(1/d)
   coefficient the theory predicts, and each test checks d |correction| <= A / 2 for its own variant). The
   unwindowed recursion, and the recursion with a window one key wider, fail the same check;
 - the CPU kernel against the torch decoder, sample by sample on the same inputs (the tolerance of
-  tests/test_simulate.py's backend comparison: float32 sums over 256 samples), and the unwindowed decoder
+  tests/integration/test_simulate.py's backend comparison: float32 sums over 256 samples), and the unwindowed decoder
   outside it; both backends' full runs agree statistically;
 - window = 1, where the closed form is known: every query sees itself only, P = I, and with unit inputs and
   the residual X' = Y + X = 2X, so every layer's scores are layer 1's;
@@ -286,7 +286,7 @@ def test_config_refuses_a_window_without_the_causal_mask():
 
     from causalpos.workflow.settings import variant_params
 
-    config = load_config(Path(__file__).resolve().parents[1] / "config.yaml", devices=False)
+    config = load_config(Path(__file__).resolve().parents[2] / "config.yaml", devices=False)
     good = copy.deepcopy(config)
     good["simulation"]["variants"]["l2_window16"] = {"window": 16}
     validate_config(good)

@@ -15,7 +15,7 @@ from causalpos.workflow.config import ConfigError, load_config, training_default
 from causalpos.workflow.settings import variant_params
 from causalpos.io import atomic_path, read_metadata, write_parquet
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_atomic_path_leaves_nothing_when_writing_fails(tmp_path):

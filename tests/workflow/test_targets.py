@@ -1,6 +1,6 @@
 """The other targets (length_seeds, a config with its own results folder) and the between-workflow output
 cache, each on a copy of the session's finished run (`finished_copy`, tests/conftest.py). Target paper_llms
-is in tests/test_paper_llms.py.
+is in tests/workflow/test_paper_llms.py.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_a_config_with_its_own_results_folder_writes_only_there(finished_copy):
     under that folder, so it runs beside the default run without touching it."""
     import shutil as sh
 
-    sh.copytree(Path(__file__).resolve().parents[1] / "config", finished_copy / "config")
+    sh.copytree(Path(__file__).resolve().parents[2] / "config", finished_copy / "config")
     out = snakemake(finished_copy, "-n", "all", "length_seeds", "--configfile", "config/nope-large.yaml").stdout
     outputs = [p.strip() for line in out.splitlines() if line.strip().startswith(("output:", "log:", "benchmark:"))
                for p in line.split(":", 1)[1].split(",")]

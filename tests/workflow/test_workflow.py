@@ -2,7 +2,7 @@
 
 The tests read the session's one finished run (`finished_run`, tests/conftest.py) and never change it;
 a test that runs Snakemake or the CLI again works on a copy of its own (`finished_copy`). What a rerun
-recomputes after an edit is in tests/test_rerun.py, the other targets and the CLI in tests/test_targets.py.
+recomputes after an edit is in tests/workflow/test_rerun.py, the other targets and the CLI in tests/workflow/test_targets.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 length, and of the gap to the training length, over the default training and its reruns with other seeds,
 and tests of the paired NoPE - RoPE gap difference.
 
-One length evaluation (causalpos.models.train.evaluate_lengths) measures one trained model: its standard
+One length evaluation (causalpos.models.length_eval.evaluate_lengths) measures one trained model: its standard
 error covers the held-out sequences, not the training run. Here each model is trained with several seeds
 (initial weights and data order), so the spread over seeds includes the run. The gap of a seed at factor k is
 its loss at k x the training length minus its loss at 1x (the same tokens, more context before them: > 0
@@ -43,7 +43,7 @@ definition), each about the n = `n_seeds` paired differences d:
   generalization"). With n = 5 and two lengths nothing reaches it; with n = 10, ten negative d of ten do.
 
 The t quantile and p come from the closed form of Student's t distribution for an integer number of degrees
-of freedom (Abramowitz & Stegun 26.7.3-4), so the stage needs no scipy; tests/test_lengths.py checks them
+of freedom (Abramowitz & Stegun 26.7.3-4), so the stage needs no scipy; tests/unit/test_lengths.py checks them
 against scipy.stats.
 """
 

@@ -470,7 +470,7 @@ TOPICS = {topic.number: topic for topic in (
 PAGES = {page: tuple(n for n, topic in TOPICS.items() if topic.page == page)
          for page in dict.fromkeys(topic.page for topic in TOPICS.values())}
 # at most MAX_PAGE_CLAIMS claims on a page: 3 rows of 5 panels, a page wide enough for the report's viewer
-# (figures.style.MAX_ASPECT; tests/test_claims_figure.py checks that a full page fits)
+# (figures.style.MAX_ASPECT; tests/integration/test_claims_figure.py checks that a full page fits)
 MAX_PAGE_CLAIMS = 15
 
 

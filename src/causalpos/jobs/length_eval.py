@@ -8,7 +8,7 @@ import os
 
 from causalpos import __version__
 from causalpos.io import write_parquet
-from causalpos.models.train import evaluate_lengths
+from causalpos.models.length_eval import evaluate_lengths
 
 log = logging.getLogger("causalpos")
 

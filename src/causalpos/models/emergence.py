@@ -60,7 +60,8 @@ def emergence_tables(model_dir, snapshots: dict, tokens: np.ndarray, blocks_dir,
     from causalpos.models.pretrained import load_for_extraction
     from causalpos.models.settings import training_settings
     from causalpos.models.snapshots import load_snapshot
-    from causalpos.models.train import Blocks, Context, heldout_loss
+    from causalpos.models.blocks import Blocks
+    from causalpos.models.train import Context, heldout_loss
 
     started = time.perf_counter()
     info = read_json(Path(model_dir) / "training.json")

@@ -31,7 +31,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from causalpos.models.errors import ExtractionError
 from causalpos.models.model_files import checked_again_on_failure, verify_model_folder
 from causalpos.models.recorder import ScoreRecorder
-from causalpos.models.train import Blocks, to_tokens
+from causalpos.models.blocks import Blocks, to_tokens
 from causalpos.models.pattern_ablation import (CONDITIONS, PRETRAINED_SEED, ablation_rows, bias_rms, condition_biases,
                                         square)
 

@@ -44,18 +44,18 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from causalpos.runtime.devices import job_cpus, resolve_device
 from causalpos.errors import UserError
 from causalpos.catalogue.models import TRAINED, uses_rope
-from causalpos.catalogue.tables import LENGTH_EVAL_COLUMNS, METRIC_COLUMNS, TABLES
-from causalpos.io import atomic_path, read_array, read_json, usual_mode, write_parquet
+from causalpos.catalogue.tables import METRIC_COLUMNS, TABLES
+from causalpos.io import atomic_path, usual_mode, write_parquet
 from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RESUMABLE_CHANGES,  # noqa: F401
                                           CheckpointError, check_fingerprint, fingerprint, load_checkpoint,
                                           remove_stale_temporaries, rng_states, save_checkpoint, set_rng_states)
+from causalpos.models.blocks import Blocks, TrainOrder, lm_loss, micro_batch_blocks, to_tokens, token_losses
 from causalpos.models.model import build_model, count_parameters
-from causalpos.models.model_files import checked_again_on_failure, verify_model_folder, verify_tokenizer_folder
+from causalpos.models.model_files import verify_tokenizer_folder
 from causalpos.models.settings import snapshot_schedule, training_settings
 from causalpos.models.snapshots import FOLDER as SNAPSHOT_FOLDER
 from causalpos.models.snapshots import Snapshots
@@ -86,88 +86,6 @@ def lr_at(step: int, cfg: dict) -> float:
         return cfg["lr"] * (step + 1) / (warmup + 1)
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return cfg["min_lr"] + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg["lr"] - cfg["min_lr"])
-
-
-# ---------------------------------------------------------------- data
-
-
-class Blocks:
-    """The token blocks of one data folder, memory-mapped."""
-
-    def __init__(self, blocks_dir):
-        self.dir = Path(blocks_dir)
-        meta_path = self.dir / TABLES["blocks"].filename
-        if not meta_path.is_file():
-            raise FileNotFoundError(f"{meta_path} does not exist (is {self.dir} a token-blocks folder?)")
-        self.meta = read_json(meta_path)
-        self.block_len = int(self.meta["block_len"])
-        self.vocab_size = int(self.meta["vocab_size"])
-        self.eos_token_id = self.meta.get("eos_token_id")
-        self.train = self._load("train")
-        self.heldout = self._load("heldout")
-
-    def _load(self, split: str) -> np.ndarray:
-        path = self.dir / f"{split}.npy"
-        array = read_array(path, mmap_mode="r")  # DamagedFileError naming it if truncated
-        if array.ndim != 2 or array.shape[1] != self.block_len or array.shape[0] < 1:
-            raise ValueError(f"{path}: shape {array.shape} is not [n_blocks >= 1, block_len = {self.block_len}]")
-        if array.dtype.kind not in "ui":
-            raise ValueError(f"{path}: dtype {array.dtype} is not an integer type")
-        low, high = int(array.min()), int(array.max())  # one pass; an id out of range would crash mid-run
-        if low < 0 or high >= self.vocab_size:
-            raise ValueError(f"{path}: token ids {low}..{high} outside the vocabulary 0..{self.vocab_size - 1} "
-                             f"of {self.dir / TABLES['blocks'].filename}")
-        return array
-
-
-class TrainOrder:
-    """Block index at each position of the training stream, epoch after epoch."""
-
-    def __init__(self, n_blocks: int, seed: int):
-        self.n, self.seed = n_blocks, seed
-        self._epoch, self._perm = -1, None
-
-    def permutation(self, epoch: int) -> np.ndarray:
-        if epoch != self._epoch:  # positions are read in order, so one cached epoch suffices
-            self._epoch, self._perm = epoch, np.random.default_rng([self.seed, epoch]).permutation(self.n)
-        return self._perm
-
-    def __call__(self, start: int, count: int) -> np.ndarray:
-        parts = []
-        while count > 0:
-            epoch, offset = divmod(start, self.n)
-            take = min(count, self.n - offset)
-            parts.append(self.permutation(epoch)[offset:offset + take])
-            start, count = start + take, count - take
-        return np.concatenate(parts)
-
-
-def micro_batch_blocks(order: TrainOrder, step: int, micro: int, cfg: dict, rank: int, world: int) -> np.ndarray:
-    """The blocks of one rank's micro batch: rank r takes the r-th contiguous slice of the global batch."""
-    per_rank = cfg["micro_batch"] * cfg["grad_accum"]
-    start = step * per_rank * world + rank * per_rank + micro * cfg["micro_batch"]
-    return order(start, cfg["micro_batch"])
-
-
-def to_tokens(array: np.ndarray, device: torch.device) -> torch.Tensor:
-    # int64 for the embedding lookup; copies out of the memory map
-    return torch.from_numpy(np.asarray(array, dtype=np.int64)).to(device, non_blocking=True)
-
-
-# ---------------------------------------------------------------- losses
-
-
-def token_losses(model, tokens: torch.Tensor) -> torch.Tensor:
-    """Next-token cross-entropy at every position but the last, [batch, seq - 1], float32."""
-    logits = model(input_ids=tokens).logits
-    # pad the targets instead of slicing the logits: no copy of the [batch, seq, vocab] tensor
-    targets = F.pad(tokens[:, 1:], (0, 1), value=-100)
-    losses = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100, reduction="none")
-    return losses.view(tokens.shape)[:, :-1]
-
-
-def lm_loss(model, tokens: torch.Tensor) -> torch.Tensor:
-    return token_losses(model, tokens).mean()
 
 
 # ---------------------------------------------------------------- distributed
@@ -538,73 +456,6 @@ def write_debug(debug_dir: Path, rank: int, consumed: list, model) -> None:
     blocks = np.stack([b for _, _, b in consumed]) if consumed else np.zeros((0, 0), dtype=np.int64)
     np.savez(debug_dir / f"rank{rank}.npz", steps=steps, blocks=blocks)
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, debug_dir / f"rank{rank}_state.pt")
-
-
-# ---------------------------------------------------------------- length generalisation
-
-
-@torch.no_grad()
-def evaluate_lengths(model_dir, blocks_dir, factors=(1, 2, 4), max_sequences: int = 64, batch_size: int = 8,
-                     device: str = "auto", threads: int | None = None, model_name: str | None = None,
-                     beyond_context: bool = False) -> pd.DataFrame:
-    """Held-out loss of a trained model on sequences of factor x block_len tokens.
-
-    Factor k joins k consecutive held-out blocks into one sequence (Kazemnejad et
-    al., 2023: train at one length, test at longer ones). All factors read the
-    same tokens, the first max_sequences x max(factors) blocks (fewer if the
-    held-out split is shorter), so they differ only in how much context precedes
-    each token. Sequences longer than the model's max_position_embeddings raise
-    ValueError (set training.model.context >= max(factors) x block_len), unless
-    `beyond_context`: the forward pass itself runs at any length (SmolLM3's
-    default RoPE computes the rotation of any position; NoPE has none).
-
-    Columns: model, factor, seq_len, n_sequences, heldout_loss (mean over all
-    predicted tokens) and heldout_loss_sem (standard error over sequences).
-    """
-    from transformers import AutoModelForCausalLM
-
-    model_dir = Path(model_dir)
-    blocks = Blocks(blocks_dir)
-    factors = sorted({int(f) for f in factors})
-    if not factors or factors[0] < 1:
-        raise ValueError(f"factors = {factors} must be positive integers")
-    if threads:
-        torch.set_num_threads(threads)
-    dev = resolve_device(device, "training.device")
-    verify_model_folder(model_dir)  # a damaged file: DamagedFileError naming it, not safetensors' error
-    with checked_again_on_failure(model_dir):
-        model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa").to(dev).eval()
-    limit = model.config.max_position_embeddings
-    longest = factors[-1] * blocks.block_len
-    if longest > limit and not beyond_context:
-        raise ValueError(f"factor {factors[-1]} needs sequences of {longest} tokens, beyond max_position_embeddings "
-                         f"= {limit} of {model_dir} (training.model.context)")
-    n_blocks = min(max_sequences * factors[-1], len(blocks.heldout) // factors[-1] * factors[-1])
-    if n_blocks == 0:
-        raise ValueError(f"{blocks.dir}: {len(blocks.heldout)} held-out blocks, fewer than factor {factors[-1]}")
-    name = model_name or _trained_name(model_dir)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else nullcontext()
-    rows = []
-    for factor in factors:
-        sequences = np.asarray(blocks.heldout[:n_blocks]).reshape(n_blocks // factor, factor * blocks.block_len)
-        per_sequence = []
-        for start in range(0, len(sequences), batch_size):
-            with autocast:
-                losses = token_losses(model, to_tokens(sequences[start:start + batch_size], dev))
-            per_sequence.append(losses.double().mean(dim=1).cpu())
-        per_sequence = torch.cat(per_sequence).numpy()
-        sem = per_sequence.std(ddof=1) / math.sqrt(len(per_sequence)) if len(per_sequence) > 1 else math.nan
-        rows.append({"model": name, "factor": factor, "seq_len": factor * blocks.block_len,
-                     "n_sequences": len(per_sequence), "heldout_loss": float(per_sequence.mean()),
-                     "heldout_loss_sem": float(sem)})
-    return pd.DataFrame(rows, columns=LENGTH_EVAL_COLUMNS)
-
-
-def _trained_name(model_dir: Path) -> str:
-    info = model_dir / "training.json"
-    if info.is_file():
-        return read_json(info).get("model_name", model_dir.name)
-    return model_dir.name
 
 
 # ---------------------------------------------------------------- command line

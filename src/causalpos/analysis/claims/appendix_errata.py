@@ -9,7 +9,7 @@ on each earlier key, over c(i) = e + (i-1)e^alpha, plus x_i itself with the resi
 alpha 11^T, is (1 - alpha) sum w_k^2 + alpha (sum w_k)^2: a route that shares no algebra with the paper's
 Eq. 3 or A.2.
 
-What sympy finds (tests/test_appendix.py checks each):
+What sympy finds (tests/integration/test_appendix.py checks each):
 - A.1: the printed numerator polynomial has the true j^2 coefficient but wrong j and constant coefficients (at
   alpha = 0, j = 1 the printed fraction is -1.803, the true difference -0.931). The true numerator is
   (alpha-1) [(e^{4alpha} + 2e^{1+3alpha}) j^2 + (6e^{2+2alpha} - e^{4alpha} - 2e^{1+3alpha}) j
