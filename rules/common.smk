@@ -36,18 +36,30 @@ stop_on_user_error(validate_config, config, devices=False)
 
 # ---- what the config names
 RESULTS = settings.results_dir(config)  # every result, log and benchmark goes under it
-PAPER = paths.paper_llms_dir(RESULTS)  # target paper_llms: the pretrained LLMs at the paper's size
-SEEDS = paths.seeds_dir(RESULTS)  # target length_seeds: the summaries over every training seed
+PAPER = paths.paper_llms_dir(
+    RESULTS
+)  # target paper_llms: the pretrained LLMs at the paper's size
+SEEDS = paths.seeds_dir(
+    RESULTS
+)  # target length_seeds: the summaries over every training seed
 VARIANTS = list(config["simulation"]["variants"])
 FIGURES = list(config["figures"])
 FORMATS = list(config["plot"]["formats"])
 PRETRAINED = settings.pretrained_models(config)
 GGUF = settings.gguf_models(config)
 EXTRACTED = list(TRAINED) + PRETRAINED
-SNAPSHOTS = settings.snapshot_steps(config)  # the steps of the trained models' weight-only snapshots
-SEED_RUNS = settings.seed_runs(config)  # (model, seed, run) of every training of target length_seeds
+SNAPSHOTS = settings.snapshot_steps(
+    config
+)  # the steps of the trained models' weight-only snapshots
+SEED_RUNS = settings.seed_runs(
+    config
+)  # (model, seed, run) of every training of target length_seeds
 PAPER_FIGURES = settings.paper_llms_figures(config)
-CLAIM_OF = {RESULTS: None, PAPER: 8, SEEDS: 11}  # the ledger of a results folder: every claim, or one claim's rows
+CLAIM_OF = {
+    RESULTS: None,
+    PAPER: 8,
+    SEEDS: 11,
+}  # the ledger of a results folder: every claim, or one claim's rows
 
 
 def one_of(names):
@@ -61,12 +73,12 @@ wildcard_constraints:
     figure=one_of(FIGURES),
 
 
-# ---- what every rule carries: its code's digest and what its inputs were made from (workflow/provenance.py)
+# ---- the params every job carries, its code's digest and what its inputs were made from (workflow/provenance.py)
 PROVENANCE = Provenance(workflow)
 
 
 def code(rule):
-    """The digest of the meaning of the code a rule runs (causalpos.jobs.<rule> and its imports): the `code` param."""
+    """The `code` param, the digest of the meaning of the code a job runs (causalpos.jobs.<rule>, its imports)."""
     return code_digest(rule)
 
 
@@ -102,18 +114,34 @@ def job_resources(rule):
     """A rule's resources: mem_mb, runtime, gpu (1 unless its device key says cpu), those of target paper_llms for
     a job in its folder."""
     entry = RESOURCES.get(rule, RESOURCES["default"])
-    wanted = {key: entry.get(key, RESOURCES["default"][key]) for key in ("mem_mb", "runtime")}
+    wanted = {
+        key: entry.get(key, RESOURCES["default"][key]) for key in ("mem_mb", "runtime")
+    }
     if "gpu" in entry:
         wanted["gpu"] = int(config_value(entry["gpu"]) != "cpu")
     paper = entry.get("paper_llms", {})
     return {
         key: (
-            (lambda wildcards, key=key: paper[key] if wildcards.results == PAPER else wanted[key])
+            (
+                lambda wildcards, key=key: (
+                    paper[key] if wildcards.results == PAPER else wanted[key]
+                )
+            )
             if key in paper
             else value
         )
         for key, value in wanted.items()
     }
+
+
+# ---- outputs where the config decides
+def snapshots_output():
+    """Rule train's snapshots folder, where training.snapshot_steps asks for any."""
+    return (
+        {"snapshots": directory(paths.snapshot_dir("{model}", RESULTS))}
+        if SNAPSHOTS
+        else {}
+    )
 
 
 # ---- inputs where the config or a wildcard decides (the rules' named input functions)
@@ -131,7 +159,11 @@ def extraction_inputs(wildcards):
 def pretrained_inputs(wildcards):
     return {
         "documents": paths.documents(RESULTS),
-        **({"model": paths.pretrained_dir(wildcards.model, RESULTS)} if wildcards.model in GGUF else {}),
+        **(
+            {"model": paths.pretrained_dir(wildcards.model, RESULTS)}
+            if wildcards.model in GGUF
+            else {}
+        ),
     }
 
 
@@ -145,14 +177,20 @@ def ablation_tables(wildcards):
     """The ablation tables of the summary: the default run's models (training.seed and every pretrained model), or in
     results/seeds every training seed's."""
     if wildcards.results == SEEDS:
-        return [paths.table_file("pattern_ablation", RESULTS, model=run) for _, _, run in SEED_RUNS]
+        return [
+            paths.table_file("pattern_ablation", RESULTS, model=run)
+            for _, _, run in SEED_RUNS
+        ]
     return [paths.table_file("pattern_ablation", RESULTS, model=m) for m in TRAINED] + [
         paths.pretrained_ablation(m, RESULTS) for m in PRETRAINED
     ]
 
 
 def extraction_tables(models, results, tables=("scores", "intermediates", "groups")):
-    return {table: [paths.activation_table(m, table, results) for m in models] for table in tables}
+    return {
+        table: [paths.activation_table(m, table, results) for m in models]
+        for table in tables
+    }
 
 
 def summary_inputs(wildcards):
@@ -164,14 +202,18 @@ def summary_inputs(wildcards):
 def figure_inputs(wildcards):
     """The files a figure reads, by table (its record in catalogue.figures); in paper_llms's folder the pretrained
     models' alone."""
-    return settings.figure_inputs(config, wildcards.figure, wildcards.results, wildcards.results == PAPER)
+    return settings.figure_inputs(
+        config, wildcards.figure, wildcards.results, wildcards.results == PAPER
+    )
 
 
 def claims_inputs(wildcards):
     """What a ledger reads: every result of the default run; claim 8's tables at the paper's size; claim 11's table
     over every training seed."""
     if wildcards.results == SEEDS:
-        return {"pattern_ablation": [paths.table_file("pattern_ablation_summary", SEEDS)]}
+        return {
+            "pattern_ablation": [paths.table_file("pattern_ablation_summary", SEEDS)]
+        }
     if wildcards.results == PAPER:
         return {
             **extraction_tables(PRETRAINED, PAPER),
@@ -197,7 +239,9 @@ def window_test_inputs(wildcards):
     and its safetensors copy where it is a GGUF file."""
     sources = settings.window_test_sources(config, RESULTS)
     return {
-        table: [paths.activation_table(m, table, folder) for m, folder in sources.items()]
+        table: [
+            paths.activation_table(m, table, folder) for m, folder in sources.items()
+        ]
         for table in settings.WINDOW_TEST_TABLES
     } | {"models": [paths.pretrained_dir(m, RESULTS) for m in sources if m in GGUF]}
 
@@ -225,7 +269,9 @@ def figure_section(name, results=RESULTS):
 def caption_of(figure):
     """The report caption file of a figure (its record's; the figures of rule figure share one that shows each one's
     caption)."""
-    return "../" + (FIGURE_SPECS[figure].caption_file if figure in FIGURE_SPECS else FIGURE_CAPTIONS)
+    return "../" + (
+        FIGURE_SPECS[figure].caption_file if figure in FIGURE_SPECS else FIGURE_CAPTIONS
+    )
 
 
 def report_figures(stem, results="{results}", category="Figures"):
@@ -251,7 +297,9 @@ def report_folder(folder, page, category, figure, labels):
         patterns=[page],
         caption=caption_of(figure),
         category=category,
-        subcategory=lambda wildcards: figure_section(figure, wildcards.get("results", RESULTS)),
+        subcategory=lambda wildcards: figure_section(
+            figure, wildcards.get("results", RESULTS)
+        ),
         labels=labels,
     )
 
@@ -301,7 +349,11 @@ def all_simulations():
 
 
 def all_figure_files():
-    return [path for figure in FIGURES for path in paths.figure_files(figure, FORMATS, RESULTS)]
+    return [
+        path
+        for figure in FIGURES
+        for path in paths.figure_files(figure, FORMATS, RESULTS)
+    ]
 
 
 def paper_llms_outputs():
@@ -309,7 +361,11 @@ def paper_llms_outputs():
     if not PRETRAINED:
         return []
     return (
-        [paths.table_file("claims", PAPER), paths.summary_file("claims.md", PAPER), paths.table_file("convergence", PAPER)]
+        [
+            paths.table_file("claims", PAPER),
+            paths.summary_file("claims.md", PAPER),
+            paths.table_file("convergence", PAPER),
+        ]
         + [
             path
             for stem in PAPER_FIGURES + [CONVERGENCE_FIGURE]
@@ -320,7 +376,7 @@ def paper_llms_outputs():
     )
 
 
-# ---- a job names the rule that rebuilds a damaged input (workflow/job.py): every rule's outputs, from the rules
+# ---- the outputs of every rule, published to the jobs, which name the one that rebuilds a damaged input (workflow/job.py)
 def publish_writers():
     from causalpos.workflow.job import WRITERS_ENV
     from causalpos.workflow.provenance import writer_patterns

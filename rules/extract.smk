@@ -43,10 +43,14 @@ rule extract:
         **job_resources("extract"),
     params:
         settings=extraction_settings,
-        location=lambda wildcards: settings.model_location(config, wildcards.model, RESULTS),
+        location=lambda wildcards: settings.model_location(
+            config, wildcards.model, RESULTS
+        ),
         device=config["extraction"]["device"],
         seed=config["data"]["seed"],
-        state=lambda wildcards: paths.extraction_state_dir(wildcards.model, wildcards.results),
+        state=lambda wildcards: paths.extraction_state_dir(
+            wildcards.model, wildcards.results
+        ),
         code=code("extract"),
         upstream=upstream("extract"),
     script:
@@ -71,10 +75,14 @@ rule pattern_ablation_pretrained:
     resources:
         **job_resources("pattern_ablation_pretrained"),
     params:
-        settings=lambda wildcards: settings.pretrained_ablation_settings(config, wildcards.model),
+        settings=lambda wildcards: settings.pretrained_ablation_settings(
+            config, wildcards.model
+        ),
         n_estimate=config["evaluation"]["ablation_sequences"],
         n_evaluate=config["evaluation"]["length_sequences"],
-        location=lambda wildcards: settings.model_location(config, wildcards.model, RESULTS),
+        location=lambda wildcards: settings.model_location(
+            config, wildcards.model, RESULTS
+        ),
         device=config["extraction"]["device"],
         seed=config["data"]["seed"],
         code=code("pattern_ablation_pretrained"),

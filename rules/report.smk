@@ -8,7 +8,9 @@ rule runtimes:
         train=[paths.train_benchmark(m, RESULTS) for m in TRAINED],
         train_metrics=[paths.table_file("metrics", RESULTS, model=m) for m in TRAINED],
         emergence=[paths.emergence_benchmark(m, RESULTS) for m in TRAINED if SNAPSHOTS],
-        emergence_scores=[paths.emergence_table(m, "scores", RESULTS) for m in TRAINED if SNAPSHOTS],
+        emergence_scores=[
+            paths.emergence_table(m, "scores", RESULTS) for m in TRAINED if SNAPSHOTS
+        ],
         recursion=[paths.recursion_benchmark(RESULTS)],
         recursion_table=[paths.recursion_table(RESULTS)],
         # the cached rules record their run times in their tables' metadata

@@ -3,11 +3,6 @@
 # generalisation, the pattern ablation (issue 27) and the extraction at every training snapshot.
 
 
-def snapshots_output():
-    """Rule train's snapshots folder, where training.snapshot_steps asks for any."""
-    return {"snapshots": directory(paths.snapshot_dir("{model}", RESULTS))} if SNAPSHOTS else {}
-
-
 rule train:
     input:
         blocks=rules.tokenizer.output.blocks,
@@ -15,11 +10,11 @@ rule train:
         heldout=rules.tokenizer.output.heldout,
         tokenizer=rules.tokenizer.output.tokenizer,
     output:
+        **snapshots_output(),
         model=paths.model_file("{model}", "model.safetensors", RESULTS),
         config=paths.model_file("{model}", "config.json", RESULTS),
         info=paths.model_file("{model}", "training.json", RESULTS),
         metrics=paths.table_file("metrics", RESULTS, model="{model}"),
-        **snapshots_output(),
     log:
         log_path("train/{model}.log"),
     benchmark:
@@ -161,8 +156,14 @@ rule emergence_summary:
             table: [paths.emergence_table(m, table, RESULTS) for m in TRAINED]
             for table in paths.EMERGENCE_TABLES
         },
-        simulations=[paths.simulation_table(v, RESULTS) for v in settings.emergence_variants(config)],
-        simulation_groups=[paths.simulation_groups(v, RESULTS) for v in settings.emergence_variants(config)],
+        simulations=[
+            paths.simulation_table(v, RESULTS)
+            for v in settings.emergence_variants(config)
+        ],
+        simulation_groups=[
+            paths.simulation_groups(v, RESULTS)
+            for v in settings.emergence_variants(config)
+        ],
     output:
         paths.table_file("emergence", RESULTS),
     log:
@@ -180,7 +181,10 @@ rule emergence_summary:
 # Length generalisation over training seeds (target length_seeds): every run's length table, one table and figure.
 rule length_seeds_table:
     input:
-        runs=[paths.table_file("length_eval", RESULTS, model=run) for _, _, run in SEED_RUNS],
+        runs=[
+            paths.table_file("length_eval", RESULTS, model=run)
+            for _, _, run in SEED_RUNS
+        ],
     output:
         table=paths.table_file("length_seeds", RESULTS),
         figures=report_figures(LENGTH_SEEDS_FIGURE, RESULTS),

@@ -43,12 +43,28 @@ FINISHED_TARGET = "all"  # every table and figure of the default run (all_figure
 # files to its two workers in this order (pyproject: --dist loadfile --no-loadscope-reorder). First the long
 # files that need no finished run, while the shared run builds; then those that read it, longest first; the
 # other, short files last, so that the two workers end together.
-LONG_FILES = ("test_simulate.py", "test_train.py", "test_digest.py", "test_extract.py", "test_emergence.py",
-              "test_activation_figures.py", "test_config_checks.py", "test_figures.py", "test_claims.py",
-              "test_theory.py", "test_recursion.py",
-              # these wait for the shared run
-              "test_stale.py", "test_paper_llms.py", "test_targets.py", "test_faults.py", "test_cli_stages.py",
-              "test_rerun.py", "test_workflow.py", "test_figure_text.py", "test_docs_snippets.py")
+LONG_FILES = (
+    "test_simulate.py",
+    "test_train.py",
+    "test_extract.py",
+    "test_emergence.py",
+    "test_activation_figures.py",
+    "test_config_checks.py",
+    "test_figures.py",
+    "test_claims.py",
+    "test_recursion.py",
+    # these wait for the shared run
+    "test_stale.py",
+    "test_faults_end_to_end.py",
+    "test_paper_llms.py",
+    "test_targets.py",
+    "test_damaged_end_to_end.py",
+    "test_rerun.py",
+    "test_workflow.py",
+    "test_digest_run.py",
+    "test_figure_text.py",
+    "test_docs_snippets.py",
+)
 
 
 LAST_FILES = ("test_slurm_stopped.py",)  # after every test that uses the local SLURM cluster: it stops it
@@ -94,9 +110,12 @@ class FinishedRun:
             # a process group of its own (stopped as one; a terminal's Ctrl-C does not reach it), but the
             # session of the tests: with the kernel's autogroup scheduling a new session would be a group of
             # its own that only ever gets its share, and the tests' lower priority below would not favour it
-            self.proc = subprocess.Popen(["bash", "-c", script, SNAKEMAKE, str(self.out), str(self.rc)],
-                                         cwd=self.workdir, env={**os.environ, "PYTHONPATH": str(self.workdir / "src")},
-                                         process_group=0)
+            self.proc = subprocess.Popen(
+                ["bash", "-c", script, SNAKEMAKE, str(self.out), str(self.rc)],
+                cwd=self.workdir,
+                env={**os.environ, "PYTHONPATH": str(self.workdir / "src")},
+                process_group=0,
+            )
 
     def wait(self, timeout: float = 1800) -> Path:
         deadline = time.monotonic() + timeout
@@ -107,8 +126,9 @@ class FinishedRun:
                 pytest.fail(f"the shared tiny run is not finished after {timeout} s:\n{self.output()}")
             time.sleep(0.5)
         if self.rc.read_text().strip() != "0":
-            pytest.fail(f"snakemake {FINISHED_TARGET} on the tiny config failed (the shared finished run):\n"
-                        f"{self.output()}")
+            pytest.fail(
+                f"snakemake {FINISHED_TARGET} on the tiny config failed (the shared finished run):\n{self.output()}"
+            )
         return self.workdir
 
     def output(self) -> str:
@@ -167,8 +187,6 @@ def finished_copy(finished_run, tmp_path) -> Path:
     return copy_run(finished_run, tmp_path / "copy")
 
 
-
-
 @pytest.fixture(scope="session")
 def cluster(request):
     """A running one-node cluster (partition debug, with accounting); stopped afterwards if this started it.
@@ -176,8 +194,10 @@ def cluster(request):
     from helpers import local_slurm
 
     if hasattr(request.config, "workerinput"):
-        pytest.fail("the SLURM tests share one cluster that a pytest-xdist worker would stop under the other: "
-                    "run them in one process, CAUSALPOS_SLURM=1 pytest -m slurm -n 0")
+        pytest.fail(
+            "the SLURM tests share one cluster that a pytest-xdist worker would stop under the other: "
+            "run them in one process, CAUSALPOS_SLURM=1 pytest -m slurm -n 0"
+        )
     was_running = local_slurm("status").returncode == 0
     start = time.perf_counter()
     proc = local_slurm("start")
@@ -230,9 +250,20 @@ def data(tmp_path_factory) -> Path:
     stream = stream.astype(np.uint16).reshape(-1, BLOCK)
     np.save(blocks / "train.npy", stream[:n_train])
     np.save(blocks / "heldout.npy", stream[n_train:])
-    (blocks / "blocks.json").write_text(json.dumps({
-        "block_len": BLOCK, "dtype": "uint16", "vocab_size": VOCAB, "eos_token_id": 0,
-        "n_blocks_train": n_train, "n_tokens_train": n_train * BLOCK,
-        "n_blocks_heldout": n_heldout, "n_tokens_heldout": n_heldout * BLOCK, "unigram_entropy": 5.5}))
+    (blocks / "blocks.json").write_text(
+        json.dumps(
+            {
+                "block_len": BLOCK,
+                "dtype": "uint16",
+                "vocab_size": VOCAB,
+                "eos_token_id": 0,
+                "n_blocks_train": n_train,
+                "n_tokens_train": n_train * BLOCK,
+                "n_blocks_heldout": n_heldout,
+                "n_tokens_heldout": n_heldout * BLOCK,
+                "unigram_entropy": 5.5,
+            }
+        )
+    )
     make_tokenizer(root / "tokenizer")
     return root

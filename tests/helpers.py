@@ -50,11 +50,18 @@ class ProbabilityRecorder(ScoreRecorder):
 
     def __post_init__(self):
         super().__post_init__()
-        self.prob_total = torch.zeros(self.n_layers, self.seq_len, self.seq_len, dtype=torch.float64,
-                                      device=self.device)
+        self.prob_total = torch.zeros(
+            self.n_layers, self.seq_len, self.seq_len, dtype=torch.float64, device=self.device
+        )
 
-    def record_scores(self, layer: int, query: torch.Tensor, key: torch.Tensor, scaling: float,
-                      attention_mask: torch.Tensor | None = None) -> None:
+    def record_scores(
+        self,
+        layer: int,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        scaling: float,
+        attention_mask: torch.Tensor | None = None,
+    ) -> None:
         super().record_scores(layer, query, key, scaling, attention_mask)
         # per-head probabilities: a [batch, heads, S, S] transient
         heads, groups, seq = query.shape[1], key.shape[1], query.shape[2]
@@ -73,10 +80,9 @@ def mean_probabilities_eager(model, tokens: np.ndarray, batch_size: int = 8) -> 
     and heads, [layers, S, S]."""
     total = None
     for start in range(0, len(tokens), batch_size):
-        batch = torch.from_numpy(np.asarray(tokens[start:start + batch_size], dtype=np.int64))
+        batch = torch.from_numpy(np.asarray(tokens[start : start + batch_size], dtype=np.int64))
         # the decoder without its LM head: no logits, only what the comparison needs
-        out = model.model(input_ids=batch.to(next(model.parameters()).device), output_attentions=True,
-                          use_cache=False)
+        out = model.model(input_ids=batch.to(next(model.parameters()).device), output_attentions=True, use_cache=False)
         stacked = torch.stack([a.double().mean(dim=1).sum(dim=0) for a in out.attentions])
         total = stacked if total is None else total + stacked
     return (total / len(tokens)).cpu().numpy()
@@ -129,8 +135,15 @@ def copy_workflow(dest: Path) -> Path:
 def snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 1800) -> subprocess.CompletedProcess:
     """Run snakemake in the copy; past `timeout` its whole process group (its jobs too) is stopped, not left."""
     env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
-    popen = subprocess.Popen([SNAKEMAKE, "--cores", "2", *args], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    popen = subprocess.Popen(
+        [SNAKEMAKE, "--cores", "2", *args],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = popen.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -230,12 +243,12 @@ def job_rule(argv: list[bytes]) -> str | None:
 def damage(path: Path, how: str) -> None:
     raw = path.read_bytes()
     if how == "truncated":
-        raw = raw[:len(raw) // 2]
+        raw = raw[: len(raw) // 2]
     elif how == "empty":
         raw = b""
     else:  # bytes overwritten inside a data page: only the page checksum notices
         middle = len(raw) // 3
-        raw = raw[:middle] + b"\xff" * 16 + raw[middle + 16:]
+        raw = raw[:middle] + b"\xff" * 16 + raw[middle + 16 :]
     path.unlink()  # a new file, not a write into this one: in a copy of the shared run it may be a hard link
     path.write_bytes(raw)
 
@@ -257,8 +270,11 @@ def alive(pid: int) -> bool:
 def job_env(workdir: Path) -> dict:
     """What the submitting process hands to its SLURM jobs (sbatch --export=ALL): the venv first on PATH."""
     venv_bin = str(Path(sys.executable).parent)
-    return {**os.environ, "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
-            "PYTHONPATH": str(workdir / "src")}
+    return {
+        **os.environ,
+        "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")]),
+        "PYTHONPATH": str(workdir / "src"),
+    }
 
 
 def processes_in(workdir: Path) -> dict[int, list[bytes]]:
@@ -275,8 +291,12 @@ def processes_in(workdir: Path) -> dict[int, list[bytes]]:
 
 def sacct_states(job_ids) -> dict[str, str]:
     """SLURM job id -> state of the job allocation (-X), from accounting."""
-    proc = subprocess.run(["sacct", "-j", ",".join(map(str, job_ids)), "--format=JobID,State,ExitCode",
-                           "--noheader", "-X", "-P"], capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        ["sacct", "-j", ",".join(map(str, job_ids)), "--format=JobID,State,ExitCode", "--noheader", "-X", "-P"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows = [line.split("|") for line in proc.stdout.splitlines() if line.strip()]
     return {job: state.split()[0] for job, state, _ in rows}
 
@@ -305,6 +325,7 @@ def copy_run(src: Path, dest: Path) -> Path:
     over 500 MB): Snakemake removes a job's outputs before the job runs and every stage writes by rename,
     so a rerun in the copy replaces the link and never writes into the original. A test that damages
     such a file must replace it too, not write into it."""
+
     def link_or_copy(source: str, target: str) -> None:
         inside = Path(source).relative_to(src).parts[0] == "results"
         if inside and os.path.getsize(source) >= LINK_MIN_BYTES:
@@ -325,20 +346,44 @@ def local_slurm(command: str, timeout: int = 600) -> subprocess.CompletedProcess
 
 VOCAB, BLOCK = 300, 32
 # complete settings, as a config gives them: the schema's defaults under these (train() fills in none)
-CFG = training_defaults({
-    "model": {"n_layers": 2, "hidden_size": 64, "n_heads": 2, "n_kv_heads": 1, "head_dim": 32,
-              "intermediate_size": 128, "context": 4 * BLOCK},
-    "steps": 120, "micro_batch": 4, "grad_accum": 2, "lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 5, "eval_every": 40,
-    "eval_batches": 2, "checkpoint_every": 20, "log_every": 10, "threads": 1, "seed": 3,
-    "device": "cpu"})  # cpu: the bitwise comparisons need its determinism
+CFG = training_defaults(
+    {
+        "model": {
+            "n_layers": 2,
+            "hidden_size": 64,
+            "n_heads": 2,
+            "n_kv_heads": 1,
+            "head_dim": 32,
+            "intermediate_size": 128,
+            "context": 4 * BLOCK,
+        },
+        "steps": 120,
+        "micro_batch": 4,
+        "grad_accum": 2,
+        "lr": 1e-2,
+        "min_lr": 1e-3,
+        "warmup_steps": 5,
+        "eval_every": 40,
+        "eval_batches": 2,
+        "checkpoint_every": 20,
+        "log_every": 10,
+        "threads": 1,
+        "seed": 3,
+        "device": "cpu",
+    }
+)  # cpu: the bitwise comparisons need its determinism
 TINY = CFG["model"]
 SRC = str(ROOT / "src")
 
 
 def env(**extra) -> dict:
     # the subprocesses import this checkout's package, single-threaded like the in-process runs
-    return {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            "OMP_NUM_THREADS": "1", **extra}
+    return {
+        **os.environ,
+        "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "OMP_NUM_THREADS": "1",
+        **extra,
+    }
 
 
 def make_tokenizer(path: Path) -> None:
@@ -352,9 +397,23 @@ def make_tokenizer(path: Path) -> None:
 
 
 def command(data: Path, root: Path, config: Path) -> list[str]:
-    return [sys.executable, "-m", "causalpos.models.train", "--blocks", str(data / "blocks"), "--out", str(root / "out"),
-            "--checkpoints", str(root / "ckpt"), "--config", str(config), "--model", "nope",
-            "--tokenizer", str(data / "tokenizer")]
+    return [
+        sys.executable,
+        "-m",
+        "causalpos.models.train",
+        "--blocks",
+        str(data / "blocks"),
+        "--out",
+        str(root / "out"),
+        "--checkpoints",
+        str(root / "ckpt"),
+        "--config",
+        str(config),
+        "--model",
+        "nope",
+        "--tokenizer",
+        str(data / "tokenizer"),
+    ]
 
 
 def start_and_wait_for_steps(cmd: list[str], pattern: str = "nope step 10/") -> subprocess.Popen:
@@ -391,8 +450,11 @@ def sim_table(name: str, layers: list, sem: float = 1e-4, seed: int = 0, **param
     for layer, matrix in enumerate(layers):
         rows = long(matrix, full=p["mask"] == "none")
         noise = rng.normal(0.0, sem, len(rows))
-        frames.append(rows.assign(variant=name, layer=layer, score_mean=rows["value"] + noise, score_sem=sem)
-                      .drop(columns="value"))
+        frames.append(
+            rows.assign(variant=name, layer=layer, score_mean=rows["value"] + noise, score_sem=sem).drop(
+                columns="value"
+            )
+        )
     out = pd.concat(frames, ignore_index=True)
     n = layers[0].shape[0]
     return out.assign(**p, seq_len=n, n_layers=len(layers), n_samples=100000, seed=0, sampler="official")
@@ -423,8 +485,16 @@ def packed(matrix: np.ndarray) -> np.ndarray:
     return matrix[..., q, k]
 
 
-def model_tables(model: str, kind: str, layers: list, stages: dict | None = None, n: int = 64, groups: int = 8,
-                 noise: float = 0.05, seed: int = 0):
+def model_tables(
+    model: str,
+    kind: str,
+    layers: list,
+    stages: dict | None = None,
+    n: int = 64,
+    groups: int = 8,
+    noise: float = 0.05,
+    seed: int = 0,
+):
     """scores, intermediates and groups tables of a model whose per-sequence matrices are the given ones plus
     Gaussian noise; groups are contiguous blocks of sequences."""
     rng = np.random.default_rng(seed)
@@ -440,19 +510,70 @@ def model_tables(model: str, kind: str, layers: list, stages: dict | None = None
     q, k = np.tril_indices(size)
     for layer, matrix in enumerate(layers):
         mean, sem, sums = draw(matrix)
-        score_rows.append(pd.DataFrame({"model": model, "kind": kind, "layer": layer, "query_pos": q, "key_pos": k,
-                                        "score_mean": mean, "score_sem": sem, "score_diagnorm": 0.0, "n_sequences": n,
-                                        "seq_len": size, "table": "scores"}))
-        group_rows += [{"model": model, "kind": kind, "table": "groups", "quantity": "scores", "stage": "",
-                        "layer": layer, "group": g, "n_sequences": int(sizes[g]), "seq_len": size,
-                        "sums": sums[g].astype(np.float32)} for g in range(groups)]
+        score_rows.append(
+            pd.DataFrame(
+                {
+                    "model": model,
+                    "kind": kind,
+                    "layer": layer,
+                    "query_pos": q,
+                    "key_pos": k,
+                    "score_mean": mean,
+                    "score_sem": sem,
+                    "score_diagnorm": 0.0,
+                    "n_sequences": n,
+                    "seq_len": size,
+                    "table": "scores",
+                }
+            )
+        )
+        group_rows += [
+            {
+                "model": model,
+                "kind": kind,
+                "table": "groups",
+                "quantity": "scores",
+                "stage": "",
+                "layer": layer,
+                "group": g,
+                "n_sequences": int(sizes[g]),
+                "seq_len": size,
+                "sums": sums[g].astype(np.float32),
+            }
+            for g in range(groups)
+        ]
     for stage, (layer, matrix) in (stages or {}).items():
         mean, _, sums = draw(matrix)
-        inter_rows.append(pd.DataFrame({"model": model, "layer": layer, "stage": stage, "query_pos": q, "key_pos": k,
-                                        "value": mean, "n_sequences": n, "seq_len": size, "table": "intermediates"}))
-        group_rows += [{"model": model, "kind": kind, "table": "groups", "quantity": "intermediate", "stage": stage,
-                        "layer": 0, "group": g, "n_sequences": int(sizes[g]), "seq_len": size,
-                        "sums": sums[g].astype(np.float32)} for g in range(groups)]
+        inter_rows.append(
+            pd.DataFrame(
+                {
+                    "model": model,
+                    "layer": layer,
+                    "stage": stage,
+                    "query_pos": q,
+                    "key_pos": k,
+                    "value": mean,
+                    "n_sequences": n,
+                    "seq_len": size,
+                    "table": "intermediates",
+                }
+            )
+        )
+        group_rows += [
+            {
+                "model": model,
+                "kind": kind,
+                "table": "groups",
+                "quantity": "intermediate",
+                "stage": stage,
+                "layer": 0,
+                "group": g,
+                "n_sequences": int(sizes[g]),
+                "seq_len": size,
+                "sums": sums[g].astype(np.float32),
+            }
+            for g in range(groups)
+        ]
     inter = pd.concat(inter_rows, ignore_index=True) if inter_rows else None
     return pd.concat(score_rows, ignore_index=True), inter, pd.DataFrame(group_rows)
 
@@ -460,8 +581,9 @@ def model_tables(model: str, kind: str, layers: list, stages: dict | None = None
 def nope_tables(slope: float, seed: int = 0):
     pattern = keys_up(slope)
     pattern[:, 0] = 3.0  # an attention-sink column: high, whatever the order of the other keys
-    return model_tables("nope", "trained", [identity(), pattern], stages={"f": (0, pattern), "i": (1, pattern)},
-                        seed=seed)
+    return model_tables(
+        "nope", "trained", [identity(), pattern], stages={"f": (0, pattern), "i": (1, pattern)}, seed=seed
+    )
 
 
 def llm_tables(seed: int = 0, groups_as_arrow: bool = False):
@@ -472,19 +594,27 @@ def llm_tables(seed: int = 0, groups_as_arrow: bool = False):
     pattern = relative + 0.8 * np.sqrt(J + 1.0) * rng.normal(0, 1.0, (S, S))  # a non-relative pattern
     scores, _, groups = model_tables("llm", "pretrained", [sink, pattern, pattern], noise=0.05, seed=seed)
     if groups_as_arrow:
-        groups["sums"] = pd.array([list(map(float, v)) for v in groups["sums"]],
-                                  dtype=pd.ArrowDtype(pa.list_(pa.float32())))
+        groups["sums"] = pd.array(
+            [list(map(float, v)) for v in groups["sums"]], dtype=pd.ArrowDtype(pa.list_(pa.float32()))
+        )
     return scores, groups
 
 
 def small_inputs():
-    sims = [sim_table("zero", [identity(), layer2_scores(S, 0.0), keys_up(0.2), keys_up(0.3)]),
-            sim_table("zero16", [identity(), layer2_scores(S, 0.0) - 0.01, keys_up(0.2)], d=16),
-            sim_table("pos", [identity(0.2), layer2_scores(S, 0.2), keys_up(0.3)], alpha=0.2)]
+    sims = [
+        sim_table("zero", [identity(), layer2_scores(S, 0.0), keys_up(0.2), keys_up(0.3)]),
+        sim_table("zero16", [identity(), layer2_scores(S, 0.0) - 0.01, keys_up(0.2)], d=16),
+        sim_table("pos", [identity(0.2), layer2_scores(S, 0.2), keys_up(0.3)], alpha=0.2),
+    ]
     scores, inter, groups = nope_tables(slope=1.0)
     llm_scores, llm_groups = llm_tables()
-    return (pd.concat(sims, ignore_index=True), theory_frame(S, [0.0, 0.2]), pd.concat([scores, llm_scores]),
-            inter, pd.concat([groups, llm_groups], ignore_index=True))
+    return (
+        pd.concat(sims, ignore_index=True),
+        theory_frame(S, [0.0, 0.2]),
+        pd.concat([scores, llm_scores]),
+        inter,
+        pd.concat([groups, llm_groups], ignore_index=True),
+    )
 
 
 # ---------------------------------------------------------------- GGUF files and the convergence of claim 8

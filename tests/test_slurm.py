@@ -36,12 +36,22 @@ import yaml
 pytestmark = pytest.mark.slurm
 
 if os.environ.get("CAUSALPOS_SLURM") != "1":
-    pytest.skip("SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); "
-                "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
+    pytest.skip(
+        "SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); set CAUSALPOS_SLURM=1 to run them",
+        allow_module_level=True,
+    )
 
 from causalpos.catalogue import paths  # noqa: E402
-from helpers import (ROOT, JOB_ID, SNAKEMAKE, copy_with_profiles, edit_config, job_env,  # noqa: E402
-                     processes_in, wait_for_accounting)
+from helpers import (
+    ROOT,
+    JOB_ID,
+    SNAKEMAKE,
+    copy_with_profiles,
+    edit_config,
+    job_env,  # noqa: E402
+    processes_in,
+    wait_for_accounting,
+)
 
 TEST_PROFILE = ROOT / "profiles" / "slurm-test"
 RUN_TIMEOUT = 900  # seconds for one all_figures run
@@ -51,13 +61,18 @@ SUBMIT_LIMIT = 120  # seconds: a request SLURM refuses must fail this fast, not 
 # What the SLURM run is compared with, made by the local run: the closed forms, every simulation, the
 # trained models' curves and the scores of every model (with what they are made from).
 TINY = yaml.safe_load((ROOT / ".test" / "config.yaml").read_text())
-LOCAL_TARGETS = [paths.theory_table(), *(paths.simulation_table(v) for v in TINY["simulation"]["variants"]),
-                 *(paths.model_file(m, "metrics.parquet") for m in ("nope", "rope")),
-                 *(paths.activation_table(m, "scores") for m in ("nope", "rope", *TINY["extraction"]["pretrained"]["models"]))]
+LOCAL_TARGETS = [
+    paths.theory_table(),
+    *(paths.simulation_table(v) for v in TINY["simulation"]["variants"]),
+    *(paths.model_file(m, "metrics.parquet") for m in ("nope", "rope")),
+    *(paths.activation_table(m, "scores") for m in ("nope", "rope", *TINY["extraction"]["pretrained"]["models"])),
+]
 
 # What the training that is cancelled reads, made locally first in its own copy.
-TRAIN_INPUTS = [*(paths.tokens_file(name) for name in ("blocks.json", "train.npy", "heldout.npy")),
-                f"{paths.tokenizer_dir()}/tokenizer.json"]
+TRAIN_INPUTS = [
+    *(paths.tokens_file(name) for name in ("blocks.json", "train.npy", "heldout.npy")),
+    f"{paths.tokenizer_dir()}/tokenizer.json",
+]
 # Long enough to be cancelled mid-way (~100 steps/s on one idle core), short enough to finish on the rerun;
 # a checkpoint every 20 steps.
 TRAIN_TARGET = paths.model_file("nope", "model.safetensors")
@@ -74,8 +89,15 @@ class Background:
         self.workdir, self.out = workdir, workdir / f"snakemake-{time.time_ns()}.out"
         command = [SNAKEMAKE, *(["--profile", str(profile)] if profile else ["--cores", str(cores)]), *args]
         with open(self.out, "w") as out:
-            self.proc = subprocess.Popen(command, cwd=workdir, env=job_env(workdir), stdout=out,
-                                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            self.proc = subprocess.Popen(
+                command,
+                cwd=workdir,
+                env=job_env(workdir),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
         self.started = time.time()
 
     def seconds(self) -> float:
@@ -87,8 +109,10 @@ class Background:
             self.proc.wait(timeout=max(1.0, timeout - (time.time() - self.started)))
         except subprocess.TimeoutExpired:
             self.stop()
-            pytest.fail(f"{' '.join(self.proc.args)} still running after {timeout} s (a lost SLURM job?):\n"
-                        f"{self.out.read_text()[-5000:]}")
+            pytest.fail(
+                f"{' '.join(self.proc.args)} still running after {timeout} s (a lost SLURM job?):\n"
+                f"{self.out.read_text()[-5000:]}"
+            )
         return self.proc.returncode, self.out.read_text()
 
     def stop(self) -> None:
@@ -109,27 +133,29 @@ def background(cluster, tmp_path_factory):
     inputs of the training that one test cancels."""
     failing = tmp_path_factory.mktemp("failing")
     (failing / "Snakefile").write_text(
-        'rule fail:\n'
+        "rule fail:\n"
         '    output: "never.txt"\n'
         '    log: "logs/fail.log"\n'
         '    shell: "echo SLURM job id $SLURM_JOB_ID on $SLURMD_NODENAME > {log}; exit 3"\n'
     )
     slow = tmp_path_factory.mktemp("slow")
     (slow / "Snakefile").write_text(
-        'rule slow:\n'
+        "rule slow:\n"
         '    output: "slow.txt"\n'
         '    log: "logs/slow.log"\n'
-        '    resources: runtime=1\n'  # minutes: sbatch -t 1
+        "    resources: runtime=1\n"  # minutes: sbatch -t 1
         '    shell: "echo SLURM job id $SLURM_JOB_ID on $SLURMD_NODENAME > {log}; echo partial > {output}; sleep 600"\n'
     )
     killed = copy_with_profiles(tmp_path_factory.mktemp("killed_training"))
     edit_config(killed, lambda config: config["training"].update(KILL_TRAINING))
-    runs = {"slow": Background(slow, "slow.txt"), "failing": Background(failing, "never.txt"),
-            "train_inputs": Background(killed, *TRAIN_INPUTS, profile=None, cores=1),
-            "dag": Background(copy_with_profiles(tmp_path_factory.mktemp("slurm_run")), "all_figures"),
-            # snakemake --cores 2 (and the copy's default profile)
-            "local": Background(copy_with_profiles(tmp_path_factory.mktemp("local_run")), *LOCAL_TARGETS,
-                                profile=None)}
+    runs = {
+        "slow": Background(slow, "slow.txt"),
+        "failing": Background(failing, "never.txt"),
+        "train_inputs": Background(killed, *TRAIN_INPUTS, profile=None, cores=1),
+        "dag": Background(copy_with_profiles(tmp_path_factory.mktemp("slurm_run")), "all_figures"),
+        # snakemake --cores 2 (and the copy's default profile)
+        "local": Background(copy_with_profiles(tmp_path_factory.mktemp("local_run")), *LOCAL_TARGETS, profile=None),
+    }
     yield runs
     for run in runs.values():
         run.stop()
@@ -163,12 +189,16 @@ def test_test_profile_is_the_slurm_profile_with_small_jobs():
     assert {k: v for k, v in real.items() if k not in differs} == {k: v for k, v in test.items() if k not in differs}
     assert real["executor"] == "slurm"
     assert real["slurm-keep-successful-logs"] is True
-    assert set(real["set-resources"]) == set(test["set-resources"]) >= {"simulate", "train", "extract_trained",
-                                                                        "extract_pretrained", "pretrained"}
+    assert (
+        set(real["set-resources"])
+        == set(test["set-resources"])
+        >= {"simulate", "train", "extract_trained", "extract_pretrained", "pretrained"}
+    )
     for rule in ("train", "extract_trained", "extract_pretrained"):
         assert real["set-resources"][rule]["gpu"] == 1 and real["set-resources"][rule]["cpus_per_gpu"] >= 1
-    assert not any("gpu" in key or key == "slurm_partition"
-                   for resources in test["set-resources"].values() for key in resources)
+    assert not any(
+        "gpu" in key or key == "slurm_partition" for resources in test["set-resources"].values() for key in resources
+    )
     assert test["default-resources"]["slurm_partition"] == "debug"
     assert set(test["set-threads"].values()) == {1}
 
@@ -182,8 +212,9 @@ def test_profiles_take_job_status_from_squeue():
 
 def running_jobs(workdir: Path) -> dict[str, str]:
     """SLURM job id -> the plugin's comment (rule_<rule>_wildcards_<values>) of this copy's running jobs."""
-    proc = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k|%Z"], capture_output=True, text=True,
-                          check=True)
+    proc = subprocess.run(
+        ["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k|%Z"], capture_output=True, text=True, check=True
+    )
     rows = [line.split("|") for line in proc.stdout.splitlines() if line.strip()]
     return {job: comment for job, comment, cwd in rows if Path(cwd) == workdir}
 
@@ -203,8 +234,10 @@ def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkp
     try:
         while True:
             if run.proc.poll() is not None:
-                pytest.fail(f"snakemake ended (rc {run.proc.returncode}) before train was cancelled:\n"
-                            f"{run.out.read_text()[-5000:]}")
+                pytest.fail(
+                    f"snakemake ended (rc {run.proc.returncode}) before train was cancelled:\n"
+                    f"{run.out.read_text()[-5000:]}"
+                )
             if time.monotonic() > deadline:
                 pytest.fail(f"no running train job with a checkpoint after 600 s:\n{run.out.read_text()[-5000:]}")
             train = [j for j, comment in running_jobs(workdir).items() if comment == "rule_train_wildcards_nope"]
@@ -217,8 +250,10 @@ def test_killed_training_job_fails_cleanly_and_the_rerun_resumes_from_its_checkp
         rc, out = run.result(timeout=300 + cancelled - run.started)
     finally:
         run.stop()
-    print(f"\ntrain job {job} cancelled {cancelled - run.started:.0f} s after the start; "
-          f"snakemake exited {time.time() - cancelled:.0f} s later")
+    print(
+        f"\ntrain job {job} cancelled {cancelled - run.started:.0f} s after the start; "
+        f"snakemake exited {time.time() - cancelled:.0f} s later"
+    )
 
     assert rc != 0, out[-5000:]
     assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in out, out[-5000:]
@@ -284,23 +319,42 @@ def nosuch_partition_profile(workdir: Path) -> list[str]:
 def too_much_memory(workdir: Path) -> list[str]:
     """One simulation asking for ten times the node's memory (--set-resources on the command line)."""
     # the target first: --set-resources takes every word after it
-    return ["results/simulation/l2_alpha0.0.parquet", "--profile", str(TEST_PROFILE),
-            "--set-resources", f"simulate:mem_mb={10 * node_memory_mb()}"]
+    return [
+        "results/simulation/l2_alpha0.0.parquet",
+        "--profile",
+        str(TEST_PROFILE),
+        "--set-resources",
+        f"simulate:mem_mb={10 * node_memory_mb()}",
+    ]
 
 
-@pytest.mark.parametrize("request_args, slurm_messages", [
-    (nosuch_partition_profile, ["sbatch: error: invalid partition specified: nosuch",
-                                "Batch job submission failed: Invalid partition name specified"]),
-    (too_much_memory, ["sbatch: error: Memory specification can not be satisfied",
-                       "Batch job submission failed: Requested node configuration is not available"]),
-], ids=["unknown-partition", "memory-beyond-any-node"])
-def test_unsatisfiable_request_fails_at_submission_with_slurms_message(cluster, tmp_path, request_args,
-                                                                        slurm_messages):
+@pytest.mark.parametrize(
+    "request_args, slurm_messages",
+    [
+        (
+            nosuch_partition_profile,
+            [
+                "sbatch: error: invalid partition specified: nosuch",
+                "Batch job submission failed: Invalid partition name specified",
+            ],
+        ),
+        (
+            too_much_memory,
+            [
+                "sbatch: error: Memory specification can not be satisfied",
+                "Batch job submission failed: Requested node configuration is not available",
+            ],
+        ),
+    ],
+    ids=["unknown-partition", "memory-beyond-any-node"],
+)
+def test_unsatisfiable_request_fails_at_submission_with_slurms_message(cluster, tmp_path, request_args, slurm_messages):
     workdir = copy_with_profiles(tmp_path)
     args = request_args(workdir)
     start = time.perf_counter()
-    proc = subprocess.run([SNAKEMAKE, *args], cwd=workdir, env=job_env(workdir), capture_output=True, text=True,
-                          timeout=SUBMIT_LIMIT)  # a hang fails here
+    proc = subprocess.run(
+        [SNAKEMAKE, *args], cwd=workdir, env=job_env(workdir), capture_output=True, text=True, timeout=SUBMIT_LIMIT
+    )  # a hang fails here
     seconds = time.perf_counter() - start
     shown = proc.stdout + proc.stderr  # what the user sees
     assert proc.returncode != 0, shown[-5000:]
@@ -347,18 +401,26 @@ def test_slurm_outputs_equal_local_outputs(slurm_run, local_run):
     """
     results = Path("results")
     float32_ulp_at_one = float(np.finfo(np.float32).eps)
-    pd.testing.assert_frame_equal(pd.read_parquet(slurm_run / results / "simulation"),
-                                  pd.read_parquet(local_run / results / "simulation"),
-                                  check_exact=False, rtol=1e-6, atol=4 * float32_ulp_at_one, obj="results/simulation")
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(slurm_run / results / "simulation"),
+        pd.read_parquet(local_run / results / "simulation"),
+        check_exact=False,
+        rtol=1e-6,
+        atol=4 * float32_ulp_at_one,
+        obj="results/simulation",
+    )
     tables = [results / "theory" / "layer2_scores.parquet"]
     tables += sorted(p.relative_to(local_run) for p in (local_run / results / "activations").glob("*/scores.parquet"))
     assert len(tables) == 1 + 3  # nope, rope, smollm2_135m
     for table in tables:
-        pd.testing.assert_frame_equal(pd.read_parquet(slurm_run / table), pd.read_parquet(local_run / table),
-                                      check_exact=True, obj=str(table))
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(slurm_run / table), pd.read_parquet(local_run / table), check_exact=True, obj=str(table)
+        )
     for model in ("nope", "rope"):  # the training curves too, but for the measured speed
-        metrics = [pd.read_parquet(run / results / "models" / model / "metrics.parquet").drop(columns="tokens_per_s")
-                   for run in (slurm_run, local_run)]
+        metrics = [
+            pd.read_parquet(run / results / "models" / model / "metrics.parquet").drop(columns="tokens_per_s")
+            for run in (slurm_run, local_run)
+        ]
         pd.testing.assert_frame_equal(*metrics, check_exact=True, obj=f"{model} metrics")
 
 

@@ -20,8 +20,10 @@ import pytest
 pytestmark = pytest.mark.slurm
 
 if os.environ.get("CAUSALPOS_SLURM") != "1":
-    pytest.skip("SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); "
-                "set CAUSALPOS_SLURM=1 to run them", allow_module_level=True)
+    pytest.skip(
+        "SLURM tests start a local SLURM cluster as root (scripts/local-slurm.sh); set CAUSALPOS_SLURM=1 to run them",
+        allow_module_level=True,
+    )
 
 from helpers import SNAKEMAKE, local_slurm  # noqa: E402
 

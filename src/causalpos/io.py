@@ -197,7 +197,7 @@ class PartTable:
         wanted = tuple(self.fixed.values())
         located = {}
         for key, places in self._files[every].items():
-            if key[:len(fixed)] == wanted:
+            if key[: len(fixed)] == wanted:
                 named = dict(zip(every, key))
                 located.setdefault(tuple(named[c] for c in columns), []).extend(places)
         return located
@@ -234,11 +234,13 @@ class PartTable:
             path = self.paths[index]
             with _reading(path):
                 if row_groups is None:
-                    table = pq.read_table(path, columns=columns, filters=_condition(where),
-                                          page_checksum_verification=True)
+                    table = pq.read_table(
+                        path, columns=columns, filters=_condition(where), page_checksum_verification=True
+                    )
                 else:  # exactly the key's row groups: faster than a filter, which evaluates every row group
-                    table = pq.ParquetFile(path, page_checksum_verification=True).read_row_groups(row_groups,
-                                                                                                 columns=columns)
+                    table = pq.ParquetFile(path, page_checksum_verification=True).read_row_groups(
+                        row_groups, columns=columns
+                    )
                 frames.append(table.to_pandas())
         if not frames:
             return pd.DataFrame(columns=columns or self.columns)

@@ -32,8 +32,13 @@ from causalpos.catalogue.claims import LEDGER_COLUMNS
 from causalpos.errors import UserError
 from causalpos.io import read_table
 from causalpos.matrices import maps
-from causalpos.catalogue.tables import (HEAD_SCORE_COLUMNS, RECURSION_COLUMNS, SCORE_COLUMNS, SIMULATION_COLUMNS,
-                              require_columns)
+from causalpos.catalogue.tables import (
+    HEAD_SCORE_COLUMNS,
+    RECURSION_COLUMNS,
+    SCORE_COLUMNS,
+    SIMULATION_COLUMNS,
+    require_columns,
+)
 from causalpos.catalogue import paths
 
 SIMULATION_VALUES = ("score_mean", "score_sem", "score_diagnorm", "prob_mean", "prob_sem")
@@ -49,14 +54,20 @@ def simulation(variant: str, results: str = paths.RESULTS, value: str = "score_m
     """One simulation variant (results/simulation/{variant}.parquet) as [layer, query, key]."""
     _check_value(value, SIMULATION_VALUES)
     path, pattern = paths.simulation_table(variant, results), paths.simulation_table("*", results)
-    table = _read(path, f"simulation variant {variant!r}", Path(pattern).parent,
-                  [Path(p).stem for p in glob.glob(pattern)])
+    table = _read(
+        path, f"simulation variant {variant!r}", Path(pattern).parent, [Path(p).stem for p in glob.glob(pattern)]
+    )
     require_columns(table, SIMULATION_COLUMNS[:4] + [value], path)
     return maps(table, value, ["layer"], f"variant {variant!r}")
 
 
-def scores(model: str, results: str = paths.RESULTS, value: str = "score_mean", paper_llms: bool = False,
-           per_head: bool = False) -> np.ndarray:
+def scores(
+    model: str,
+    results: str = paths.RESULTS,
+    value: str = "score_mean",
+    paper_llms: bool = False,
+    per_head: bool = False,
+) -> np.ndarray:
     """A model's mean scores (results/activations/{model}/scores.parquet, averaged over sequences and heads) as
     [layer, query, key], or each query head's (per_head: head_scores.parquet, averaged over sequences; only
     score_mean) as [layer, head, query, key], where the extraction kept them (extraction.per_head)."""
@@ -65,21 +76,23 @@ def scores(model: str, results: str = paths.RESULTS, value: str = "score_mean", 
     table_name = "head_scores" if per_head else "scores"
     path = paths.activation_table(model, table_name, folder)
     pattern = paths.activation_table("*", table_name, folder)
-    table = _read(path, f"model {model!r}", Path(pattern).parent.parent,
-                  [Path(p).parent.name for p in glob.glob(pattern)])
+    table = _read(
+        path, f"model {model!r}", Path(pattern).parent.parent, [Path(p).parent.name for p in glob.glob(pattern)]
+    )
     if not per_head:
         require_columns(table, SCORE_COLUMNS[2:5] + [value], path)
         return maps(table, value, ["layer"], f"model {model!r}")
     require_columns(table, HEAD_SCORE_COLUMNS[2:7], path, allow_empty=True)
     if table.empty:
         setting = "extraction.paper_llms.per_head" if paper_llms else "extraction.per_head"
-        raise ValueError(f"{path} has no per-head maps: the extraction ran with {setting}: false; set it to true "
-                         f"in the config and run `snakemake --cores 2 {path}` again (the extraction reruns)")
+        raise ValueError(
+            f"{path} has no per-head maps: the extraction ran with {setting}: false; set it to true "
+            f"in the config and run `snakemake --cores 2 {path}` again (the extraction reruns)"
+        )
     return maps(table, value, ["layer", "head"], f"model {model!r}")
 
 
-def recursion(variant: str, results: str = paths.RESULTS, corrected: bool = False,
-              value: str = "score") -> np.ndarray:
+def recursion(variant: str, results: str = paths.RESULTS, corrected: bool = False, value: str = "score") -> np.ndarray:
     """The large-d recursion of one variant (results/theory/recursion.parquet) as [layer, query, key]; with
     `corrected`, the limit plus its O(1/d) correction at the variant's d (value + "_corrected")."""
     _check_value(value, RECURSION_VALUES)
@@ -90,11 +103,15 @@ def recursion(variant: str, results: str = paths.RESULTS, corrected: bool = Fals
     rows = table[table["variant"] == variant]
     if rows.empty:
         held = ", ".join(sorted(table["variant"].unique()))
-        raise ValueError(f"no variant {variant!r} in {path} (it holds {held}); it has every variant under "
-                         f"simulation.variants: add it there and run `snakemake --cores 2 {path}`")
+        raise ValueError(
+            f"no variant {variant!r} in {path} (it holds {held}); it has every variant under "
+            f"simulation.variants: add it there and run `snakemake --cores 2 {path}`"
+        )
     if corrected and not rows["corrected"].all():
-        raise ValueError(f"the recursion of {variant!r} has no O(1/d) correction (not computed under RoPE, nor for "
-                         "LayerNorm with scale none or sqrt_d): use corrected=False")
+        raise ValueError(
+            f"the recursion of {variant!r} has no O(1/d) correction (not computed under RoPE, nor for "
+            "LayerNorm with scale none or sqrt_d): use corrected=False"
+        )
     return maps(rows, column, ["layer"], f"variant {variant!r}")
 
 
@@ -115,5 +132,7 @@ def _read(path: str, what: str = "", folder=None, present=()) -> pd.DataFrame:
     if Path(path).exists():
         return read_table(path)
     held = f"no {what}: {folder} holds {', '.join(sorted(present)) or 'none'}; " if what else ""
-    raise MissingResultError(f"{held}{path} does not exist; `snakemake --cores 2 {path}` makes it (and what it needs), "
-                             "or run the whole workflow: snakemake --cores 8 all_figures")
+    raise MissingResultError(
+        f"{held}{path} does not exist; `snakemake --cores 2 {path}` makes it (and what it needs), "
+        "or run the whole workflow: snakemake --cores 8 all_figures"
+    )

@@ -28,8 +28,21 @@ README_MAX_BYTES = 10_000
 
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)\)")
-PATH_PREFIXES = (".ci/", ".test/", "bench/", "config/", "docs/", "envs/", "profiles/", "report/", "rules/",
-                 "scripts/", "src/", "tests/", "workflow_scripts/")
+PATH_PREFIXES = (
+    ".ci/",
+    ".test/",
+    "bench/",
+    "config/",
+    "docs/",
+    "envs/",
+    "profiles/",
+    "report/",
+    "rules/",
+    "scripts/",
+    "src/",
+    "tests/",
+    "workflow_scripts/",
+)
 
 
 def text(path: Path) -> str:
@@ -86,8 +99,10 @@ def test_readme_quick_start_command_1_installs_what_command_2_installs():
     first, second = quick_start_lines()
     assert first.endswith("&& snakemake --cores 8 all_figures")
     assert second.endswith("&& pytest")
-    assert first.replace("pip install -e . ", 'pip install -e ".[test]" ').rsplit(" && ", 1)[0] \
+    assert (
+        first.replace("pip install -e . ", 'pip install -e ".[test]" ').rsplit(" && ", 1)[0]
         == second.rsplit(" && ", 1)[0]
+    )
 
 
 def test_readme_links_every_docs_page():
@@ -304,8 +319,11 @@ def test_figures_page_shows_every_figure():
 
     page = text(DOCS / "figures.md")
     missing = [f for f in FIGURES if f"`{f}`" not in page]
-    missing += [name for name in (p.relative_to(DOCS / "figures").as_posix() for p in (DOCS / "figures").rglob("*.png"))
-                if f"(figures/{name})" not in page]  # the claims figure's pages in their folder too
+    missing += [
+        name
+        for name in (p.relative_to(DOCS / "figures").as_posix() for p in (DOCS / "figures").rglob("*.png"))
+        if f"(figures/{name})" not in page
+    ]  # the claims figure's pages in their folder too
     assert missing == [], f"docs/figures.md lacks {missing}"
 
 
@@ -320,8 +338,11 @@ def render_caption(name: str, params: dict | None = None, **wildcards) -> str:
     from docutils.core import publish_parts
     from jinja2 import Environment
 
-    rst = Environment().from_string(text(ROOT / "report" / name)).render(
-        snakemake=SimpleNamespace(wildcards=wildcards, params=SimpleNamespace(**(params or {})), rule="?"))
+    rst = (
+        Environment()
+        .from_string(text(ROOT / "report" / name))
+        .render(snakemake=SimpleNamespace(wildcards=wildcards, params=SimpleNamespace(**(params or {})), rule="?"))
+    )
     return publish_parts(rst, writer="html", settings_overrides={"report_level": 1})["body"]
 
 
@@ -333,8 +354,11 @@ def test_report_captions_say_what_to_look_for_once():
     assert sorted(listed) == sorted(CONFIGURABLE)
     pages = [render_caption("figure.rst", figure=f) for f in CONFIGURABLE]
     labels = {"options": {"model_labels": {"nope": "NoPE", "smol": "SmolLM2-135M"}}}  # rule params
-    pages += [render_caption("all_layers.rst", labels, model=m, kind=k, layers="01-08")
-              for k in ("raw", "diagnorm") for m in ("nope", "smol")]
+    pages += [
+        render_caption("all_layers.rst", labels, model=m, kind=k, layers="01-08")
+        for k in ("raw", "diagnorm")
+        for m in ("nope", "smol")
+    ]
     # the paper's Figures 11-16 are its LLMs: a trained model's pages are ours, named as such
     assert "Figures 11-16" in pages[-1] and "SmolLM2-135M" in pages[-1] and "smol" not in pages[-1]
     assert "Figures 11-16" not in pages[-2] and "trained NoPE model" in pages[-2]

@@ -27,8 +27,7 @@ def test_results_page_snippets_run_on_a_finished_run(finished_run):
     blocks = snippets("results.md")
     assert len(blocks) >= 2
     code = "\n".join(blocks) + CHECK  # the second block uses the first's import
-    done = subprocess.run([sys.executable, "-c", code], cwd=finished_run, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], cwd=finished_run, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
 
 

@@ -34,6 +34,7 @@ def draw(fontsize: float):
         ax.set_xlabel("smallest", fontsize=fontsize)
         ax.tick_params(labelsize=fontsize + 2)
         return fig
+
     return figure
 
 
@@ -71,16 +72,19 @@ def pages(model: str, order: str) -> list[str]:
 def test_all_layers_order(check):
     """The order the report showed before (1-6, 13-18, 7-12; 1-8, 17-23, 24-30, 9-16), a model's pages apart,
     and diagonal-normalised first are found; raw then diagonal-normalised, each by layer, is not."""
-    good = (pages("gemma3_270m", "raw_layers01-06 raw_layers07-12 raw_layers13-18 diagnorm_layers01-06 "
-                  "diagnorm_layers07-12 diagnorm_layers13-18")
-            + pages("smollm2_135m", "raw_layers01-08 raw_layers09-16 raw_layers17-23 raw_layers24-30"))
+    good = pages(
+        "gemma3_270m",
+        "raw_layers01-06 raw_layers07-12 raw_layers13-18 diagnorm_layers01-06 "
+        "diagnorm_layers07-12 diagnorm_layers13-18",
+    ) + pages("smollm2_135m", "raw_layers01-08 raw_layers09-16 raw_layers17-23 raw_layers24-30")
     assert check.all_layers_order_problems(good) == []
     assert check.all_layers_order_problems(good + ["results/figures/fig02_l2norm.png"]) == []
     old = pages("gemma3_270m", "raw_layers01-06 raw_layers13-18 raw_layers07-12")
     (problem,) = check.all_layers_order_problems(old)
     assert "raw 1-6, raw 13-18, raw 7-12" in problem and "expected raw 1-6, raw 7-12, raw 13-18" in problem
     assert check.all_layers_order_problems(
-        pages("smollm2_135m", "raw_layers01-08 raw_layers17-23 raw_layers24-30 raw_layers09-16"))
+        pages("smollm2_135m", "raw_layers01-08 raw_layers17-23 raw_layers24-30 raw_layers09-16")
+    )
     assert check.all_layers_order_problems(pages("nope", "diagnorm_layers01-04 raw_layers01-04"))
     apart = pages("nope", "raw_layers01-04") + pages("rope", "raw_layers01-04") + pages("nope", "diagnorm_layers01-04")
     assert any("not listed together" in p for p in check.all_layers_order_problems(apart))
@@ -93,11 +97,18 @@ def table(toggles, state, rows):
 def test_png_first(check):
     """A row opens its PNG while the toggle is as it starts; a table of PDFs and PNGs without a toggle lists
     each format apart, and fails too."""
-    mimes = {"a.png": "image/png", "a.pdf": "application/pdf", "b.png": "image/png", "b.pdf": "application/pdf",
-             "runtimes.html": "text/html"}
+    mimes = {
+        "a.png": "image/png",
+        "a.pdf": "application/pdf",
+        "b.png": "image/png",
+        "b.pdf": "application/pdf",
+        "runtimes.html": "text/html",
+    }
     toggle = [["format", ["png", "vector pdf"]]]
-    rows = [{"labels": [name], "variants": [["png", f"{name}.png"], ["vector pdf", f"{name}.pdf"]],
-             "opens": f"{name}.png"} for name in "ab"]
+    rows = [
+        {"labels": [name], "variants": [["png", f"{name}.png"], ["vector pdf", f"{name}.pdf"]], "opens": f"{name}.png"}
+        for name in "ab"
+    ]
     assert check.png_first_problems(table(toggle, ["png"], rows), mimes) == []
     pdf_first = [{**row, "opens": row["opens"].replace(".png", ".pdf")} for row in rows]
     assert len(check.png_first_problems(table(toggle, ["vector pdf"], pdf_first), mimes)) == 2

@@ -123,8 +123,14 @@ def report_results(tmp_path_factory) -> list[dict]:
         for kind, first, last in pages(n_layers):
             for ext in ("pdf", "png"):
                 Path(all_layers_page(folder, kind, first, last, ext)).touch()
-    out = subprocess.run([sys.executable, "-c", LOAD, str(ROOT), ",".join(LAYERS)], cwd=workdir, check=False,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD, str(ROOT), ",".join(LAYERS)],
+        cwd=workdir,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     (line,) = [line for line in out.stdout.splitlines() if line.startswith("RESULTS ")]
     return json.loads(line.removeprefix("RESULTS "))
@@ -136,8 +142,10 @@ def report_results(tmp_path_factory) -> list[dict]:
 def locale_key(text: str) -> tuple:
     """String.localeCompare's order, near enough for labels (Chromium's ICU root collation): spaces, then
     punctuation, digits, letters; letters compared without case first."""
+
     def rank(c: str) -> int:
         return 0 if c.isspace() else 2 if c.isdigit() else 3 if c.isalpha() else 1
+
     return tuple((rank(c), c.casefold()) for c in text), text
 
 
@@ -163,14 +171,20 @@ def report_table(results: list[dict]) -> dict:
     start = {label: (values[1] if values[1] == "yes" else values[0]) for label, values in toggles.items()}
     rows: dict[tuple, dict] = {}
     for r in results:
-        key = tuple(str(r["labels"].get(label, "")) for label in labels if label not in toggles) if labelled \
+        key = (
+            tuple(str(r["labels"].get(label, "")) for label in labels if label not in toggles)
+            if labelled
             else (r["path"],)
+        )
         rows.setdefault(key, {})[tuple(r["labels"][label] for label in toggles)] = r["path"]
     order = sorted(rows, key=lambda key: [locale_key(v) for v in key])
-    return {"columns": [label for label in labels if label not in toggles] if labelled else ["File"],
-            "toggles": toggles, "start": start,
-            "rows": [(key, rows[key]) for key in order],
-            "opens": [rows[key][tuple(start[label] for label in toggles)] for key in order]}
+    return {
+        "columns": [label for label in labels if label not in toggles] if labelled else ["File"],
+        "toggles": toggles,
+        "start": start,
+        "rows": [(key, rows[key]) for key in order],
+        "opens": [rows[key][tuple(start[label] for label in toggles)] for key in order],
+    }
 
 
 def report_tables(results: list[dict]) -> dict[tuple, dict]:
@@ -184,24 +198,32 @@ def report_tables(results: list[dict]) -> dict[tuple, dict]:
 def test_the_model_follows_snakemakes_report():
     """report_table models these lines of the installed Snakemake's report; a Snakemake that changes them
     needs report_table and the labels in rules/common.smk read again."""
-    js = (Path(snakemake.__file__).parent / "report" / "html_reporter" / "template" / "components"
-          / "abstract_results.js").read_text()
-    for line in ('let initialValue = value[1] === "yes" ? value[1] : value[0];',
-                 "labels.slice(1).forEach(function (label) {",
-                 "uniqueValues.length == 2 &&",
-                 "uniqueValues.every(value => values.filter(v => v === value).length === results.length / 2)",
-                 "uniqueValues.sort();",
-                 "if (toggleLabels.size > 1) {",
-                 "let comparison = aLabels[i].localeCompare(bLabels[i]);"):
+    js = (
+        Path(snakemake.__file__).parent / "report" / "html_reporter" / "template" / "components" / "abstract_results.js"
+    ).read_text()
+    for line in (
+        'let initialValue = value[1] === "yes" ? value[1] : value[0];',
+        "labels.slice(1).forEach(function (label) {",
+        "uniqueValues.length == 2 &&",
+        "uniqueValues.every(value => values.filter(v => v === value).length === results.length / 2)",
+        "uniqueValues.sort();",
+        "if (toggleLabels.size > 1) {",
+        "let comparison = aLabels[i].localeCompare(bLabels[i]);",
+    ):
         assert line in js, f"Snakemake's report no longer has: {line}"
 
 
 def test_the_model_finds_the_old_faults():
     """What the report showed before: layers unpadded ("13-18" before "7-12"), kind a label of its own (two
     toggles, so none) and the format toggle starting on "pdf"."""
-    old = [{"path": f"{kind}_layers{a:02d}-{b:02d}.{ext}", "labels": {"figure": "f", "kind": kind,
-                                                                     "layers": f"{a}-{b}", "format": ext}}
-           for kind, a, b in pages(18) for ext in ("pdf", "png")]
+    old = [
+        {
+            "path": f"{kind}_layers{a:02d}-{b:02d}.{ext}",
+            "labels": {"figure": "f", "kind": kind, "layers": f"{a}-{b}", "format": ext},
+        }
+        for kind, a, b in pages(18)
+        for ext in ("pdf", "png")
+    ]
     table = report_table(old)
     assert table["toggles"] == {}
     assert [key[2] for key, _ in table["rows"] if key[1] == "raw" and key[3] == "png"] == ["1-6", "13-18", "7-12"]
@@ -231,8 +253,11 @@ def test_every_figure_table_has_a_format_toggle_that_opens_the_png(report_result
     measurements, all layers, claims pages and convergence) has one toggle, the format, with a PDF and a PNG
     value, and each row opens its PNG before the toggle is touched."""
     tables = report_tables(report_results)
-    figures = {key: t for key, t in tables.items()
-               if any(p.endswith((".pdf", ".png")) for _, v in t["rows"] for p in v.values())}
+    figures = {
+        key: t
+        for key, t in tables.items()
+        if any(p.endswith((".pdf", ".png")) for _, v in t["rows"] for p in v.values())
+    }
     assert {key[1] for key in figures} >= {"All layers", "Claims"}  # and the figures' parts of the paper
     assert len(figures) >= 5
     for key, table in figures.items():

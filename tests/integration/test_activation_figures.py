@@ -41,10 +41,22 @@ def scores_table():
         for layer in range(n_layers):
             matrix = np.sin(0.7 * (i - j)) + (layer + 1) * 0.3 * np.log1p(j) + 0.05 * rng.normal(size=(n, n))
             matrix[:, 0] += 3.0  # attention sink
-            frames.append(pd.DataFrame({
-                "model": model, "kind": kind, "layer": layer, "query_pos": q, "key_pos": k,
-                "score_mean": matrix[q, k], "score_sem": 0.05, "score_diagnorm": band_centred(matrix)[q, k],
-                "n_sequences": 20, "seq_len": n}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "model": model,
+                        "kind": kind,
+                        "layer": layer,
+                        "query_pos": q,
+                        "key_pos": k,
+                        "score_mean": matrix[q, k],
+                        "score_sem": 0.05,
+                        "score_diagnorm": band_centred(matrix)[q, k],
+                        "n_sequences": 20,
+                        "seq_len": n,
+                    }
+                )
+            )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -52,10 +64,21 @@ def intermediates_table():
     n = 10
     q, k = lower(n)
     rng = np.random.default_rng(1)
-    frames = [pd.DataFrame({"model": "nope", "layer": int(stage in "hi"), "stage": stage, "query_pos": q,
-                            "key_pos": k, "value": rng.normal(size=len(q)) + 5.0 * (q == k),
-                            "n_sequences": 20, "seq_len": n})
-              for stage in "abcdefghi"]
+    frames = [
+        pd.DataFrame(
+            {
+                "model": "nope",
+                "layer": int(stage in "hi"),
+                "stage": stage,
+                "query_pos": q,
+                "key_pos": k,
+                "value": rng.normal(size=len(q)) + 5.0 * (q == k),
+                "n_sequences": 20,
+                "seq_len": n,
+            }
+        )
+        for stage in "abcdefghi"
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -63,8 +86,18 @@ def probe_table():
     rows = []
     for model, (kind, n_layers, n) in MODELS.items():
         for layer in range(n_layers + 1):
-            rows.append({"model": model, "kind": kind, "layer": layer, "mae": n / 4 / (1 + layer),
-                         "mae_baseline": n / 4, "n_train": 100, "n_test": 40, "seq_len": n})
+            rows.append(
+                {
+                    "model": model,
+                    "kind": kind,
+                    "layer": layer,
+                    "mae": n / 4 / (1 + layer),
+                    "mae_baseline": n / 4,
+                    "n_train": 100,
+                    "n_test": 40,
+                    "seq_len": n,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -72,9 +105,14 @@ def probe_table():
 def tables():
     scores, probe = scores_table(), probe_table()
     # rule summary's tables, made by its functions (analysis.summary), for figures M1-M3
-    return {"scores": scores, "intermediates": intermediates_table(), "probe": probe,
-            "nonrelativeness": nonrelativeness(scores), "increasing_fraction": increasing_fraction(scores),
-            "position_probe": probe_summary(probe)}
+    return {
+        "scores": scores,
+        "intermediates": intermediates_table(),
+        "probe": probe,
+        "nonrelativeness": nonrelativeness(scores),
+        "increasing_fraction": increasing_fraction(scores),
+        "position_probe": probe_summary(probe),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +128,7 @@ def drawn(tables, tmp_path_factory):
             fig.savefig(path, dpi=PLOT["dpi"])
             cache[figure_id] = fig, path
         return cache[figure_id]
+
     return get
 
 
@@ -160,19 +199,25 @@ def test_all_layers_pages_bound_the_layers_per_page(tables):
     assert [kind for kind, _ in pages] == ["raw"] * 3 + ["diagnorm"] * 3
     assert [layers for _, layers in pages[:3]] == [[0, 1, 2], [3, 4], [5, 6]]  # 7 layers: 3, 2, 2
     assert pages[3:] == [("diagnorm", layers) for _, layers in pages[:3]]
-    thirty = pd.concat([tables["scores"].query("model == 'nope' and layer == 0").assign(layer=k)
-                        for k in range(30)])
+    thirty = pd.concat([tables["scores"].query("model == 'nope' and layer == 0").assign(layer=k) for k in range(30)])
     runs = [layers for kind, layers in all_layers_pages({"scores": thirty}, {"model": "nope"}) if kind == "raw"]
     assert [len(run) for run in runs] == [8, 8, 7, 7]  # at most LAYERS_PER_PAGE, pages alike
     assert sum(runs, []) == list(range(30))
 
 
-@pytest.mark.parametrize("kind, options, cmap, centred", [
-    ("raw", {}, "rocket", False), ("diagnorm", {}, "rocket", False),
-    ("diagnorm", {"centred_diagnorm": True}, "coolwarm", True), ("raw", {"cmap": "viridis"}, "viridis", False)])
+@pytest.mark.parametrize(
+    "kind, options, cmap, centred",
+    [
+        ("raw", {}, "rocket", False),
+        ("diagnorm", {}, "rocket", False),
+        ("diagnorm", {"centred_diagnorm": True}, "coolwarm", True),
+        ("raw", {"cmap": "viridis"}, "viridis", False),
+    ],
+)
 def test_all_layers_page_fits_a_screen(kind, options, cmap, centred, tables):
-    fig = ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol", "kind": kind, "layers": [1, 2, 3, 4, 5],
-                                                        **options})
+    fig = ACTIVATION_FIGURES["fig_all_layers"](
+        tables, {"model": "smol", "kind": kind, "layers": [1, 2, 3, 4, 5], **options}
+    )
     panels = heatmap_axes(fig)
     assert [ax.get_title() for ax in panels] == [f"Layer {k}" for k in range(2, 7)]
     assert {ax.get_subplotspec().get_geometry()[:2] for ax in panels} == {(2, 3)}  # 5 panels: 2 rows of 3
@@ -195,16 +240,27 @@ def test_all_layers_writes_its_pages_and_drops_stale_ones(tables, tmp_path):
     folder = tmp_path / "fig_all_layers_smol"
     folder.mkdir()
     (folder / "raw_layers01-09.png").write_bytes(b"stale")
-    run_job(Job("model_figure", input={"scores": str(source)}, output={"folder": str(folder)},
-                params={"options": {**PLOT, "model": "smol", "layers_per_page": 4, "formats": ["png", "pdf"]}}))
+    run_job(
+        Job(
+            "model_figure",
+            input={"scores": str(source)},
+            output={"folder": str(folder)},
+            params={"options": {**PLOT, "model": "smol", "layers_per_page": 4, "formats": ["png", "pdf"]}},
+        )
+    )
     names = sorted(p.name for p in folder.iterdir())
-    assert names == sorted(f"{kind}_layers{span}.{ext}" for kind in ("raw", "diagnorm")
-                           for span in ("01-04", "05-07") for ext in ("png", "pdf"))
+    assert names == sorted(
+        f"{kind}_layers{span}.{ext}"
+        for kind in ("raw", "diagnorm")
+        for span in ("01-04", "05-07")
+        for ext in ("png", "pdf")
+    )
 
 
 def test_big_matrices_are_block_averaged_with_true_ticks(tables):
-    fig = ACTIVATION_FIGURES["fig_all_layers"](tables, {"model": "smol", "kind": "raw", "heatmap_max_size": 4,
-                                                        "quantile_clip": None})
+    fig = ACTIVATION_FIGURES["fig_all_layers"](
+        tables, {"model": "smol", "kind": "raw", "heatmap_max_size": 4, "quantile_clip": None}
+    )
     ax = heatmap_axes(fig)[0]
     shown = panel_data(ax)
     assert shown.shape == (4, 4)  # 12 positions in blocks of 3
@@ -225,9 +281,22 @@ def long_scores(n_layers: int, n: int, window: int) -> pd.DataFrame:
     for layer in range(n_layers):
         values = rng.normal(size=len(q))
         values[q - k >= window] = np.nan
-        frames.append(pd.DataFrame({"model": "long", "kind": "pretrained", "layer": layer, "query_pos": q,
-                                    "key_pos": k, "score_mean": values, "score_sem": 0.0,
-                                    "score_diagnorm": values, "n_sequences": 1, "seq_len": n}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model": "long",
+                    "kind": "pretrained",
+                    "layer": layer,
+                    "query_pos": q,
+                    "key_pos": k,
+                    "score_mean": values,
+                    "score_sem": 0.0,
+                    "score_diagnorm": values,
+                    "n_sequences": 1,
+                    "seq_len": n,
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -255,8 +324,9 @@ def test_a_full_page_of_long_maps_embeds_in_the_report(tmp_path):
 
 def test_llms_default_to_pretrained_and_clip_outliers(tables):
     scores = tables["scores"].copy()
-    spike = (scores["model"] == "smol") & (scores["layer"] == 1) & (scores["query_pos"] == 11) & (
-        scores["key_pos"] == 1)
+    spike = (
+        (scores["model"] == "smol") & (scores["layer"] == 1) & (scores["query_pos"] == 11) & (scores["key_pos"] == 1)
+    )
     scores.loc[spike, "score_diagnorm"] = 1000.0
     fig = ACTIVATION_FIGURES["fig05_llms"]({"scores": scores}, {})
     panels = heatmap_axes(fig)
@@ -274,10 +344,13 @@ def test_nope_vs_rope_difference_and_shared_scale(drawn, tables):
     fig, path = drawn("figC1_nope_vs_rope")
     panels = heatmap_axes(fig)
     assert len(panels) == 9  # (NoPE, RoPE, difference) x 3 layers
-    by_row = [panels[3 * r:3 * r + 3] for r in range(3)]  # one row per kind, one column per layer
+    by_row = [panels[3 * r : 3 * r + 3] for r in range(3)]  # one row per kind, one column per layer
     assert [ax.get_title() for ax in by_row[2]] == ["Layer 1", "Layer 2", "Layer 3"]
     assert [sub._suptitle.get_text() for sub in fig.subfigs] == [
-        "NoPE, diagonal-normalised", "RoPE, diagonal-normalised", "NoPE − RoPE, diagonal-normalised"]
+        "NoPE, diagonal-normalised",
+        "RoPE, diagonal-normalised",
+        "NoPE − RoPE, diagonal-normalised",
+    ]
     s = tables["scores"]
     layer2 = [s.query(f"model == '{m}' and layer == 1") for m in ("nope", "rope")]
     mats = []
@@ -305,18 +378,21 @@ def test_summary_plots(drawn):
     assert len(ratio_lines) == 1 and np.all(np.diff(ratio_lines[0].get_ydata()) < 0)  # smol: layers 0-7
 
 
-@pytest.mark.parametrize("figure_id, tables_kept, options, message", [
-    ("fig08_model_layers", ["scores"], {"model": "absent"}, "absent"),
-    ("fig_all_layers", ["scores"], {"model": "absent"}, "absent"),
-    ("fig03_intermediates", ["scores"], {}, "intermediates"),
-    ("fig03_intermediates", ["intermediates"], {"model": "rope"}, "rope"),
-    ("fig03_intermediates", ["intermediates"], {"layer": 1}, "stage 'a'"),
-    ("fig05_llms", ["scores"], {"models": ["nope", "absent"]}, "absent"),
-    ("figC1_nope_vs_rope", ["scores"], {"compare": ["nope", "absent"]}, "absent"),
-    ("figM1_nonrelativeness", ["scores"], {}, "nonrelativeness"),
-    ("figM2_increasing_fraction", ["scores"], {}, "increasing_fraction"),
-    ("figM3_position_probe", ["probe"], {}, "position_probe"),
-])
+@pytest.mark.parametrize(
+    "figure_id, tables_kept, options, message",
+    [
+        ("fig08_model_layers", ["scores"], {"model": "absent"}, "absent"),
+        ("fig_all_layers", ["scores"], {"model": "absent"}, "absent"),
+        ("fig03_intermediates", ["scores"], {}, "intermediates"),
+        ("fig03_intermediates", ["intermediates"], {"model": "rope"}, "rope"),
+        ("fig03_intermediates", ["intermediates"], {"layer": 1}, "stage 'a'"),
+        ("fig05_llms", ["scores"], {"models": ["nope", "absent"]}, "absent"),
+        ("figC1_nope_vs_rope", ["scores"], {"compare": ["nope", "absent"]}, "absent"),
+        ("figM1_nonrelativeness", ["scores"], {}, "nonrelativeness"),
+        ("figM2_increasing_fraction", ["scores"], {}, "increasing_fraction"),
+        ("figM3_position_probe", ["probe"], {}, "position_probe"),
+    ],
+)
 def test_missing_inputs_are_named(figure_id, tables_kept, options, message, tables):
     with pytest.raises(ValueError, match=message):
         ACTIVATION_FIGURES[figure_id]({name: tables[name] for name in tables_kept}, options)
@@ -329,5 +405,6 @@ def test_missing_columns_and_no_pretrained_model(tables):
     with pytest.raises(ValueError, match="score_diagnorm"):
         ACTIVATION_FIGURES["fig08_model_layers"]({"scores": trained.drop(columns="score_diagnorm")}, {})
     with pytest.raises(ValueError, match="mae_baseline"):
-        ACTIVATION_FIGURES["figM3_position_probe"]({"position_probe": tables["position_probe"].drop(
-            columns="mae_baseline")}, {})
+        ACTIVATION_FIGURES["figM3_position_probe"](
+            {"position_probe": tables["position_probe"].drop(columns="mae_baseline")}, {}
+        )

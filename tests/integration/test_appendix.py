@@ -54,8 +54,9 @@ def test_printed_a1_is_not_the_difference_of_squares():
         w = 2 * sp.E + (pos - 1) * sp.exp(a)
         return w**2 + 2 * w * sp.exp(a) * a * (pos - 1) + sp.exp(2 * a) * (pos - 1) * (1 + (pos - 2) * a)
 
-    restored = (eq3_numerator(n + 1) * (sp.E + (n - 1) * sp.exp(a)) ** 2
-                - eq3_numerator(n) * (sp.E + n * sp.exp(a)) ** 2) / denominator
+    restored = (
+        eq3_numerator(n + 1) * (sp.E + (n - 1) * sp.exp(a)) ** 2 - eq3_numerator(n) * (sp.E + n * sp.exp(a)) ** 2
+    ) / denominator
     assert sp.simplify(restored - ex["true_h"]) == 0
 
 

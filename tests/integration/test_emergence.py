@@ -26,8 +26,15 @@ from helpers import CFG, TINY, VOCAB, command, env, start_and_wait_for_steps
 
 STEPS = 40
 SNAPSHOTS = [0, 5, 15, 40]
-RUN = {**CFG, "steps": STEPS, "grad_accum": 1, "eval_every": 10, "checkpoint_every": 10, "log_every": 5,
-       "snapshot_steps": SNAPSHOTS}
+RUN = {
+    **CFG,
+    "steps": STEPS,
+    "grad_accum": 1,
+    "eval_every": 10,
+    "checkpoint_every": 10,
+    "log_every": 5,
+    "snapshot_steps": SNAPSHOTS,
+}
 
 
 # ---------------------------------------------------------------- the schedule
@@ -47,8 +54,12 @@ def test_a_count_gives_step_0_the_last_and_log_spaced_steps_between(steps, count
 def test_a_list_gets_0_and_the_last_and_bad_values_are_named():
     assert snapshot_schedule(training_defaults({"steps": 50, "snapshot_steps": [7, 7, 30]})) == [0, 7, 30, 50]
     assert snapshot_schedule(training_defaults({"snapshot_steps": 0})) == []
-    for bad, message in ((1, "at least 2"), (-3, "at least 2"), ([5, 60], "outside 0 .. training.steps = 50"),
-                         ("many", "a non-negative integer or a list")):
+    for bad, message in (
+        (1, "at least 2"),
+        (-3, "at least 2"),
+        ([5, 60], "outside 0 .. training.steps = 50"),
+        ("many", "a non-negative integer or a list"),
+    ):
         with pytest.raises(ValueError, match="training.snapshot_steps") as err:
             training_settings({**CFG, "steps": 50, "snapshot_steps": bad})  # past the schema: the check below it
         assert message in str(err.value)
@@ -74,8 +85,15 @@ def runs(data, tmp_path_factory):
 
     train_module.save_checkpoint = recording
     try:
-        train("nope", False, data / "blocks", root / "b", root / "b_ckpt",
-              {**RUN, "snapshot_steps": 0, "checkpoint_every": 5}, tokenizer_dir=data / "tokenizer")
+        train(
+            "nope",
+            False,
+            data / "blocks",
+            root / "b",
+            root / "b_ckpt",
+            {**RUN, "snapshot_steps": 0, "checkpoint_every": 5},
+            tokenizer_dir=data / "tokenizer",
+        )
     finally:
         train_module.save_checkpoint = save
     return root, states
@@ -127,8 +145,10 @@ def test_an_interrupted_run_writes_the_rest_and_the_same_bits(runs, data, tmp_pa
     assert done.returncode == 0, done.stderr[-2000:]
     for step in SNAPSHOTS:
         assert same_weights(snapshot(tmp_path, step, "out"), snapshot(root, step)), step
-        assert load_file(tmp_path / "out" / "snapshots" / f"step_{step:07d}.safetensors").keys() \
+        assert (
+            load_file(tmp_path / "out" / "snapshots" / f"step_{step:07d}.safetensors").keys()
             == load_file(root / "a" / "snapshots" / f"step_{step:07d}.safetensors").keys()
+        )
 
 
 def test_a_resumed_run_missing_an_earlier_snapshot_is_refused(runs, data, tmp_path):
@@ -136,8 +156,15 @@ def test_a_resumed_run_missing_an_earlier_snapshot_is_refused(runs, data, tmp_pa
 
     root, _ = runs
     ckpt = tmp_path / "ckpt"
-    train("nope", False, data / "blocks", tmp_path / "out", ckpt, {**RUN, "steps": STEPS},
-          tokenizer_dir=data / "tokenizer")
+    train(
+        "nope",
+        False,
+        data / "blocks",
+        tmp_path / "out",
+        ckpt,
+        {**RUN, "steps": STEPS},
+        tokenizer_dir=data / "tokenizer",
+    )
     (ckpt / "snapshots" / "step_0000005.safetensors").unlink()
     with pytest.raises(CheckpointError, match=r"snapshots of steps \[5\] are missing"):
         train("nope", False, data / "blocks", tmp_path / "out", ckpt, RUN, tokenizer_dir=data / "tokenizer")
@@ -154,8 +181,18 @@ def sweep(runs, data):
     tokens = np.load(data / "blocks" / "heldout.npy")[:12, :16].astype(np.int64)
     metrics = pd.read_parquet(root / "a" / "metrics.parquet")
     snaps = {s: root / "a" / "snapshots" / f"step_{s:07d}.safetensors" for s in SNAPSHOTS}
-    tables, seconds = emergence_tables(root / "a", snaps, tokens, data / "blocks", metrics, "nope",
-                                       torch.device("cpu"), batch_size=2, intermediates_layer=0, n_groups=3)
+    tables, seconds = emergence_tables(
+        root / "a",
+        snaps,
+        tokens,
+        data / "blocks",
+        metrics,
+        "nope",
+        torch.device("cpu"),
+        batch_size=2,
+        intermediates_layer=0,
+        n_groups=3,
+    )
     return tables, tokens, metrics
 
 
@@ -168,8 +205,9 @@ def test_emergence_of_step_s_is_extract_on_the_weights_of_step_s(runs, sweep):
     model, _ = load_for_extraction(str(root / "b"), "test", torch.device("cpu"), ATTENTION_NAME, with_tokenizer=False)
     for step in (5, 15):
         model.load_state_dict(states[step])  # run B's weights at step s, not the snapshot file
-        direct = extract(model, tokens, "nope", "trained", batch_size=2, intermediates_layer=0, probe_sequences=0,
-                         n_groups=3)
+        direct = extract(
+            model, tokens, "nope", "trained", batch_size=2, intermediates_layer=0, probe_sequences=0, n_groups=3
+        )
         for table in ("scores", "intermediates", "groups"):
             swept = tables[table][tables[table]["step"] == step].drop(columns=["step", "tokens_seen"])
             swept, mine = swept.reset_index(drop=True), getattr(direct, table).reset_index(drop=True)
@@ -191,8 +229,17 @@ def test_emergence_loss_is_the_trainings_evaluation(sweep, runs, data):
     assert losses.loc[40, "heldout_loss"] < losses.loc[5, "heldout_loss"] < losses.loc[0, "heldout_loss"]
     # computed where the training did evaluate (its row left out): the training's own number
     snaps = {s: root / "a" / "snapshots" / f"step_{s:07d}.safetensors" for s in (0, 40)}
-    again, _ = emergence_tables(root / "a", snaps, tokens, data / "blocks", metrics.iloc[:0], "nope",
-                                torch.device("cpu"), batch_size=2, n_groups=3)
+    again, _ = emergence_tables(
+        root / "a",
+        snaps,
+        tokens,
+        data / "blocks",
+        metrics.iloc[:0],
+        "nope",
+        torch.device("cpu"),
+        batch_size=2,
+        n_groups=3,
+    )
     computed = again["losses"].set_index("step")
     assert (computed["source"] == "computed").all()
     np.testing.assert_allclose(computed["heldout_loss"], evaluated.loc[[0, 40]], rtol=1e-6)
@@ -215,13 +262,16 @@ def test_emergence_metrics_are_the_ledgers_on_the_same_tables(sweep, alpha0):
     from causalpos.analysis.emergence import EMERGENCE_COLUMNS, emergence_frame
 
     tables, _, _ = sweep
-    frame = emergence_frame(tables["scores"], tables["intermediates"], tables["groups"], tables["losses"], alpha0,
-                            n_bootstrap=50, seed=3)
+    frame = emergence_frame(
+        tables["scores"], tables["intermediates"], tables["groups"], tables["losses"], alpha0, n_bootstrap=50, seed=3
+    )
     assert list(frame.columns) == EMERGENCE_COLUMNS
     assert sorted(frame["step"].unique()) == SNAPSHOTS
     for step in (5, STEPS):
-        at = {name: tables[name][tables[name]["step"] == step].drop(columns=["step", "tokens_seen"])
-              for name in ("scores", "intermediates", "groups")}
+        at = {
+            name: tables[name][tables[name]["step"] == step].drop(columns=["step", "tokens_seen"])
+            for name in ("scores", "intermediates", "groups")
+        }
         ledger = build_ledger(alpha0, None, at["scores"], at["intermediates"], at["groups"], n_bootstrap=50, seed=3)
         mine = frame[frame["step"] == step]
 
@@ -244,8 +294,9 @@ def test_emergence_metrics_are_the_ledgers_on_the_same_tables(sweep, alpha0):
         np.testing.assert_allclose(rows["value"], amp.loc[rows.index, "value"], rtol=1e-12)
         np.testing.assert_allclose(rows["uncertainty"], amp.loc[rows.index, "uncertainty"], rtol=1e-12)
     loss = frame[frame["metric"] == "heldout_loss"].set_index("step")["value"]
-    np.testing.assert_array_equal(loss.loc[SNAPSHOTS], tables["losses"].set_index("step").loc[SNAPSHOTS,
-                                                                                                "heldout_loss"])
+    np.testing.assert_array_equal(
+        loss.loc[SNAPSHOTS], tables["losses"].set_index("step").loc[SNAPSHOTS, "heldout_loss"]
+    )
     # the reference: the simulation's own concordance and amplitude, the same at every step
     reference = frame[frame["metric"] == "concordance"].groupby("stage")["reference"].nunique()
     assert (reference == 1).all()
@@ -259,8 +310,12 @@ def test_length_over_seeds_is_the_mean_and_sd_of_each_seeds_gap():
     from causalpos.analysis.lengths import length_seed_frame
 
     rng = np.random.default_rng(0)
-    rows = [{"model": m, "seed": s, "factor": f, "seq_len": 32 * f, "heldout_loss": 5 + rng.normal()}
-            for m in ("nope", "rope") for s in (0, 4, 9) for f in (1, 2, 4)]
+    rows = [
+        {"model": m, "seed": s, "factor": f, "seq_len": 32 * f, "heldout_loss": 5 + rng.normal()}
+        for m in ("nope", "rope")
+        for s in (0, 4, 9)
+        for f in (1, 2, 4)
+    ]
     per_seed = pd.DataFrame(rows)
     frame = length_seed_frame(per_seed).set_index(["model", "factor"])
     loss = per_seed.pivot_table(index=["model", "seed"], columns="factor", values="heldout_loss")

@@ -15,8 +15,17 @@ from causalpos.models.model import build_model
 from causalpos.models.probe import PENALTIES, StreamingProbe
 from helpers import ProbabilityRecorder, mean_probabilities_eager
 
-TINY = {"n_layers": 3, "hidden_size": 64, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16,
-        "intermediate_size": 96, "context": 64, "rope_theta": 10000.0, "tie_word_embeddings": True}
+TINY = {
+    "n_layers": 3,
+    "hidden_size": 64,
+    "n_heads": 4,
+    "n_kv_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 96,
+    "context": 64,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": True,
+}
 VOCAB = 97
 
 
@@ -56,7 +65,11 @@ def test_layer0_scores_equal_a_hand_computation_of_nope(saved):
     attn = model.model.layers[0].self_attn
     with torch.no_grad():
         y = model.model.layers[0].input_layernorm(model.model.embed_tokens(torch.from_numpy(ids)))
-        q = attn.q_norm(attn.q_proj(y).view(12, 20, 4, 16)) if hasattr(attn, "q_norm") else attn.q_proj(y).view(12, 20, 4, 16)
+        q = (
+            attn.q_norm(attn.q_proj(y).view(12, 20, 4, 16))
+            if hasattr(attn, "q_norm")
+            else attn.q_proj(y).view(12, 20, 4, 16)
+        )
         k = attn.k_proj(y).view(12, 20, 2, 16).repeat_interleave(2, dim=2)
         expected = torch.einsum("bqhd,bkhd->bhqk", q, k).mean(dim=(0, 1)).numpy() / 4.0
     layer0 = result.scores[result.scores["layer"] == 0]
@@ -74,7 +87,7 @@ def test_recorded_probabilities_equal_eager_output_attentions(saved):
     with torch.no_grad():
         for start in range(0, 10, 4):
             load_once = saved_model_cache(folder)
-            load_once(input_ids=torch.from_numpy(ids[start:start + 4]), causalpos_recorder=recorder)
+            load_once(input_ids=torch.from_numpy(ids[start : start + 4]), causalpos_recorder=recorder)
         eager = mean_probabilities_eager(load(folder, "eager"), ids, batch_size=3)
     np.testing.assert_allclose((recorder.prob_total / recorder.n_sequences).numpy(), eager, atol=1e-6)
 
@@ -99,8 +112,12 @@ def test_scores_table_standard_errors_and_diagonal_normalisation(saved):
     again = extract(load(folder), ids, name, "trained", batch_size=16, intermediates_layer=0, probe_sequences=0)
     np.testing.assert_allclose(again.scores["score_mean"], scores["score_mean"], rtol=1e-5, atol=1e-6)
     # the standard error is that of the per-sequence head means, checked against one-sequence runs
-    singles = [extract(load(folder), ids[i:i + 1], name, "trained", intermediates_layer=None, probe_sequences=0)
-               .scores["score_mean"].to_numpy() for i in range(16)]
+    singles = [
+        extract(load(folder), ids[i : i + 1], name, "trained", intermediates_layer=None, probe_sequences=0)
+        .scores["score_mean"]
+        .to_numpy()
+        for i in range(16)
+    ]
     np.testing.assert_allclose(scores["score_sem"], np.std(singles, axis=0, ddof=1) / 4, rtol=1e-4, atol=1e-7)
     # each diagonal of the normalised scores has mean zero
     for _, band in scores.assign(offset=scores.query_pos - scores.key_pos).groupby(["layer", "offset"]):
@@ -109,8 +126,7 @@ def test_scores_table_standard_errors_and_diagonal_normalisation(saved):
 
 def test_intermediates_cover_nine_stages_and_b_i_are_the_scores(saved):
     name, folder = saved
-    result = extract(load(folder), tokens(), name, "trained", batch_size=5, intermediates_layer=1,
-                     probe_sequences=0)
+    result = extract(load(folder), tokens(), name, "trained", batch_size=5, intermediates_layer=1, probe_sequences=0)
     inter = result.intermediates
     assert sorted(inter["stage"].unique()) == list("abcdefghi")
     assert set(inter.loc[inter.stage.isin(list("abcdefg")), "layer"]) == {1}
@@ -128,8 +144,9 @@ def test_group_sums_are_the_sums_of_separate_runs_on_each_group(saved):
     """groups: contiguous runs of whole batches; each group's sums equal n x the means of a run on its sequences alone."""
     name, folder = saved
     ids = tokens(17, 12)
-    result = extract(load(folder), ids, name, "trained", batch_size=3, intermediates_layer=0, probe_sequences=0,
-                     n_groups=4)
+    result = extract(
+        load(folder), ids, name, "trained", batch_size=3, intermediates_layer=0, probe_sequences=0, n_groups=4
+    )
     groups = result.groups
     assert sorted(groups["group"].unique()) == [0, 1, 2, 3]
     scores = groups[groups.quantity == "scores"]
@@ -139,8 +156,15 @@ def test_group_sums_are_the_sums_of_separate_runs_on_each_group(saved):
     assert sizes.sum() == 17 and (sizes % 3 == 0).sum() >= 3  # whole batches of 3 (the last batch has 2)
     start = 0
     for group, n in sizes.items():
-        alone = extract(load(folder), ids[start:start + n], name, "trained", batch_size=3, intermediates_layer=0,
-                        probe_sequences=0)
+        alone = extract(
+            load(folder),
+            ids[start : start + n],
+            name,
+            "trained",
+            batch_size=3,
+            intermediates_layer=0,
+            probe_sequences=0,
+        )
         start += n
         for layer in range(3):
             sums = scores[(scores.group == group) & (scores.layer == layer)]["sums"].iloc[0]
@@ -180,8 +204,7 @@ def test_bad_requests_name_the_setting(saved):
         extract(load(folder, "sdpa"), tokens(2, 10), name, "trained", probe_sequences=0)
 
 
-def fit_position_probe(features: np.ndarray, positions: np.ndarray, sequence: np.ndarray,
-                       penalties=PENALTIES) -> dict:
+def fit_position_probe(features: np.ndarray, positions: np.ndarray, sequence: np.ndarray, penalties=PENALTIES) -> dict:
     """The streaming probe on rows in memory: `features` [rows, features], their `positions` and `sequence` ids."""
     ids = np.unique(sequence)
     probe = StreamingProbe(1, features.shape[1], len(ids), penalties)
@@ -203,8 +226,9 @@ def test_position_probe_finds_position_when_it_is_there():
 
 def test_probe_runs_on_every_hidden_state(saved):
     name, folder = saved
-    result = extract(load(folder), tokens(20, 16), name, "trained", batch_size=8, intermediates_layer=None,
-                     probe_sequences=20)
+    result = extract(
+        load(folder), tokens(20, 16), name, "trained", batch_size=8, intermediates_layer=None, probe_sequences=20
+    )
     assert list(result.probe["layer"]) == [0, 1, 2, 3]
     assert (result.probe["mae_baseline"] > 0).all()
     assert isinstance(result.probe, pd.DataFrame)
@@ -227,11 +251,22 @@ def test_failed_extraction_leaves_no_table(saved, tmp_path):
     name, folder = saved
     np.save(tmp_path / "snippets.npy", tokens(4, 80))
     outputs = {t: tmp_path / "out" / f"{t}.parquet" for t in ("scores", "intermediates", "probe", "groups")}
-    settings = {"kind": "trained", "batch_size": 2, "intermediates_layer": 0, "probe_sequences": 0,
-                "probe_positions": 8, "bootstrap_groups": 4}
+    settings = {
+        "kind": "trained",
+        "batch_size": 2,
+        "intermediates_layer": 0,
+        "probe_sequences": 0,
+        "probe_positions": 8,
+        "bootstrap_groups": 4,
+    }
     with pytest.raises(ExtractionError, match="sequence length 80 exceeds"):
-        run_job(Job("extract", input={"tokens": str(tmp_path / "snippets.npy")},
-                    output={t: str(path) for t, path in outputs.items()}, wildcards={"model": name},
-                    params={"settings": settings, "location": str(folder), "device": "cpu", "seed": 0,
-                            "state": None}))
+        run_job(
+            Job(
+                "extract",
+                input={"tokens": str(tmp_path / "snippets.npy")},
+                output={t: str(path) for t, path in outputs.items()},
+                wildcards={"model": name},
+                params={"settings": settings, "location": str(folder), "device": "cpu", "seed": 0, "state": None},
+            )
+        )
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -15,11 +15,26 @@ from transformers import AutoModelForCausalLM
 from causalpos.models import extract as extraction
 from causalpos.models.extract import ATTENTION_NAME, extract_to_files
 from causalpos.models.model import build_model
-from causalpos.catalogue.tables import (ACTIVATION_TABLES, GROUP_COLUMNS, HEAD_SCORE_COLUMNS, INTERMEDIATE_COLUMNS,
-                              PROBE_COLUMNS, SCORE_COLUMNS)
+from causalpos.catalogue.tables import (
+    ACTIVATION_TABLES,
+    GROUP_COLUMNS,
+    HEAD_SCORE_COLUMNS,
+    INTERMEDIATE_COLUMNS,
+    PROBE_COLUMNS,
+    SCORE_COLUMNS,
+)
 
-TINY = {"n_layers": 3, "hidden_size": 64, "n_heads": 4, "n_kv_heads": 2, "head_dim": 16,
-        "intermediate_size": 96, "context": 64, "rope_theta": 10000.0, "tie_word_embeddings": True}
+TINY = {
+    "n_layers": 3,
+    "hidden_size": 64,
+    "n_heads": 4,
+    "n_kv_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 96,
+    "context": 64,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": True,
+}
 VOCAB = 97
 SETTINGS = dict(batch_size=3, intermediates_layer=0, probe_sequences=20, probe_positions=8, n_groups=4)
 
@@ -54,11 +69,15 @@ def assert_same_tables(left, right):
 
 
 def test_tables_carry_their_columns_types_and_metadata(model, tmp_path):
-    seconds = extract_to_files(model, tokens(), "tiny", "trained", paths(tmp_path), metadata={"stage": "extract"},
-                               **SETTINGS)
+    seconds = extract_to_files(
+        model, tokens(), "tiny", "trained", paths(tmp_path), metadata={"stage": "extract"}, **SETTINGS
+    )
     tables = frames(tmp_path)
-    for table, columns in zip(ACTIVATION_TABLES, (SCORE_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS,
-                                                  GROUP_COLUMNS, HEAD_SCORE_COLUMNS), strict=True):
+    for table, columns in zip(
+        ACTIVATION_TABLES,
+        (SCORE_COLUMNS, INTERMEDIATE_COLUMNS, PROBE_COLUMNS, GROUP_COLUMNS, HEAD_SCORE_COLUMNS),
+        strict=True,
+    ):
         assert list(tables[table].columns) == columns + ["table"]
         assert set(tables[table]["table"]) == ({table} if table != "head_scores" else set())  # per_head off: no rows
         meta = pq.read_schema(paths(tmp_path)[table]).metadata[b"causalpos"]
@@ -86,15 +105,16 @@ def test_a_killed_extraction_resumes_from_its_last_completed_group(model, tmp_pa
     state = tmp_path / "state"
     monkeypatch.setattr(extraction.ExtractionRun, "run_batch", dying)
     with pytest.raises(Killed):
-        extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "resumed"), state_dir=state, code="v1",
-                         **SETTINGS)
+        extract_to_files(
+            model, ids, "tiny", "trained", paths(tmp_path / "resumed"), state_dir=state, code="v1", **SETTINGS
+        )
     assert sorted(p.name for p in state.iterdir()) == ["group-00000.parquet", "group-00001.parquet", "state.pt"]
     assert not (tmp_path / "resumed").exists()
     ran = []
-    monkeypatch.setattr(extraction.ExtractionRun, "run_batch",
-                        lambda self: ran.append(self.next_batch) or run_batch(self))
-    extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "resumed"), state_dir=state, code="v1",
-                     **SETTINGS)
+    monkeypatch.setattr(
+        extraction.ExtractionRun, "run_batch", lambda self: ran.append(self.next_batch) or run_batch(self)
+    )
+    extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "resumed"), state_dir=state, code="v1", **SETTINGS)
     assert ran == [4, 5, 6] and not state.exists()
     assert_same_tables(frames(tmp_path / "resumed"), frames(tmp_path / "whole"))
 
@@ -102,8 +122,11 @@ def test_a_killed_extraction_resumes_from_its_last_completed_group(model, tmp_pa
 @pytest.mark.parametrize("change", ["seed", "tokens", "weights", "code"])
 def test_a_state_of_another_run_is_not_resumed(model, tmp_path, monkeypatch, caplog, change):
     ids, run_batch = tokens(), extraction.ExtractionRun.run_batch
-    monkeypatch.setattr(extraction.ExtractionRun, "run_batch",
-                        lambda self: (_ for _ in ()).throw(Killed) if self.next_batch == 3 else run_batch(self))
+    monkeypatch.setattr(
+        extraction.ExtractionRun,
+        "run_batch",
+        lambda self: (_ for _ in ()).throw(Killed) if self.next_batch == 3 else run_batch(self),
+    )
     state = tmp_path / "state"
     with pytest.raises(Killed):
         extract_to_files(model, ids, "tiny", "trained", paths(tmp_path / "a"), state_dir=state, code="v1", **SETTINGS)
@@ -117,8 +140,9 @@ def test_a_state_of_another_run_is_not_resumed(model, tmp_path, monkeypatch, cap
     else:
         other = AutoModelForCausalLM.from_config(model.config).eval()  # fresh random weights, same config
     ran = []
-    monkeypatch.setattr(extraction.ExtractionRun, "run_batch",
-                        lambda self: ran.append(self.next_batch) or run_batch(self))
+    monkeypatch.setattr(
+        extraction.ExtractionRun, "run_batch", lambda self: ran.append(self.next_batch) or run_batch(self)
+    )
     with caplog.at_level(logging.INFO, logger="causalpos"):
         extract_to_files(other, ids, "tiny", "trained", paths(tmp_path / "a"), state_dir=state, code=code, **settings)
     assert ran == list(range(7)) and "belongs to another run" in caplog.text
@@ -132,8 +156,16 @@ def test_a_damaged_state_starts_afresh(model, tmp_path, caplog):
     state.mkdir()
     (state / "state.pt").write_bytes(b"not a state")
     with caplog.at_level(logging.WARNING, logger="causalpos"):
-        extract_to_files(model, tokens(6), "tiny", "trained", paths(tmp_path / "out"), state_dir=state, code="v1",
-                         **{**SETTINGS, "probe_sequences": 0})
+        extract_to_files(
+            model,
+            tokens(6),
+            "tiny",
+            "trained",
+            paths(tmp_path / "out"),
+            state_dir=state,
+            code="v1",
+            **{**SETTINGS, "probe_sequences": 0},
+        )
     assert "cannot read" in caplog.text and not state.exists()
     assert len(pd.read_parquet(paths(tmp_path / "out")["scores"])) == 3 * 78
 

@@ -25,11 +25,22 @@ LAYER_TYPES = ["sliding_attention", "full_attention", "sliding_attention"]
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     config = Gemma3TextConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24, sliding_window=WINDOW,
-        layer_types=LAYER_TYPES, max_position_embeddings=64,
-        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
-                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        query_pre_attn_scalar=24,
+        sliding_window=WINDOW,
+        layer_types=LAYER_TYPES,
+        max_position_embeddings=64,
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        },
+    )
     torch.manual_seed(3)
     model = Gemma3ForCausalLM(config)
     with torch.no_grad():  # Gemma's norms start at weight 0 (a scale of 1): give them weights that matter
@@ -64,7 +75,7 @@ def test_the_tiny_model_has_what_gemma_has(folder):
     model = load(folder)
     attention = model.model.layers[0].self_attn
     assert hasattr(attention, "q_norm") and hasattr(attention, "k_norm")
-    assert attention.scaling == 24 ** -0.5 != 16 ** -0.5
+    assert attention.scaling == 24**-0.5 != 16**-0.5
     assert [layer.self_attn.sliding_window for layer in model.model.layers] == [WINDOW, None, WINDOW]
     thetas = {kind: p["rope_theta"] for kind, p in model.config.rope_parameters.items()}
     assert thetas == {"sliding_attention": 1e4, "full_attention": 1e6}
@@ -84,20 +95,23 @@ def test_recording_leaves_the_output_of_a_sliding_window_model_unchanged(folder)
 def test_scores_are_eager_attentions_own_logits_and_nan_where_the_window_hides_them(folder, monkeypatch):
     ids = tokens(10)
     logits = eager_logits(folder, ids, monkeypatch)
-    result = extract(load(folder), ids, "gemma", "pretrained", batch_size=4, intermediates_layer=None,
-                     probe_sequences=0, n_groups=3)
+    result = extract(
+        load(folder), ids, "gemma", "pretrained", batch_size=4, intermediates_layer=None, probe_sequences=0, n_groups=3
+    )
     lower = np.tril(np.ones((SEQ, SEQ), dtype=bool))
     for layer, caught in enumerate(logits):
         hidden = lower & (caught[0, 0].numpy() < -1e30)  # what eager's mask hides in the causal triangle
         offset = np.subtract.outer(np.arange(SEQ), np.arange(SEQ))
-        assert (hidden == (lower & (offset >= WINDOW))).all() if LAYER_TYPES[layer] == "sliding_attention" \
+        assert (
+            (hidden == (lower & (offset >= WINDOW))).all()
+            if LAYER_TYPES[layer] == "sliding_attention"
             else not hidden.any()
+        )
         head_means = caught.mean(dim=1).numpy()  # [sequences, S, S]
         mean, sem = table_matrix(result.scores, layer), table_matrix(result.scores, layer, "score_sem")
         shown = lower & ~hidden
         np.testing.assert_allclose(mean[shown], head_means.mean(0)[shown], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(sem[shown], (head_means.std(0, ddof=1) / np.sqrt(10))[shown], rtol=1e-4,
-                                   atol=1e-7)
+        np.testing.assert_allclose(sem[shown], (head_means.std(0, ddof=1) / np.sqrt(10))[shown], rtol=1e-4, atol=1e-7)
         assert np.isnan(mean[hidden]).all() and np.isnan(sem[hidden]).all()
         assert np.isnan(table_matrix(result.scores, layer, "score_diagnorm")[hidden]).all()
         sums = result.groups[(result.groups.quantity == "scores") & (result.groups.layer == layer)]["sums"]
@@ -107,8 +121,9 @@ def test_scores_are_eager_attentions_own_logits_and_nan_where_the_window_hides_t
 
 
 def test_diagonal_normalisation_skips_the_pairs_the_window_hides(folder):
-    result = extract(load(folder), tokens(6), "gemma", "pretrained", batch_size=3, intermediates_layer=None,
-                     probe_sequences=0)
+    result = extract(
+        load(folder), tokens(6), "gemma", "pretrained", batch_size=3, intermediates_layer=None, probe_sequences=0
+    )
     scores = result.scores.assign(offset=result.scores.query_pos - result.scores.key_pos)
     for (layer, offset), band in scores.groupby(["layer", "offset"]):
         if LAYER_TYPES[layer] == "sliding_attention" and offset >= WINDOW:
@@ -124,7 +139,7 @@ def test_recorded_probabilities_equal_eager_output_attentions(folder):
     model = load(folder)
     with torch.no_grad():
         for start in range(0, 7, 3):
-            model.model(input_ids=torch.from_numpy(ids[start:start + 3]), causalpos_recorder=recorder)
+            model.model(input_ids=torch.from_numpy(ids[start : start + 3]), causalpos_recorder=recorder)
         eager = mean_probabilities_eager(load(folder, "eager"), ids, batch_size=2)
     np.testing.assert_allclose((recorder.prob_total / recorder.n_sequences).numpy(), eager, atol=1e-6)
 
@@ -139,8 +154,11 @@ def test_intermediates_follow_gemmas_sandwich_norms(folder):
         states = model.model(input_ids=torch.from_numpy(ids), output_hidden_states=True).hidden_states
         after = states[2]  # output of layer 1
         gram = lambda x: torch.einsum("bqh,bkh->qk", x.double(), x.double()).numpy() / len(ids)
-        expected = {"g": gram(after), "h": gram(model.model.layers[2].input_layernorm(after)),
-                    "a": gram(model.model.layers[1].input_layernorm(states[1]))}
+        expected = {
+            "g": gram(after),
+            "h": gram(model.model.layers[2].input_layernorm(after)),
+            "a": gram(model.model.layers[1].input_layernorm(states[1])),
+        }
     inter = result.intermediates
     lower = np.tril(np.ones((SEQ, SEQ), dtype=bool))
     for stage, matrix in expected.items():
@@ -164,13 +182,15 @@ def test_real_gemma3_270m_scores_equal_eager_logits(tmp_path_factory, monkeypatc
     ids = np.random.default_rng(0).integers(0, 1000, size=(1, 600))  # past the window of 512
     caught = []
     softmax = torch.nn.functional.softmax
-    monkeypatch.setattr(torch.nn.functional, "softmax",
-                        lambda x, *a, **k: caught.append(x.double()) or softmax(x, *a, **k))
+    monkeypatch.setattr(
+        torch.nn.functional, "softmax", lambda x, *a, **k: caught.append(x.double()) or softmax(x, *a, **k)
+    )
     with torch.no_grad():
         model.model(input_ids=torch.from_numpy(ids), use_cache=False)
     monkeypatch.undo()
-    result = extract(load(folder), ids, "gemma3_270m", "pretrained", batch_size=1, intermediates_layer=0,
-                     probe_sequences=0)
+    result = extract(
+        load(folder), ids, "gemma3_270m", "pretrained", batch_size=1, intermediates_layer=0, probe_sequences=0
+    )
     lower = np.tril(np.ones((600, 600), dtype=bool))
     for layer in (0, 5, 6):
         rows = result.scores[result.scores.layer == layer]

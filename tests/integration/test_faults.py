@@ -20,8 +20,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalpos.io import DamagedFileError, move_aside, read_array, read_json, read_metadata, read_table, \
-    usual_mode, write_parquet
+from causalpos.io import (
+    DamagedFileError,
+    move_aside,
+    read_array,
+    read_json,
+    read_metadata,
+    read_table,
+    usual_mode,
+    write_parquet,
+)
 from causalpos.catalogue import paths
 from causalpos.workflow.job import WRITERS_ENV, Job, run_job
 from helpers import ROOT, alive, damage, default_stop_signals
@@ -77,8 +85,13 @@ def test_move_aside_keeps_the_file_under_a_name_snakemake_does_not_know(table):
 
 
 def run_summary(scores, out_dir) -> None:
-    run_job(Job("summary", input={"scores": [str(p) for p in scores], "probe": [str(p) for p in scores]},
-                output={"nonrelativeness": str(out_dir / "nonrelativeness.parquet")}))
+    run_job(
+        Job(
+            "summary",
+            input={"scores": [str(p) for p in scores], "probe": [str(p) for p in scores]},
+            output={"nonrelativeness": str(out_dir / "nonrelativeness.parquet")},
+        )
+    )
 
 
 @pytest.fixture
@@ -90,8 +103,10 @@ def writers(table, monkeypatch):
 
 def test_a_job_moves_a_damaged_input_aside_and_names_the_rule_that_rebuilds_it(table, tmp_path, writers):
     damage(table, "truncated")
-    expected = (rf"^{re.escape(str(table))} is damaged \(ArrowInvalid: .*\); moved to {re.escape(str(table))}"
-                rf"\.damaged\. Rule extract rebuilds it: run the same snakemake command again\.$")
+    expected = (
+        rf"^{re.escape(str(table))} is damaged \(ArrowInvalid: .*\); moved to {re.escape(str(table))}"
+        rf"\.damaged\. Rule extract rebuilds it: run the same snakemake command again\.$"
+    )
     with pytest.raises(DamagedFileError, match=expected):
         run_summary([table], tmp_path / "summary")
     assert not table.exists() and Path(f"{table}.damaged").exists()
@@ -110,8 +125,11 @@ def test_a_damaged_link_into_the_cache_says_so(table, tmp_path, writers):
     shutil.move(table, cached)
     table.symlink_to(cached)
     damage(cached, "truncated")
-    with pytest.raises(DamagedFileError, match=rf"It was a link to {re.escape(str(cached))} \(the between-workflow "
-                                               r"cache\): delete that file too\."):
+    with pytest.raises(
+        DamagedFileError,
+        match=rf"It was a link to {re.escape(str(cached))} \(the between-workflow "
+        r"cache\): delete that file too\.",
+    ):
         run_summary([table], tmp_path / "summary")
     assert cached.exists() and Path(f"{table}.damaged").is_symlink()
 
@@ -127,8 +145,12 @@ def test_usual_mode_gives_files_and_folders_what_open_and_mkdir_give(tmp_path):
             path.chmod(0o600)
         usual_mode(folder)
         modes = {p.relative_to(tmp_path).as_posix(): p.stat().st_mode & 0o777 for p in [folder, *folder.rglob("*")]}
-        assert modes == {"model": 0o750, "model/sub": 0o750, "model/model.safetensors": 0o640,
-                         "model/sub/x.json": 0o640}
+        assert modes == {
+            "model": 0o750,
+            "model/sub": 0o750,
+            "model/model.safetensors": 0o640,
+            "model/sub/x.json": 0o640,
+        }
     finally:
         os.umask(mask)
 
@@ -140,8 +162,14 @@ SRC = str(ROOT / "src")
 
 def python(code: str, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": SRC}
-    return subprocess.Popen([sys.executable, "-c", code], env=env, text=True, stdout=subprocess.PIPE,
-                            preexec_fn=default_stop_signals, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        preexec_fn=default_stop_signals,
+        **kwargs,
+    )
 
 
 def test_forward_stop_signals_sends_sigterm_to_the_jobs_then_calls_the_previous_handler():
@@ -157,7 +185,8 @@ def test_forward_stop_signals_sends_sigterm_to_the_jobs_then_calls_the_previous_
         "    os.kill(os.getpid(), signal.SIGINT)\n"
         "    time.sleep(5)\n"
         "except KeyboardInterrupt:\n"
-        "    print('KeyboardInterrupt', flush=True)\n")
+        "    print('KeyboardInterrupt', flush=True)\n"
+    )
     out, _ = proc.communicate(timeout=30)
     assert out.splitlines() == ["previous handler", f"job ended {-signal.SIGTERM}", "KeyboardInterrupt"]
 
@@ -165,10 +194,15 @@ def test_forward_stop_signals_sends_sigterm_to_the_jobs_then_calls_the_previous_
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_job_ends_when_its_parent_dies(tmp_path):
     """What a job's JobLog does: the job gets SIGTERM when its Snakemake is killed (SIGKILL, a crash)."""
-    job = ("import time; from causalpos.runtime.processes import stop_with_parent; stop_with_parent(); "
-           "print('ready', flush=True); time.sleep(60)")
-    parent = python(f"import subprocess, sys; job = subprocess.Popen([sys.executable, '-c', {job!r}]); "
-                    "print(job.pid, flush=True); job.wait()", start_new_session=True)
+    job = (
+        "import time; from causalpos.runtime.processes import stop_with_parent; stop_with_parent(); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    parent = python(
+        f"import subprocess, sys; job = subprocess.Popen([sys.executable, '-c', {job!r}]); "
+        "print(job.pid, flush=True); job.wait()",
+        start_new_session=True,
+    )
     child = int(parent.stdout.readline())
     assert parent.stdout.readline() == "ready\n"  # the job's own line, through the stdout it inherited
     parent.kill()
@@ -188,15 +222,17 @@ def test_a_job_skips_the_final_collection_and_keeps_its_log_and_exit_status(tmp_
     a failing stage's traceback, and the process's exit status is the stage's; garbage made after the
     freeze is still collected (the freeze does not switch collection off)."""
     log = tmp_path / "logs" / "job.log"
-    job = ("import gc, weakref; from causalpos.workflow.job import JobLog, log\n"
-           "class Cycle: pass\n"
-           f"with JobLog({str(log)!r}):\n"
-           "    log.info('the last record')\n"
-           f"    if {fails}: raise RuntimeError('the stage broke')\n"
-           "assert gc.get_freeze_count() > 0\n"
-           "a = Cycle(); a.me = a; gone = weakref.ref(a); del a\n"
-           "gc.collect(); assert gone() is None\n"
-           "print('after the stage', flush=True)\n")
+    job = (
+        "import gc, weakref; from causalpos.workflow.job import JobLog, log\n"
+        "class Cycle: pass\n"
+        f"with JobLog({str(log)!r}):\n"
+        "    log.info('the last record')\n"
+        f"    if {fails}: raise RuntimeError('the stage broke')\n"
+        "assert gc.get_freeze_count() > 0\n"
+        "a = Cycle(); a.me = a; gone = weakref.ref(a); del a\n"
+        "gc.collect(); assert gone() is None\n"
+        "print('after the stage', flush=True)\n"
+    )
     done = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, timeout=60)
     text = log.read_text()
     assert "INFO the last record" in text
@@ -205,5 +241,3 @@ def test_a_job_skips_the_final_collection_and_keeps_its_log_and_exit_status(tmp_
         assert "ERROR job failed" in text and "RuntimeError: the stage broke" in text
     else:
         assert done.returncode == 0 and done.stdout == "after the stage\n", done.stderr
-
-

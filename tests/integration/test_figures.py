@@ -55,8 +55,7 @@ FIGURE_OPTIONS = {
 
 @pytest.fixture(scope="module")
 def simulation():
-    frames = [result_frame(simulate(Variant(**{**SMALL, **kw}), device="cpu"), name)
-              for name, kw in VARIANTS.items()]
+    frames = [result_frame(simulate(Variant(**{**SMALL, **kw}), device="cpu"), name) for name, kw in VARIANTS.items()]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -70,9 +69,12 @@ def theory():
     return theory_frame(SMALL["seq_len"], [0.0, 0.2])
 
 
-TRAINING_FIGURES = {"figT1_training_loss", "figT2_length_generalization",  # test_training_figures_render
-                    "figE1_emergence",  # test_emergence_and_seed_figures_render
-                    "figH1_heads"}  # tests/integration/test_heads.py
+TRAINING_FIGURES = {
+    "figT1_training_loss",
+    "figT2_length_generalization",  # test_training_figures_render
+    "figE1_emergence",  # test_emergence_and_seed_figures_render
+    "figH1_heads",
+}  # tests/integration/test_heads.py
 
 
 def test_every_figure_has_options():
@@ -102,12 +104,16 @@ def test_render_every_figure(figure_id, simulation, theory, recursion, tmp_path)
 
 
 def test_layer_matrix_places_query_and_key():
-    table = pd.DataFrame({
-        "variant": "toy", "layer": 0, "seq_len": 3,
-        "query_pos": [0, 1, 1, 2, 2, 2],
-        "key_pos": [0, 0, 1, 0, 1, 2],
-        "score_mean": [1.0, 10.0, 2.0, 20.0, 21.0, 3.0],
-    })
+    table = pd.DataFrame(
+        {
+            "variant": "toy",
+            "layer": 0,
+            "seq_len": 3,
+            "query_pos": [0, 1, 1, 2, 2, 2],
+            "key_pos": [0, 0, 1, 0, 1, 2],
+            "score_mean": [1.0, 10.0, 2.0, 20.0, 21.0, 3.0],
+        }
+    )
     matrix = layer_matrix(table, "toy", 0)
     assert matrix.shape == (3, 3)
     assert matrix[1, 0] == 10.0 and matrix[2, 0] == 20.0 and matrix[2, 1] == 21.0  # [query, key]
@@ -143,7 +149,7 @@ def test_raw_scores_on_the_papers_fixed_range(simulation):
         assert rows["score_mean"].max() <= tops[name] * (1 + 1e-6)
         diagonal = rows[rows["query_pos"] == rows["key_pos"]]["score_mean"]
         assert diagonal.to_numpy() == pytest.approx(tops[name], rel=1e-3)  # LayerNorm's eps: not exactly
-        for ax in panels[k * SMALL["n_layers"]:(k + 1) * SMALL["n_layers"]]:
+        for ax in panels[k * SMALL["n_layers"] : (k + 1) * SMALL["n_layers"]]:
             assert ax.collections[0].get_clim() == pytest.approx((0.0, tops[name]))
             assert ax.collections[0].get_cmap().name == "rocket"
     own = colour_axes(fig_layer_grid({"simulation": simulation}, {"variants": names, "colour_limits": "panel"}))
@@ -158,8 +164,7 @@ def test_rope_diagonal_normalised_panels_on_their_own_range(simulation):
     layers = SMALL["n_layers"]
     assert len(panels) == 2 * layers
     normalised = layer_matrix(simulation, "rope", 1, "score_diagnorm")
-    assert panels[layers + 1].collections[0].get_clim() == pytest.approx(
-        (np.nanmin(normalised), np.nanmax(normalised)))
+    assert panels[layers + 1].collections[0].get_clim() == pytest.approx((np.nanmin(normalised), np.nanmax(normalised)))
     centred = colour_axes(fig_rope({"simulation": simulation}, {"variants": ["rope"], "centred_diagnorm": True}))
     low, high = centred[layers + 1].collections[0].get_clim()
     assert low == pytest.approx(-high) and centred[layers + 1].collections[0].get_cmap().name == "coolwarm"
@@ -215,19 +220,20 @@ def test_recursion_figure_shows_monte_carlo_the_recursion_and_their_difference(s
             assert np.isnan(limit[k][~visible]).all() and np.isnan(mc[k][~visible]).all()
             np.testing.assert_allclose(difference[k], mc[k] - limit[k])
         top = self_score(params)
-        for ax in panels[:2 * layers]:
+        for ax in panels[: 2 * layers]:
             assert ax.images[0].get_clim() == pytest.approx((0.0, top))
             assert ax.images[0].get_cmap().name == "rocket"
         half = max(np.nanmax(np.abs(d)) for d in difference)
-        for ax, d in zip(panels[2 * layers:], difference):
+        for ax, d in zip(panels[2 * layers :], difference):
             assert ax.images[0].get_clim() == pytest.approx((-half, half))
             assert ax.images[0].get_cmap().name == "coolwarm"
             np.testing.assert_array_equal(np.ma.getmaskarray(ax.images[0].get_array()), np.isnan(d))
     with pytest.raises(ValueError, match="recursion table is missing"):
         fig_recursion({"simulation": simulation, "recursion": None}, {"variants": names})
     with pytest.raises(ValueError, match="missing from the recursion table"):
-        fig_recursion({"simulation": simulation, "recursion": recursion[recursion.variant != "ln_sqrtd"]},
-                      {"variants": names})
+        fig_recursion(
+            {"simulation": simulation, "recursion": recursion[recursion.variant != "ln_sqrtd"]}, {"variants": names}
+        )
     with pytest.raises(ValueError, match="other settings"):
         fig_recursion({"simulation": simulation, "recursion": recursion.assign(alpha=0.5)}, {"variants": names})
 
@@ -243,16 +249,27 @@ def test_missing_variant_is_named(simulation, theory, tmp_path):
 def test_missing_column_and_bad_inputs(simulation, theory, tmp_path):
     out = [tmp_path / "f.png"]
     with pytest.raises(ValueError, match="score_diagnorm"):
-        render_figure("fig04_rope", {"simulation": simulation.drop(columns="score_diagnorm"), "theory": theory},
-                      {**PLOT, "variants": ["rope"]}, out)
+        render_figure(
+            "fig04_rope",
+            {"simulation": simulation.drop(columns="score_diagnorm"), "theory": theory},
+            {**PLOT, "variants": ["rope"]},
+            out,
+        )
     with pytest.raises(ValueError, match="unknown figure"):
         render_figure("fig99", {"simulation": simulation, "theory": theory}, PLOT, out)
     with pytest.raises(ValueError, match="simulation table"):
         render_figure("fig02_l2norm", {"simulation": None, "theory": theory}, {**PLOT, "variants": ["l2_a0"]}, out)
     with pytest.raises(ValueError, match="closed form does not apply"):
-        render_figure("figS1_mc_vs_closed_form", {"simulation": simulation, "theory": theory}, {**PLOT, "variants": ["l2_a0", "rope"]}, out)
+        render_figure(
+            "figS1_mc_vs_closed_form",
+            {"simulation": simulation, "theory": theory},
+            {**PLOT, "variants": ["l2_a0", "rope"]},
+            out,
+        )
     with pytest.raises(ValueError, match="theory table"):
-        render_figure("figS1_mc_vs_closed_form", {"simulation": simulation, "theory": None}, {**PLOT, "variants": ["l2_a0"]}, out)
+        render_figure(
+            "figS1_mc_vs_closed_form", {"simulation": simulation, "theory": None}, {**PLOT, "variants": ["l2_a0"]}, out
+        )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -277,12 +294,31 @@ def _toy_training_tables():
     rows = []
     for model, offset in (("nope", 0.1), ("rope", 0.0)):
         for step in range(0, 50, 10):
-            rows.append({"model": model, "step": step, "tokens_seen": step * 512, "train_loss": 6 - step / 20 + offset,
-                         "heldout_loss": 6.1 - step / 20 + offset if step % 20 == 0 else np.nan, "lr": 1e-3,
-                         "tokens_per_s": 1000.0})
-    lengths = pd.DataFrame([{"model": m, "factor": f, "seq_len": 32 * f, "n_sequences": 8,
-                             "heldout_loss": 4 + f * (0.3 if m == "nope" else 0.05), "heldout_loss_sem": 0.02}
-                            for m in ("nope", "rope") for f in (1, 2, 4)])
+            rows.append(
+                {
+                    "model": model,
+                    "step": step,
+                    "tokens_seen": step * 512,
+                    "train_loss": 6 - step / 20 + offset,
+                    "heldout_loss": 6.1 - step / 20 + offset if step % 20 == 0 else np.nan,
+                    "lr": 1e-3,
+                    "tokens_per_s": 1000.0,
+                }
+            )
+    lengths = pd.DataFrame(
+        [
+            {
+                "model": m,
+                "factor": f,
+                "seq_len": 32 * f,
+                "n_sequences": 8,
+                "heldout_loss": 4 + f * (0.3 if m == "nope" else 0.05),
+                "heldout_loss_sem": 0.02,
+            }
+            for m in ("nope", "rope")
+            for f in (1, 2, 4)
+        ]
+    )
     blocks = pd.DataFrame([{"train_unigram_entropy": 6.5, "block_len": 32}])
     return {"metrics": pd.DataFrame(rows), "length_eval": lengths, "blocks": blocks}
 
@@ -296,8 +332,9 @@ def test_training_figures_render(tmp_path):
     with pytest.raises(ValueError, match="figT2_length_generalization: the length_eval table is missing"):
         render_figure("figT2_length_generalization", {"metrics": tables["metrics"]}, PLOT, [tmp_path / "x.png"])
     with pytest.raises(ValueError, match="lacks column"):
-        render_figure("figT1_training_loss", {"metrics": tables["metrics"].drop(columns="train_loss")}, PLOT,
-                      [tmp_path / "y.png"])
+        render_figure(
+            "figT1_training_loss", {"metrics": tables["metrics"].drop(columns="train_loss")}, PLOT, [tmp_path / "y.png"]
+        )
 
 
 def _toy_emergence_table() -> pd.DataFrame:
@@ -306,15 +343,29 @@ def _toy_emergence_table() -> pd.DataFrame:
     for model in ("nope", "rope"):
         for step in (0, 3, 8, 24):
             tokens = step * 1024
-            for metric, stage, layers, ref in (("concordance", "f", [0], 0.9), ("concordance", "i", [1], 0.9),
-                                               ("nearer_key_advantage", "i", [1], 0.5),
-                                               ("strength_ratio", "i", [1], 1.0),
-                                               ("nonrelative_amplitude", "scores", [0, 1, 2], 0.6),
-                                               ("heldout_loss", "", [None], np.nan)):
+            for metric, stage, layers, ref in (
+                ("concordance", "f", [0], 0.9),
+                ("concordance", "i", [1], 0.9),
+                ("nearer_key_advantage", "i", [1], 0.5),
+                ("strength_ratio", "i", [1], 1.0),
+                ("nonrelative_amplitude", "scores", [0, 1, 2], 0.6),
+                ("heldout_loss", "", [None], np.nan),
+            ):
                 for layer in layers:
-                    rows.append({"model": model, "step": step, "tokens_seen": tokens, "layer": layer, "stage": stage,
-                                 "metric": metric, "value": 0.5 + rng.random(), "uncertainty": 0.05,
-                                 "reference": ref, "reference_uncertainty": 0.01})
+                    rows.append(
+                        {
+                            "model": model,
+                            "step": step,
+                            "tokens_seen": tokens,
+                            "layer": layer,
+                            "stage": stage,
+                            "metric": metric,
+                            "value": 0.5 + rng.random(),
+                            "uncertainty": 0.05,
+                            "reference": ref,
+                            "reference_uncertainty": 0.01,
+                        }
+                    )
     frame = pd.DataFrame(rows)
     frame["layer"] = frame["layer"].astype("Int64")
     return frame
@@ -328,6 +379,7 @@ def test_blocks_make_the_narrowest_figure_the_report_shows_whole(simulation, tmp
 
     def width(n, per_line):
         return max(per_line * block[0], -(-n // per_line) * block[1] / MAX_ASPECT)
+
     for n in range(1, 13):
         per_line = blocks_per_line(n, *block)
         assert all(width(n, per_line) <= width(n, other) for other in range(1, n + 1))
@@ -353,12 +405,25 @@ def test_emergence_and_seed_figures_render(tmp_path):
     width, height = Image.open(outputs[0]).size
     assert height <= MAX_ASPECT * width  # panels in three columns: whole in the report
     with pytest.raises(ValueError, match="lacks column"):
-        render_figure("figE1_emergence", {"emergence": _toy_emergence_table().drop(columns="reference")}, PLOT,
-                      [tmp_path / "x.png"])
-    per_seed = pd.DataFrame([{"model": m, "seed": s, "factor": f, "seq_len": 32 * f, "heldout_loss": 5.0 + 0.1 * s + f}
-                             for m in ("nope", "rope") for s in (0, 1, 2) for f in (1, 2, 4)])
-    tables = {"length_seeds": length_seed_frame(per_seed), "length_eval": with_gaps(per_seed),
-              "length_pairs": paired_differences(with_gaps(per_seed))}
+        render_figure(
+            "figE1_emergence",
+            {"emergence": _toy_emergence_table().drop(columns="reference")},
+            PLOT,
+            [tmp_path / "x.png"],
+        )
+    per_seed = pd.DataFrame(
+        [
+            {"model": m, "seed": s, "factor": f, "seq_len": 32 * f, "heldout_loss": 5.0 + 0.1 * s + f}
+            for m in ("nope", "rope")
+            for s in (0, 1, 2)
+            for f in (1, 2, 4)
+        ]
+    )
+    tables = {
+        "length_seeds": length_seed_frame(per_seed),
+        "length_eval": with_gaps(per_seed),
+        "length_pairs": paired_differences(with_gaps(per_seed)),
+    }
     out = tmp_path / "figT3_length_seeds.png"
     save_figure(lambda: fig_length_seeds(tables, PLOT), PLOT, [out])
     assert out.stat().st_size > 1000

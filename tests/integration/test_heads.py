@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from transformers import (AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
-                          LlamaForCausalLM)
+from transformers import AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
 
 from causalpos import results
 from causalpos.analysis import heads as head_analysis
@@ -36,17 +35,37 @@ GEMMA_LAYERS = ["sliding_attention", "full_attention"]
 
 def gemma_config(heads: int, kv_heads: int) -> Gemma3TextConfig:
     return Gemma3TextConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=heads,
-        num_key_value_heads=kv_heads, head_dim=16, query_pre_attn_scalar=24, sliding_window=WINDOW,
-        layer_types=GEMMA_LAYERS, max_position_embeddings=64, initializer_range=0.2,
-        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
-                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=16,
+        query_pre_attn_scalar=24,
+        sliding_window=WINDOW,
+        layer_types=GEMMA_LAYERS,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        },
+    )
 
 
 def llama_config(heads: int, kv_heads: int) -> LlamaConfig:
-    return LlamaConfig(vocab_size=VOCAB, hidden_size=8 * heads, intermediate_size=64, num_hidden_layers=2,
-                       num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=64,
-                       initializer_range=0.2, tie_word_embeddings=False)
+    return LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=8 * heads,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+        tie_word_embeddings=False,
+    )
 
 
 # name -> (model class, config); the first two grouped-query, the last two one head
@@ -86,8 +105,14 @@ def tokens(n=N, seed=0):
 
 def run(folder, ids=None, **settings):
     """extract() with per-head maps, no intermediates and no probe, 3 groups."""
-    settings = {"batch_size": 3, "intermediates_layer": None, "probe_sequences": 0, "n_groups": 3,
-                "per_head": True, **settings}
+    settings = {
+        "batch_size": 3,
+        "intermediates_layer": None,
+        "probe_sequences": 0,
+        "n_groups": 3,
+        "per_head": True,
+        **settings,
+    }
     return extract(load(folder), tokens() if ids is None else ids, "tiny", "pretrained", **settings)
 
 
@@ -164,8 +189,9 @@ def test_a_recorder_that_reads_the_wrong_key_head_fails_the_comparison(saved, mo
     assert min(head_errors(head_maps(result.head_scores), logits)) > 0.05
     # the head average's path is untouched by the per-head one
     for layer, caught in enumerate(logits):
-        np.testing.assert_allclose(score_map(result.scores, layer)[LOWER], caught.mean(dim=(0, 1)).numpy()[LOWER],
-                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            score_map(result.scores, layer)[LOWER], caught.mean(dim=(0, 1)).numpy()[LOWER], rtol=1e-5, atol=1e-5
+        )
 
 
 def test_the_head_average_is_the_same_with_and_without_per_head(saved):
@@ -195,8 +221,9 @@ def test_a_one_head_models_head_metrics_are_its_layers(saved, name):
     by_metric = {metric: rows.set_index("layer")["value"] for metric, rows in frame.groupby("metric")}
     summary = nonrelativeness(result.scores).set_index("layer")
     np.testing.assert_allclose(by_metric["nonrelative_amplitude"], np.sqrt(summary["index_no_sink"]), rtol=1e-5)
-    ledger = pd.DataFrame(claim8(LedgerInputs(None, None, result.scores, None, result.groups, 20, 0),
-                                 merge_thresholds(None)))
+    ledger = pd.DataFrame(
+        claim8(LedgerInputs(None, None, result.scores, None, result.groups, 20, 0), merge_thresholds(None))
+    )
     emphasis = ledger[ledger["claim_id"] == "8d"].set_index("layer")["value"]
     np.testing.assert_allclose(by_metric["first_keys_emphasis"], emphasis.sort_index(), rtol=1e-5, atol=1e-7)
     assert (by_metric["nonrelative_amplitude"] > 0.05).all() and (by_metric["first_keys_emphasis"].abs() > 1e-4).all()
@@ -207,8 +234,10 @@ def test_heads_of_a_layer_are_measured_each_on_its_own(saved):
     """Each head's numbers are those of its map alone: a layer's heads as one-head tables, measured apart."""
     table = run(saved["gemma3_gqa"]).head_scores
     together = head_analysis.heads_frame(table)
-    apart = pd.concat([head_analysis.heads_frame(rows.assign(head=0)).assign(head=head)
-                       for head, rows in table.groupby("head")], ignore_index=True)
+    apart = pd.concat(
+        [head_analysis.heads_frame(rows.assign(head=0)).assign(head=head) for head, rows in table.groupby("head")],
+        ignore_index=True,
+    )
     keys = ["model", "layer", "head", "metric"]
     both = together.merge(apart, on=keys, suffixes=("", "_apart"), validate="one_to_one")
     assert len(both) == len(together) == 2 * 4 * 2
@@ -228,8 +257,17 @@ def test_per_head_off_writes_an_empty_table_that_the_api_and_the_summary_name(sa
     from causalpos.workflow.job import Job, run_job
 
     res = tmp_path / "results"
-    extract_to_files(load(saved["llama_gqa"]), tokens(), "tiny", "pretrained", files(res), batch_size=3,
-                     intermediates_layer=None, probe_sequences=0, n_groups=2)  # per_head off: the default
+    extract_to_files(
+        load(saved["llama_gqa"]),
+        tokens(),
+        "tiny",
+        "pretrained",
+        files(res),
+        batch_size=3,
+        intermediates_layer=None,
+        probe_sequences=0,
+        n_groups=2,
+    )  # per_head off: the default
     empty = pd.read_parquet(files(res)["head_scores"])
     assert len(empty) == 0 and list(empty.columns) == HEAD_SCORE_COLUMNS + ["table"]
     with pytest.raises(ValueError, match=r"extraction\.per_head: false.*snakemake --cores 2 .*head_scores\.parquet"):
@@ -243,15 +281,31 @@ def test_per_head_off_writes_an_empty_table_that_the_api_and_the_summary_name(sa
     render_figure("figH1_heads", {"heads": frame}, {"formats": ["png"], "dpi": 40}, [figure])
     assert figure.stat().st_size > 1000
     with pytest.raises(ValueError, match="head_scores"):
-        extract_to_files(load(saved["llama_gqa"]), tokens(), "tiny", "pretrained",
-                         {t: p for t, p in files(tmp_path / "other").items() if t != "head_scores"}, per_head=True)
+        extract_to_files(
+            load(saved["llama_gqa"]),
+            tokens(),
+            "tiny",
+            "pretrained",
+            {t: p for t, p in files(tmp_path / "other").items() if t != "head_scores"},
+            per_head=True,
+        )
 
 
 def test_head_maps_through_the_results_api_the_summary_runner_and_the_figure(saved, tmp_path):
     res = tmp_path / "results"
     model = load(saved["llama_gqa"])
-    extract_to_files(model, tokens(), "tiny", "pretrained", files(res), batch_size=3, intermediates_layer=None,
-                     probe_sequences=0, n_groups=2, per_head=True)
+    extract_to_files(
+        model,
+        tokens(),
+        "tiny",
+        "pretrained",
+        files(res),
+        batch_size=3,
+        intermediates_layer=None,
+        probe_sequences=0,
+        n_groups=2,
+        per_head=True,
+    )
     maps = results.scores("tiny", str(res), per_head=True)
     assert maps.shape == (2, 6, SEQ, SEQ) and np.isnan(maps[..., ~LOWER]).all()
     np.testing.assert_allclose(maps.mean(axis=1)[:, LOWER], results.scores("tiny", str(res))[:, LOWER], atol=1e-6)
@@ -261,8 +315,9 @@ def test_head_maps_through_the_results_api_the_summary_runner_and_the_figure(sav
     output = tmp_path / "heads.parquet"
     run_job(Job("heads", input={"head_scores": [str(files(res)["head_scores"])]}, output={"table": str(output)}))
     frame = pd.read_parquet(output)
-    pd.testing.assert_frame_equal(frame, head_analysis.heads_frame(pd.read_parquet(files(res)["head_scores"])),
-                                  check_dtype=False)
+    pd.testing.assert_frame_equal(
+        frame, head_analysis.heads_frame(pd.read_parquet(files(res)["head_scores"])), check_dtype=False
+    )
     assert len(frame) == 2 * 6 * 2 and frame["value"].notna().all()
     figure = tmp_path / "figH1_heads.png"
     render_figure("figH1_heads", {"heads": frame}, {"formats": ["png"], "dpi": 40}, [figure])
@@ -290,20 +345,26 @@ def test_a_killed_extraction_resumes_to_the_same_head_maps(saved, tmp_path, monk
     monkeypatch.setattr(extraction.ExtractionRun, "run_batch", dying)
     state = tmp_path / "state"
     with pytest.raises(Killed):
-        extract_to_files(model, ids, "tiny", "pretrained", files(tmp_path / "resumed"), state_dir=state, code="v1",
-                         **settings)
+        extract_to_files(
+            model, ids, "tiny", "pretrained", files(tmp_path / "resumed"), state_dir=state, code="v1", **settings
+        )
     saved_state = torch.load(state / "state.pt", weights_only=False)
     assert saved_state["head_total"].shape == (2, 4, SEQ * (SEQ + 1) // 2) and saved_state["next_batch"] == 2
     assert saved_state["n_sequences"] == 4
     ran = []
-    monkeypatch.setattr(extraction.ExtractionRun, "run_batch", lambda self: ran.append(self.next_batch) or
-                        run_batch(self))
-    extract_to_files(model, ids, "tiny", "pretrained", files(tmp_path / "resumed"), state_dir=state, code="v1",
-                     **settings)
+    monkeypatch.setattr(
+        extraction.ExtractionRun, "run_batch", lambda self: ran.append(self.next_batch) or run_batch(self)
+    )
+    extract_to_files(
+        model, ids, "tiny", "pretrained", files(tmp_path / "resumed"), state_dir=state, code="v1", **settings
+    )
     assert ran == [2, 3, 4] and not state.exists()
     for table in ("head_scores", "scores"):
-        pd.testing.assert_frame_equal(pd.read_parquet(files(tmp_path / "resumed")[table]),
-                                      pd.read_parquet(files(tmp_path / "whole")[table]), check_exact=True)
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(files(tmp_path / "resumed")[table]),
+            pd.read_parquet(files(tmp_path / "whole")[table]),
+            check_exact=True,
+        )
 
 
 # ---------------------------------------------------------------- (f): the workflow

@@ -73,7 +73,8 @@ def test_a_relative_map_has_no_pattern_and_ablating_it_changes_nothing(llama):
     unmodified = sequence_losses(model, tokens, None, 4, CPU)
     np.testing.assert_array_equal(
         sequence_losses(model, tokens, torch.from_numpy(pa.square(biases["pattern"]).astype(np.float32)), 4, CPU),
-        unmodified)
+        unmodified,
+    )
     # the sink is the non-relative part of this map once key 0 joins the bands
     assert np.abs(biases["pattern_sink"][:, key == 0]).max() > 1
 
@@ -94,8 +95,9 @@ def test_the_control_has_the_patterns_values_in_each_band_and_not_its_order():
 # ---------------------------------------------------------------- the intervention against eager attention
 
 
-def explicit_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, test_bias=None,
-                       test_logits=None, **kwargs):
+def explicit_attention(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, test_bias=None, test_logits=None, **kwargs
+):
     """Attention written out: q k^T scaling - B, -inf above the diagonal, softmax, times V (no SDPA)."""
     groups = query.shape[1] // key.shape[1]
     k, v = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
@@ -124,14 +126,16 @@ def test_intervened_logits_are_the_eager_logits_minus_the_pattern(llama, monkeyp
         got = model(input_ids=torch.from_numpy(tokens[4:]), causalpos_bias=bias).logits
     query, key = np.tril_indices(SEQ)
     # layer 0 reads the same inputs with or without the bias: its logits are eager's minus B, pair by pair
-    np.testing.assert_allclose(caught[0][..., query, key], eager[0][..., query, key] - bias[0][query, key].double(),
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        caught[0][..., query, key], eager[0][..., query, key] - bias[0][query, key].double(), atol=1e-5
+    )
     # and the whole model under the intervention is the written-out attention's (later layers included)
     np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=2e-5)
     with torch.no_grad():  # no bias: transformers' SDPA model
         plain = load(llama, "sdpa")(input_ids=torch.from_numpy(tokens[4:])).logits
-        np.testing.assert_allclose(model(input_ids=torch.from_numpy(tokens[4:])).logits.numpy(), plain.numpy(),
-                                   atol=1e-6)
+        np.testing.assert_allclose(
+            model(input_ids=torch.from_numpy(tokens[4:])).logits.numpy(), plain.numpy(), atol=1e-6
+        )
 
 
 def test_the_pattern_is_gone_from_layer_0_on_the_sequences_it_was_estimated_on(llama):
@@ -142,7 +146,9 @@ def test_the_pattern_is_gone_from_layer_0_on_the_sequences_it_was_estimated_on(l
     bias = torch.from_numpy(pa.square(biases["pattern"]).astype(np.float32))
     with torch.no_grad():
         for start in range(0, len(tokens), 4):  # the recorder sees the logits before the bias: subtract it here
-            model(input_ids=torch.from_numpy(tokens[start:start + 4]), causalpos_bias=bias, causalpos_recorder=recorder)
+            model(
+                input_ids=torch.from_numpy(tokens[start : start + 4]), causalpos_bias=bias, causalpos_recorder=recorder
+            )
     again, _ = recorder.mean_and_sem()
     np.testing.assert_allclose(again[0], maps[0], atol=1e-5)  # layer 0's inputs do not see the bias
     left = pa.band_split(again[:1] - biases["pattern"][:1])[1]
@@ -180,8 +186,9 @@ def test_gap_and_effect_pair_each_long_sequence_with_its_blocks():
             # every block is used at every factor: the mean gap is the difference of the mean losses
             assert row.loc[(f, c), "gap"] == pytest.approx(losses[(f, c)].mean() - losses[(1, c)].mean())
             assert row.loc[(f, c), "delta"] == pytest.approx(losses[(f, c)].mean() - losses[(f, "none")].mean())
-    assert row.loc[(4, "pattern"), "effect"] == pytest.approx(row.loc[(4, "pattern"), "gap"]
-                                                             - row.loc[(4, "shuffled"), "gap"])
+    assert row.loc[(4, "pattern"), "effect"] == pytest.approx(
+        row.loc[(4, "pattern"), "gap"] - row.loc[(4, "shuffled"), "gap"]
+    )
     paired = losses[(4, "pattern")] - losses[(1, "pattern")].reshape(3, 4).mean(axis=1)
     assert row.loc[(4, "pattern"), "gap_sem"] == pytest.approx(paired.std(ddof=1) / np.sqrt(3))
     assert np.isnan(row.loc[(1, "pattern"), "effect"]) and row.loc[(1, "none"), "delta"] == 0
@@ -200,8 +207,17 @@ def test_a_trained_models_table_on_held_out_blocks(llama, tmp_path):
     assert split_heldout(40, [1, 2, 4], 5, 3) == (20, 12)
     with pytest.raises(ValueError, match="evaluation.ablation_sequences"):
         split_heldout(40, [1, 2, 4], 5, 10)
-    table = ablate_trained(llama, blocks, [1, 2, 4], max_sequences=5, n_estimate=3, seed=0, batch_size=4,
-                           model_name="tiny", training_seed=2)
+    table = ablate_trained(
+        llama,
+        blocks,
+        [1, 2, 4],
+        max_sequences=5,
+        n_estimate=3,
+        seed=0,
+        batch_size=4,
+        model_name="tiny",
+        training_seed=2,
+    )
     assert set(table["factor"]) == {1, 2, 4} and set(table["condition"]) == set(pa.CONDITIONS)
     assert table.set_index(["factor", "condition"]).loc[(4, "none"), "n_sequences"] == 5
     assert (table["seed"] == 2).all() and (table["model"] == "tiny").all()
@@ -219,14 +235,26 @@ def test_the_figure_shows_each_models_effects_over_its_seeds_and_the_llms_losses
         losses = {(f, c): rng.normal(5, 0.1, size=8 // f) for f in factors for c in pa.CONDITIONS}
         return pa.ablation_rows(losses, {k: 0.0 for k in losses}, {f: 16 * f for f in factors}, model, kind, seed, 4)
 
-    frame = pd.concat([table("nope", "trained", 0, (1, 2, 4)), table("nope", "trained", 1, (1, 2, 4)),
-                       table("rope", "trained", 0, (1, 2, 4)), table("tiny_llm", "pretrained", -1, (1,))])
+    frame = pd.concat(
+        [
+            table("nope", "trained", 0, (1, 2, 4)),
+            table("nope", "trained", 1, (1, 2, 4)),
+            table("rope", "trained", 0, (1, 2, 4)),
+            table("tiny_llm", "pretrained", -1, (1,)),
+        ]
+    )
     fig = fig_pattern_ablation({"pattern_ablation": frame}, {"model_labels": {"tiny_llm": "Tiny LLM"}})
     titles = [ax.get_title() for ax in fig.axes]
-    assert titles == ["NoPE: 2 seeds\n(±SE over seeds)", "RoPE: 1 seed\n(±SE over sequences)",
-                      "Pretrained LLMs\n(±SE over sequences)"]
+    assert titles == [
+        "NoPE: 2 seeds\n(±SE over seeds)",
+        "RoPE: 1 seed\n(±SE over sequences)",
+        "Pretrained LLMs\n(±SE over sequences)",
+    ]
     nope = frame[(frame["model"] == "nope") & (frame["condition"] == "pattern") & (frame["factor"] == 4)]
-    drawn = [bars.lines[0].get_ydata() for bars in fig.axes[0].containers
-             if bars.get_label() == "non-relative pattern removed"]
+    drawn = [
+        bars.lines[0].get_ydata()
+        for bars in fig.axes[0].containers
+        if bars.get_label() == "non-relative pattern removed"
+    ]
     assert drawn and drawn[0][-1] == pytest.approx(nope["effect"].mean())  # the mean over the two seeds at 4x
     assert "Tiny LLM" in fig.axes[2].get_xticklabels()[0].get_text()

@@ -32,8 +32,14 @@ def nope(stages: dict, layers: list | None = None, noise: float = 0.01, seed: in
     """The tables of a trained model "nope": scores `layers` (two identities by default), stages at layer 0, (h)
     and (i) at layer 1 (the next layer's, as the extraction records them)."""
     layers = layers or [np.eye(N), np.eye(N)]
-    return model_tables("nope", "trained", layers, stages={s: (1 if s in "hi" else 0, m) for s, m in stages.items()},
-                        noise=noise, seed=seed)
+    return model_tables(
+        "nope",
+        "trained",
+        layers,
+        stages={s: (1 if s in "hi" else 0, m) for s, m in stages.items()},
+        noise=noise,
+        seed=seed,
+    )
 
 
 def brute_concordance(matrix: np.ndarray, k: int) -> float:
@@ -67,7 +73,7 @@ def test_a_bright_band_over_the_first_keys_lowers_the_order_only_while_it_is_in(
     """Keys rising with the position, plus a query-independent bright band over keys 1..FIRST_KEYS and a sink at
     key 0: the key order fails at k = 0 and 1 and holds once the band is left out (k = 1 + FIRST_KEYS)."""
     pattern = np.where(EYE, 1.0, 0.1 + J / N)
-    pattern[:, 1:1 + FIRST_KEYS] += 2.0  # above every later key
+    pattern[:, 1 : 1 + FIRST_KEYS] += 2.0  # above every later key
     pattern[:, 0] = 5.0
     np.fill_diagonal(pattern, 1.0 + 2.0)
     scores, inter, groups = nope({"f": pattern, "i": pattern})
@@ -141,11 +147,14 @@ def stage_c(diagonal: np.ndarray, off: np.ndarray | float = 0.05) -> np.ndarray:
 H2 = h_no_residual(P + 1.0, 0.0) ** 2  # A.2's squared norm at alpha = 0, positions 0..N-1
 
 
-@pytest.mark.parametrize("diagonal, verdict_7l, verdict_7f", [
-    (3.0 * H2 + 0.2, "supported", "supported"),  # the closed form, scaled and shifted
-    (3.0 * H2[::-1] + 0.2, "not supported", "not supported"),  # reversed: it rises
-    (1.0 - P / N, "not supported", "supported"),  # a straight fall: 7f holds, the shape does not
-])
+@pytest.mark.parametrize(
+    "diagonal, verdict_7l, verdict_7f",
+    [
+        (3.0 * H2 + 0.2, "supported", "supported"),  # the closed form, scaled and shifted
+        (3.0 * H2[::-1] + 0.2, "not supported", "not supported"),  # reversed: it rises
+        (1.0 - P / N, "not supported", "supported"),  # a straight fall: 7f holds, the shape does not
+    ],
+)
 def test_7l_the_diagonal_of_c_against_h_prime_squared(diagonal, verdict_7l, verdict_7f):
     ledger = ledger_of(*nope({"c": stage_c(diagonal)}), theory=theory_frame(N, [0.0, 0.2]))
     row = one(ledger, "7l")
@@ -160,7 +169,7 @@ def test_7l_on_a_shorter_theory_table_uses_the_common_positions():
     ledger = ledger_of(*nope({"c": stage_c(diagonal)}), theory=theory_frame(N - 6, [0.0]))
     row = one(ledger, "7l")
     assert f"positions 1-{N - 7} only" in row["note"]
-    assert row["value"] == pytest.approx(stats.pearsonr(diagonal[1:N - 6], H2[1:N - 6])[0], abs=1e-3)
+    assert row["value"] == pytest.approx(stats.pearsonr(diagonal[1 : N - 6], H2[1 : N - 6])[0], abs=1e-3)
     no_theory = one(ledger_of(*nope({"c": stage_c(diagonal)})), "7l")
     assert no_theory["verdict"] == "inconclusive" and "no theory table" in no_theory["note"]
 

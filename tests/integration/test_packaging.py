@@ -13,8 +13,11 @@ import pytest
 
 from helpers import ROOT
 
-SOURCE_FILES = sorted(str(p.relative_to(ROOT / "src")) for p in (ROOT / "src" / "causalpos").rglob("*")
-                      if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts)
+SOURCE_FILES = sorted(
+    str(p.relative_to(ROOT / "src"))
+    for p in (ROOT / "src" / "causalpos").rglob("*")
+    if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +28,13 @@ def wheel(tmp_path_factory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, project / name)
     # --no-build-isolation: the setuptools of this environment, no download
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                    str(project)], check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(project)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     (path,) = out.glob("causalpos-*.whl")
     return path
 
@@ -40,13 +48,26 @@ def test_wheel_carries_every_module_and_the_schema(wheel):
 def test_installed_wheel_validates_the_config(wheel, tmp_path):
     """Installed (not editable) into a folder of its own and imported from there, away from the checkout."""
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=300)
-    script = ("import causalpos, sys; from causalpos.workflow.config import load_config; "
-              f"config = load_config({str(ROOT / 'config.yaml')!r}); "
-              "print(causalpos.__file__); print(sorted(config['simulation']['variants'])[0])")
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(site)})
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    script = (
+        "import causalpos, sys; from causalpos.workflow.config import load_config; "
+        f"config = load_config({str(ROOT / 'config.yaml')!r}); "
+        "print(causalpos.__file__); print(sorted(config['simulation']['variants'])[0])"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
     assert proc.returncode == 0, proc.stderr
     location, _ = proc.stdout.splitlines()
     assert Path(location).is_relative_to(site)

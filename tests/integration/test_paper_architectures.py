@@ -15,8 +15,15 @@ heads and sequences, and whose probabilities (softmax of the recorded logits) mu
 import numpy as np
 import pytest
 import torch
-from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Phi3Config, Phi3ForCausalLM,
-                          Qwen3Config, Qwen3ForCausalLM)
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
 from causalpos.models.extract import ATTENTION_NAME, ScoreRecorder, extract
 from causalpos.models.pretrained import load_for_extraction
@@ -24,24 +31,69 @@ from helpers import ProbabilityRecorder, eager_softmax_inputs, mean_probabilitie
 
 SEQ, VOCAB, N = 16, 97, 8
 ORIGINAL_CONTEXT = 64  # Llama-3.1's original_max_position_embeddings (8192), scaled down with the model
-LLAMA31_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                   "original_max_position_embeddings": ORIGINAL_CONTEXT}
+LLAMA31_SCALING = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": ORIGINAL_CONTEXT,
+}
 
 # (config class, model class, settings): the real models' features at a tiny width and depth
 ARCHITECTURES = {
-    "llama3.1": (LlamaConfig, LlamaForCausalLM, dict(
-        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-        rope_theta=500000.0, rope_scaling=LLAMA31_SCALING, max_position_embeddings=8 * ORIGINAL_CONTEXT,
-        rms_norm_eps=1e-5, tie_word_embeddings=False)),
-    "qwen3": (Qwen3Config, Qwen3ForCausalLM, dict(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=16, rope_theta=1000000.0, max_position_embeddings=256, rms_norm_eps=1e-6,
-        use_sliding_window=False, tie_word_embeddings=False)),
-    "phi3": (Phi3Config, Phi3ForCausalLM, dict(  # Phi-4 is a Phi3ForCausalLM
-        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        rope_theta=250000.0, max_position_embeddings=256, original_max_position_embeddings=256,
-        rms_norm_eps=1e-5, sliding_window=None, pad_token_id=None, bos_token_id=1, eos_token_id=2,
-        tie_word_embeddings=False)),
+    "llama3.1": (
+        LlamaConfig,
+        LlamaForCausalLM,
+        dict(
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rope_theta=500000.0,
+            rope_scaling=LLAMA31_SCALING,
+            max_position_embeddings=8 * ORIGINAL_CONTEXT,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+        ),
+    ),
+    "qwen3": (
+        Qwen3Config,
+        Qwen3ForCausalLM,
+        dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            rope_theta=1000000.0,
+            max_position_embeddings=256,
+            rms_norm_eps=1e-6,
+            use_sliding_window=False,
+            tie_word_embeddings=False,
+        ),
+    ),
+    "phi3": (
+        Phi3Config,
+        Phi3ForCausalLM,
+        dict(  # Phi-4 is a Phi3ForCausalLM
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rope_theta=250000.0,
+            max_position_embeddings=256,
+            original_max_position_embeddings=256,
+            rms_norm_eps=1e-5,
+            sliding_window=None,
+            pad_token_id=None,
+            bos_token_id=1,
+            eos_token_id=2,
+            tie_word_embeddings=False,
+        ),
+    ),
 }
 
 
@@ -98,8 +150,10 @@ def test_the_tiny_model_has_the_real_models_features(built):
             assert not any(hasattr(attention, p) for p in ("q_proj", "k_proj", "v_proj"))
             heads = config.num_attention_heads + 2 * config.num_key_value_heads
             assert attention.qkv_proj.out_features == heads * head_dim  # fused q, k, v
-            assert not hasattr(layer.mlp, "gate_proj") and layer.mlp.gate_up_proj.out_features == \
-                2 * config.intermediate_size
+            assert (
+                not hasattr(layer.mlp, "gate_proj")
+                and layer.mlp.gate_up_proj.out_features == 2 * config.intermediate_size
+            )
         else:
             assert attention.k_proj.out_features == config.num_key_value_heads * head_dim
     if architecture == "qwen3":
@@ -132,8 +186,9 @@ def test_recording_leaves_the_output_unchanged_and_sees_the_grouped_keys(built):
 
     model = pipeline_model(folder)
     with torch.no_grad():
-        ours = model(input_ids=ids, causalpos_recorder=ShapeRecorder(len(model.model.layers), SEQ,
-                                                                     torch.device("cpu"))).logits
+        ours = model(
+            input_ids=ids, causalpos_recorder=ShapeRecorder(len(model.model.layers), SEQ, torch.device("cpu"))
+        ).logits
         eager = eager_model(folder)(input_ids=ids).logits
         sdpa = eager_model(folder, "sdpa")(input_ids=ids).logits
     torch.testing.assert_close(ours, sdpa, rtol=1e-5, atol=1e-5)
@@ -147,8 +202,16 @@ def test_scores_are_eager_attentions_own_logits(built, monkeypatch):
     ids = tokens()
     logits = eager_logits(folder, ids, monkeypatch)
     # the paper config's settings: intermediates of layer 0 and 1 (their layout check runs on every batch)
-    result = extract(pipeline_model(folder), ids, "tiny", "pretrained", batch_size=3, intermediates_layer=0,
-                     probe_sequences=0, n_groups=2)
+    result = extract(
+        pipeline_model(folder),
+        ids,
+        "tiny",
+        "pretrained",
+        batch_size=3,
+        intermediates_layer=0,
+        probe_sequences=0,
+        n_groups=2,
+    )
     lower = np.tril(np.ones((SEQ, SEQ), dtype=bool))
     assert sorted(result.scores.layer.unique()) == list(range(len(logits)))
     for layer, caught in enumerate(logits):
@@ -157,8 +220,7 @@ def test_scores_are_eager_attentions_own_logits(built, monkeypatch):
         mean, sem = table_matrix(result.scores, layer), table_matrix(result.scores, layer, "score_sem")
         assert np.isinf(mean[~lower]).all()  # no row above the diagonal
         np.testing.assert_allclose(mean[lower], head_means.mean(0)[lower], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(sem[lower], (head_means.std(0, ddof=1) / np.sqrt(N))[lower], rtol=1e-4,
-                                   atol=1e-7)
+        np.testing.assert_allclose(sem[lower], (head_means.std(0, ddof=1) / np.sqrt(N))[lower], rtol=1e-4, atol=1e-7)
         assert head_means[:, lower].std() > 0.1  # logits that differ from pair to pair: a test with teeth
     assert set(result.intermediates.stage) >= {"a", "b", "c", "d", "e", "f", "g", "h", "i"}
 
@@ -170,6 +232,6 @@ def test_recorded_probabilities_equal_eager_output_attentions(built):
     recorder = ProbabilityRecorder(len(model.model.layers), SEQ, torch.device("cpu"))
     with torch.no_grad():
         for start in range(0, 7, 3):
-            model.model(input_ids=torch.from_numpy(ids[start:start + 3]), causalpos_recorder=recorder)
+            model.model(input_ids=torch.from_numpy(ids[start : start + 3]), causalpos_recorder=recorder)
         eager = mean_probabilities_eager(eager_model(folder), ids, batch_size=2)
     np.testing.assert_allclose((recorder.prob_total / recorder.n_sequences).numpy(), eager, atol=1e-6)

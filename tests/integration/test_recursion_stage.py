@@ -77,8 +77,9 @@ def test_parameter_columns_are_the_simulation_tables(config, table, name):
     assert list(sim.columns) == SIMULATION_COLUMNS + params
 
 
-@pytest.mark.parametrize("name", ["l2_alpha0.2", "l2_alpha0.0_window4", "rope_causal_alpha0.0",
-                                  "layernorm_sqrtd_alpha0.0"])
+@pytest.mark.parametrize(
+    "name", ["l2_alpha0.2", "l2_alpha0.0_window4", "rope_causal_alpha0.0", "layernorm_sqrtd_alpha0.0"]
+)
 def test_values_are_the_recursions(config, table, name):
     """score, prob, score_diagnorm are recursion.recursion's at the table's pairs; the corrected columns its
     result with correction=True where the correction is cheap, and NaN (corrected False) under RoPE and for
@@ -123,8 +124,13 @@ def test_params_follow_every_variant_and_nothing_else(config):
     params = recursion_variants(config)
     assert params == {name: variant(config, name).params() for name in config["simulation"]["variants"]}
     assert params["l2_alpha0.0_window4"]["window"] == 4
-    changed = {**config, "simulation": {**config["simulation"], "variants": {
-        **config["simulation"]["variants"], "l2_alpha0.0_window4": {"window": 5}}}}
+    changed = {
+        **config,
+        "simulation": {
+            **config["simulation"],
+            "variants": {**config["simulation"]["variants"], "l2_alpha0.0_window4": {"window": 5}},
+        },
+    }
     assert recursion_variants(changed) != params
     plot = {**config, "plot": {**config["plot"], "dpi": 72}}
     assert recursion_variants(plot) == params

@@ -47,28 +47,72 @@ def write(frame: pd.DataFrame, path: str) -> None:
 
 def simulation_table(variant: str, array: np.ndarray, mask: str = "causal", window=None) -> pd.DataFrame:
     rows = long_rows(array, visible_pairs(S, mask, window))
-    table = pd.DataFrame({"variant": variant, "layer": rows["layer"], "query_pos": rows["query_pos"],
-                          "key_pos": rows["key_pos"], "score_mean": rows["value"], "score_sem": 0.01,
-                          "score_diagnorm": -rows["value"], "prob_mean": rows["value"] / 1e4, "prob_sem": 0.0})
+    table = pd.DataFrame(
+        {
+            "variant": variant,
+            "layer": rows["layer"],
+            "query_pos": rows["query_pos"],
+            "key_pos": rows["key_pos"],
+            "score_mean": rows["value"],
+            "score_sem": 0.01,
+            "score_diagnorm": -rows["value"],
+            "prob_mean": rows["value"] / 1e4,
+            "prob_sem": 0.0,
+        }
+    )
     assert list(table.columns) == SIMULATION_COLUMNS
     # then the Variant fields, as the stage writes them
-    return table.assign(norm="l2", scale="none", alpha=0.0, pe="none", rope_theta=10000.0, mask=mask, residual=True,
-                        d=64, seq_len=S, n_layers=LAYERS, n_samples=100, seed=0, sampler="gaussian",
-                        window=pd.array([window] * len(table), dtype="Int64"))
+    return table.assign(
+        norm="l2",
+        scale="none",
+        alpha=0.0,
+        pe="none",
+        rope_theta=10000.0,
+        mask=mask,
+        residual=True,
+        d=64,
+        seq_len=S,
+        n_layers=LAYERS,
+        n_samples=100,
+        seed=0,
+        sampler="gaussian",
+        window=pd.array([window] * len(table), dtype="Int64"),
+    )
 
 
 def score_table(model: str, rows: pd.DataFrame) -> pd.DataFrame:
-    table = pd.DataFrame({"model": model, "kind": "pretrained", "layer": rows["layer"], "query_pos": rows["query_pos"],
-                          "key_pos": rows["key_pos"], "score_mean": rows["value"], "score_sem": 0.01,
-                          "score_diagnorm": -rows["value"], "n_sequences": 8, "seq_len": S})
+    table = pd.DataFrame(
+        {
+            "model": model,
+            "kind": "pretrained",
+            "layer": rows["layer"],
+            "query_pos": rows["query_pos"],
+            "key_pos": rows["key_pos"],
+            "score_mean": rows["value"],
+            "score_sem": 0.01,
+            "score_diagnorm": -rows["value"],
+            "n_sequences": 8,
+            "seq_len": S,
+        }
+    )
     assert list(table.columns) == SCORE_COLUMNS
     return table.assign(table="scores")
 
 
 def head_score_table(model: str, rows: pd.DataFrame) -> pd.DataFrame:
-    table = pd.DataFrame({"model": model, "kind": "pretrained", "layer": rows["layer"], "head": rows["head"],
-                          "query_pos": rows["query_pos"], "key_pos": rows["key_pos"], "score_mean": rows["value"],
-                          "n_sequences": 8, "seq_len": S})
+    table = pd.DataFrame(
+        {
+            "model": model,
+            "kind": "pretrained",
+            "layer": rows["layer"],
+            "head": rows["head"],
+            "query_pos": rows["query_pos"],
+            "key_pos": rows["key_pos"],
+            "score_mean": rows["value"],
+            "n_sequences": 8,
+            "seq_len": S,
+        }
+    )
     assert list(table.columns) == HEAD_SCORE_COLUMNS
     return table.assign(table="head_scores")
 
@@ -131,7 +175,9 @@ def test_an_unknown_variant_names_the_variants_there_and_the_rule(res):
 
 
 def test_an_empty_folder_says_so(res):
-    with pytest.raises(results.MissingResultError, match=r"holds none; .* `snakemake --cores 2 .*/simulation/v\.parquet`"):
+    with pytest.raises(
+        results.MissingResultError, match=r"holds none; .* `snakemake --cores 2 .*/simulation/v\.parquet`"
+    ):
         results.simulation("v", res)
 
 
@@ -167,8 +213,10 @@ def test_per_head_maps_are_layer_head_query_key(res):
     visible = visible_pairs(S, "causal")
     mean, heads = known(LAYERS), known(LAYERS, HEADS)
     write(score_table("m", long_rows(mean, visible)), paths.activation_table("m", "scores", res))
-    write(head_score_table("m", long_rows(heads, visible, lead=("layer", "head"))),
-          paths.activation_table("m", "head_scores", res))
+    write(
+        head_score_table("m", long_rows(heads, visible, lead=("layer", "head"))),
+        paths.activation_table("m", "head_scores", res),
+    )
     maps = results.scores("m", res, per_head=True)
     assert maps.shape == (LAYERS, HEADS, S, S) and maps.dtype == np.float64
     np.testing.assert_array_equal(maps, lower(heads))
@@ -180,19 +228,30 @@ def test_per_head_maps_are_layer_head_query_key(res):
 
 def test_per_head_without_per_head_maps_names_the_setting(res):
     """With extraction.per_head off the extraction writes head_scores.parquet with no rows."""
-    write(score_table("m", long_rows(known(LAYERS), visible_pairs(S, "causal"))),
-          paths.activation_table("m", "scores", res))
+    write(
+        score_table("m", long_rows(known(LAYERS), visible_pairs(S, "causal"))),
+        paths.activation_table("m", "scores", res),
+    )
     path = paths.activation_table("m", "head_scores", res)
-    write(head_score_table("m", long_rows(known(LAYERS, HEADS), visible_pairs(S, "causal"),
-                                          lead=("layer", "head"))).head(0), path)
+    write(
+        head_score_table("m", long_rows(known(LAYERS, HEADS), visible_pairs(S, "causal"), lead=("layer", "head"))).head(
+            0
+        ),
+        path,
+    )
     with pytest.raises(ValueError, match=r"extraction\.per_head: false") as err:
         results.scores("m", res, per_head=True)
     assert path in str(err.value) and f"`snakemake --cores 2 {path}`" in str(err.value)
     folder = paths.paper_llms_dir(res)
-    write(head_score_table("big", long_rows(known(LAYERS, HEADS), visible_pairs(S, "causal"),
-                                            lead=("layer", "head"))).head(0),
-          paths.activation_table("big", "head_scores", folder))
-    with pytest.raises(ValueError, match=r"extraction\.paper_llms\.per_head: false.*snakemake --cores 2 .*/paper_llms/"):
+    write(
+        head_score_table(
+            "big", long_rows(known(LAYERS, HEADS), visible_pairs(S, "causal"), lead=("layer", "head"))
+        ).head(0),
+        paths.activation_table("big", "head_scores", folder),
+    )
+    with pytest.raises(
+        ValueError, match=r"extraction\.paper_llms\.per_head: false.*snakemake --cores 2 .*/paper_llms/"
+    ):
         results.scores("big", res, per_head=True, paper_llms=True)
     with pytest.raises(results.MissingResultError, match=r"head_scores\.parquet does not exist"):
         results.scores("other", res, per_head=True)
@@ -200,8 +259,10 @@ def test_per_head_without_per_head_maps_names_the_setting(res):
 
 def test_an_unknown_model_names_the_models_there_and_the_command_that_makes_it(res):
     for model in ("nope", "smollm2_135m"):
-        write(score_table(model, long_rows(known(LAYERS), visible_pairs(S, "causal"))),
-              paths.activation_table(model, "scores", res))
+        write(
+            score_table(model, long_rows(known(LAYERS), visible_pairs(S, "causal"))),
+            paths.activation_table(model, "scores", res),
+        )
     with pytest.raises(results.MissingResultError) as err:
         results.scores("llama", res)
     message = str(err.value)
@@ -212,8 +273,10 @@ def test_an_unknown_model_names_the_models_there_and_the_command_that_makes_it(r
 def test_paper_llms_reads_that_targets_folder(res):
     array = known(LAYERS)
     folder = paths.paper_llms_dir(res)
-    write(score_table("big", long_rows(array, visible_pairs(S, "causal"))), paths.activation_table("big", "scores",
-                                                                                                    folder))
+    write(
+        score_table("big", long_rows(array, visible_pairs(S, "causal"))),
+        paths.activation_table("big", "scores", folder),
+    )
     np.testing.assert_array_equal(results.scores("big", res, paper_llms=True), lower(array))
     with pytest.raises(results.MissingResultError, match="'big'"):
         results.scores("big", res)
@@ -228,11 +291,24 @@ def recursion_table() -> tuple[pd.DataFrame, np.ndarray]:
     array, frames = known(LAYERS), []
     for variant, corrected in (("l2", True), ("rope", False)):
         rows = long_rows(array, visible_pairs(S, "causal"))
-        frames.append(pd.DataFrame({
-            "variant": variant, "layer": rows["layer"], "query_pos": rows["query_pos"], "key_pos": rows["key_pos"],
-            "score": rows["value"], "score_diagnorm": 0.0, "prob": 0.1, "concentrates": True, "corrected": corrected,
-            "score_corrected": rows["value"] + 0.25 if corrected else np.nan, "score_diagnorm_corrected": np.nan,
-            "prob_corrected": np.nan}).assign(seq_len=S))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "variant": variant,
+                    "layer": rows["layer"],
+                    "query_pos": rows["query_pos"],
+                    "key_pos": rows["key_pos"],
+                    "score": rows["value"],
+                    "score_diagnorm": 0.0,
+                    "prob": 0.1,
+                    "concentrates": True,
+                    "corrected": corrected,
+                    "score_corrected": rows["value"] + 0.25 if corrected else np.nan,
+                    "score_diagnorm_corrected": np.nan,
+                    "prob_corrected": np.nan,
+                }
+            ).assign(seq_len=S)
+        )
     table = pd.concat(frames, ignore_index=True)
     assert list(table.columns[:-1]) == RECURSION_COLUMNS
     return table, array
@@ -251,7 +327,10 @@ def test_recursion_is_layer_query_key_and_corrected_on_request(res):
 
 
 def test_a_missing_recursion_table_names_its_rule(res):
-    with pytest.raises(results.MissingResultError, match=r"recursion\.parquet does not exist; `snakemake --cores 2 .*recursion\.parquet` makes it"):
+    with pytest.raises(
+        results.MissingResultError,
+        match=r"recursion\.parquet does not exist; `snakemake --cores 2 .*recursion\.parquet` makes it",
+    ):
         results.recursion("l2", res)
 
 
@@ -259,11 +338,10 @@ def test_a_missing_recursion_table_names_its_rule(res):
 
 
 def test_the_ledger_is_a_dataframe_with_the_ledger_columns(res):
-    rows = pd.DataFrame([{c: f"{c}{i}" for c in LEDGER_COLUMNS} | {"value": 0.5 * i, "model": "m"}
-                         for i in range(3)])
+    rows = pd.DataFrame([{c: f"{c}{i}" for c in LEDGER_COLUMNS} | {"value": 0.5 * i, "model": "m"} for i in range(3)])
     write(rows, paths.summary_file("claims.parquet", res))
     ledger = results.ledger(res)
-    assert isinstance(ledger, pd.DataFrame) and list(ledger.columns[:len(LEDGER_COLUMNS)]) == LEDGER_COLUMNS
+    assert isinstance(ledger, pd.DataFrame) and list(ledger.columns[: len(LEDGER_COLUMNS)]) == LEDGER_COLUMNS
     pd.testing.assert_frame_equal(ledger, rows, check_dtype=False)
     with pytest.raises(results.MissingResultError, match=r"snakemake --cores 2 .*paper_llms/summary/claims\.parquet"):
         results.ledger(res, paper_llms=True)
@@ -283,8 +361,12 @@ def test_a_missing_ledger_names_the_command_that_makes_it(res):
 def test_no_other_module_of_the_package_imports_the_results_api():
     """The API sits on top: the stages, figures and workflow never import it (nor enter its code digest)."""
     src = Path(results.__file__).parent
-    users = [str(p.relative_to(src)) for p in src.rglob("*.py") if p != Path(results.__file__)
-             and re.search(r"causalpos\.results\b|from causalpos import .*\bresults\b", p.read_text())]
+    users = [
+        str(p.relative_to(src))
+        for p in src.rglob("*.py")
+        if p != Path(results.__file__)
+        and re.search(r"causalpos\.results\b|from causalpos import .*\bresults\b", p.read_text())
+    ]
     assert users == []
 
 

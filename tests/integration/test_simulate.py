@@ -30,7 +30,7 @@ SMALL = dict(d=32, seq_len=12, n_layers=3, n_samples=3000)
 def block_inputs(v: Variant, block: int = 0) -> np.ndarray:
     """The inputs X^(0) [size, n, D] that the CPU kernel decodes for one seeded block (v.sampler's law)."""
     plan = kern.KernelPlan(v, v.resolved_sampler)
-    (_, size), = [bs for bs in block_sizes(v.n_samples) if bs[0] == block]
+    ((_, size),) = [bs for bs in block_sizes(v.n_samples) if bs[0] == block]
     return plan.inputs(block, size)
 
 
@@ -201,8 +201,10 @@ def test_official_inputs_follow_the_authors_formula_on_both_backends(alpha):
     normalize(g_i + sqrt(alpha / (1 - alpha)) u); at alpha = 0 (l = 0) our i.i.d. closed forms."""
     d = 16
     first_ref, second_ref = pair_statistics(official_reference(d, alpha), 0.0)
-    for backend, x in (("numba", kernel_inputs("official", d, alpha)),
-                       ("torch", torch_inputs(sample_inputs_official, d, alpha))):
+    for backend, x in (
+        ("numba", kernel_inputs("official", d, alpha)),
+        ("torch", torch_inputs(sample_inputs_official, d, alpha)),
+    ):
         assert x.shape == (2048, 10, d)
         np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=2e-6)
         first, second = pair_statistics(x, 0.0)
@@ -230,7 +232,7 @@ def test_reduced_inputs_are_lower_trapezoidal(alpha):
     for x in (block_inputs(v, 0), torch_inputs(sample_inputs_reduced, 64, alpha, n=20, batch=300)):
         assert x.shape[1:] == (20, lead + 20)
         for i in range(20):
-            assert np.all(x[:, i, lead + i + 1:] == 0)  # the Bartlett triangle
+            assert np.all(x[:, i, lead + i + 1 :] == 0)  # the Bartlett triangle
             assert np.all(x[:, i, lead + i] > 0)  # its chi diagonal
         if lead:
             assert np.all(x[:, :, 0] == np.float32(np.sqrt(alpha)))
@@ -258,8 +260,9 @@ def test_means_and_sems_equal_direct_numpy_on_the_same_samples(backend):
         x = np.concatenate([block_inputs(v, b) for b in range(3)])
     else:
         gen = [block_generator(v.seed, b, torch.device("cpu")) for b in range(3)]
-        x = torch.cat([sample_inputs_reduced(size, n, v.d, v.alpha, g)
-                       for g, size in zip(gen, (256, 256, 188))]).numpy()
+        x = torch.cat(
+            [sample_inputs_reduced(size, n, v.d, v.alpha, g) for g, size in zip(gen, (256, 256, 188))]
+        ).numpy()
     assert x.shape[0] == v.n_samples
     mask = torch.full((n, n), float("-inf")).triu_(1)
     result = simulate(v, backend=backend)
@@ -272,19 +275,33 @@ def test_means_and_sems_equal_direct_numpy_on_the_same_samples(backend):
             np.testing.assert_allclose(got_sem, sem, rtol=2e-3, atol=2e-8, err_msg=f"{name} sem, layer {layer}")
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(sampler="exact"),
-    dict(mask="none", alpha=0.3, sampler="exact"),
-    dict(residual=False, sampler="exact"),
-    dict(norm="layernorm", scale="sqrt_d"),
-    dict(norm="layernorm", scale="none", d=20),
-    dict(pe="rope", alpha=0.5),
-    dict(pe="rope", mask="none", norm="layernorm", scale="d", residual=False),
-    dict(alpha=0.3, sampler="exact"),
-    dict(alpha=0.3, sampler="official"),
-    dict(alpha=0.3, sampler="exact_full"),
-], ids=["l2", "nomask", "nores", "ln_sqrtd", "ln_none_odd_width", "rope", "rope_nomask_ln", "l2_shared",
-        "official", "l2_full"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(sampler="exact"),
+        dict(mask="none", alpha=0.3, sampler="exact"),
+        dict(residual=False, sampler="exact"),
+        dict(norm="layernorm", scale="sqrt_d"),
+        dict(norm="layernorm", scale="none", d=20),
+        dict(pe="rope", alpha=0.5),
+        dict(pe="rope", mask="none", norm="layernorm", scale="d", residual=False),
+        dict(alpha=0.3, sampler="exact"),
+        dict(alpha=0.3, sampler="official"),
+        dict(alpha=0.3, sampler="exact_full"),
+    ],
+    ids=[
+        "l2",
+        "nomask",
+        "nores",
+        "ln_sqrtd",
+        "ln_none_odd_width",
+        "rope",
+        "rope_nomask_ln",
+        "l2_shared",
+        "official",
+        "l2_full",
+    ],
+)
 def test_cpu_kernel_equals_torch_decoder_on_identical_inputs(kwargs):
     """Sample by sample: the kernel's block sums equal the torch decoder's on the same X^(0).
 
@@ -336,8 +353,9 @@ def test_full_and_reduced_samplers_agree_statistically(alpha):
     assert 0.7 < z.std() < 1.3  # SEMs are right: differences scatter like N(0, 1)
 
 
-@pytest.mark.parametrize("kwargs", [dict(pe="rope", mask="none"), dict(alpha=0.3, sampler="official")],
-                         ids=["rope_nomask", "official"])
+@pytest.mark.parametrize(
+    "kwargs", [dict(pe="rope", mask="none"), dict(alpha=0.3, sampler="official")], ids=["rope_nomask", "official"]
+)
 def test_cpu_kernel_and_torch_path_agree_statistically(kwargs):
     v = Variant(d=32, seq_len=10, n_layers=3, n_samples=4000, **kwargs)
     numba_result, torch_result = simulate(v), simulate(v, backend="torch")
@@ -416,10 +434,15 @@ def test_rope_pattern_is_relative_only_without_the_causal_mask():
 # ---------------------------------------------------------------- tables and validation
 
 
-@pytest.mark.parametrize("mask,sampler,written", [("causal", "exact", "exact_reduced"),
-                                                  ("none", "exact", "exact_reduced"),
-                                                  ("causal", "official", "official"),
-                                                  ("causal", "exact_full", "exact_full")])
+@pytest.mark.parametrize(
+    "mask,sampler,written",
+    [
+        ("causal", "exact", "exact_reduced"),
+        ("none", "exact", "exact_reduced"),
+        ("causal", "official", "official"),
+        ("causal", "exact_full", "exact_full"),
+    ],
+)
 def test_result_frame_rows_and_columns(mask, sampler, written):
     v = Variant(**{**SMALL, "mask": mask, "n_samples": 300, "sampler": sampler})
     result = simulate(v)
@@ -428,8 +451,17 @@ def test_result_frame_rows_and_columns(mask, sampler, written):
     n, layers = v.seq_len, v.n_layers
     pairs = n * (n + 1) // 2 if mask == "causal" else n * n
     assert len(frame) == layers * pairs
-    engine_columns = ["variant", "layer", "query_pos", "key_pos", "score_mean", "score_sem",
-                      "score_diagnorm", "prob_mean", "prob_sem"]
+    engine_columns = [
+        "variant",
+        "layer",
+        "query_pos",
+        "key_pos",
+        "score_mean",
+        "score_sem",
+        "score_diagnorm",
+        "prob_mean",
+        "prob_sem",
+    ]
     assert list(frame.columns) == engine_columns + list(v.params())  # sampler: the last parameter
     assert not frame.duplicated(["layer", "query_pos", "key_pos"]).any()
     if mask == "causal":
@@ -440,11 +472,27 @@ def test_result_frame_rows_and_columns(mask, sampler, written):
     assert isinstance(frame, pd.DataFrame) and frame.score_diagnorm.notna().all()
 
 
-@pytest.mark.parametrize("key,value", [
-    ("norm", "rms"), ("scale", "d2"), ("pe", "alibi"), ("mask", "sliding"), ("alpha", 1.0),
-    ("alpha", -0.5), ("seq_len", 1), ("d", 1), ("d", 33), ("n_layers", 0), ("n_samples", 1),
-    ("rope_theta", 0.0), ("sampler", "fast"), ("sampler", "exact_reduced"), ("sampler", "auto"), ("sampler", "full"),
-])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("norm", "rms"),
+        ("scale", "d2"),
+        ("pe", "alibi"),
+        ("mask", "sliding"),
+        ("alpha", 1.0),
+        ("alpha", -0.5),
+        ("seq_len", 1),
+        ("d", 1),
+        ("d", 33),
+        ("n_layers", 0),
+        ("n_samples", 1),
+        ("rope_theta", 0.0),
+        ("sampler", "fast"),
+        ("sampler", "exact_reduced"),
+        ("sampler", "auto"),
+        ("sampler", "full"),
+    ],
+)
 def test_variant_validation_names_the_key(key, value):
     kwargs = {key: value}
     if key == "d" and value == 33:
@@ -481,7 +529,12 @@ def test_peak_memory_does_not_grow_with_n_samples(backend, small, large):
     """Paper-scale shapes (n = 50, d = 64, 4 layers). Holding the inputs of `large` samples alone
     would take large*50*64*4 bytes (512 MB / 79 MB) and every layer's S and A eight times 50*50*4
     per sample more (4 GB / 490 MB); the streaming engine's peak must stay flat."""
-    out = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, backend, str(small), str(large)],
-                         capture_output=True, text=True, check=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_SCRIPT, backend, str(small), str(large)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
     rss = json.loads(out.stdout.strip().splitlines()[-1])
     assert rss["after"] - rss["before"] < 48, rss

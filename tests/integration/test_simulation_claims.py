@@ -6,8 +6,12 @@ import pandas as pd
 import pytest
 
 from causalpos.catalogue.claims import CLAIMS, merge_thresholds
-from causalpos.analysis.claims.later_layers import (FIGURE1_SCORES, claim2_figure1_cosine, claim3_by_layer,
-                                                    column_concordance)
+from causalpos.analysis.claims.later_layers import (
+    FIGURE1_SCORES,
+    claim2_figure1_cosine,
+    claim3_by_layer,
+    column_concordance,
+)
 from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.analysis.claims.replicates import LedgerInputs
 from causalpos.simulation.theory import layer2_scores, theory_frame
@@ -89,7 +93,7 @@ def test_column_concordance_by_loops():
 
 def test_claim2e_closer_pairs_higher_both_ways_is_supported():
     near = with_diagonal(0.6 * np.exp(-(I - J) / 3.0))  # a function of the distance, falling with it
-    rows = claim2_figure1_cosine(inputs([sim_table("zero", [identity(), near, near ** 2])]), TH)[1:]
+    rows = claim2_figure1_cosine(inputs([sim_table("zero", [identity(), near, near**2])]), TH)[1:]
     e = by_setting(rows, "2e")
     assert [r["layer"] for r in e.values()] == [1, 2]
     assert all(r["verdict"] == "supported" and r["value"] == 1.0 for r in e.values())
@@ -162,8 +166,10 @@ def test_claim3d_every_later_layer_counts():
 
 
 def test_claim3d_needs_alpha_above_zero_and_a_later_layer():
-    for sims in ([sim_table("zero", [identity(), linear_rows(), jump_rows()])],
-                 [sim_table("pos", [identity(0.2), linear_rows()], alpha=0.2)]):
+    for sims in (
+        [sim_table("zero", [identity(), linear_rows(), jump_rows()])],
+        [sim_table("pos", [identity(0.2), linear_rows()], alpha=0.2)],
+    ):
         (d,) = claim3_by_layer(inputs(sims), TH)
         assert d["verdict"] == "inconclusive" and "α > 0 and >= 3 layers" in d["note"]
 
@@ -182,10 +188,13 @@ def test_query_free_layer2_leaves_nothing_to_compare(sem):
 
 
 def test_new_claims_sit_after_their_neighbours_in_the_ledger():
-    sims = [sim_table("zero", [identity(), layer2_scores(S, 0.0), linear_rows()]),
-            sim_table("pos", [identity(0.2), linear_rows() + 0.05 * (I / S) ** 2, jump_rows()], alpha=0.2)]
-    ledger = build_ledger(pd.concat(sims, ignore_index=True), theory_frame(S, [0.0, 0.2]), None, None, None,
-                          n_bootstrap=R)
+    sims = [
+        sim_table("zero", [identity(), layer2_scores(S, 0.0), linear_rows()]),
+        sim_table("pos", [identity(0.2), linear_rows() + 0.05 * (I / S) ** 2, jump_rows()], alpha=0.2),
+    ]
+    ledger = build_ledger(
+        pd.concat(sims, ignore_index=True), theory_frame(S, [0.0, 0.2]), None, None, None, n_bootstrap=R
+    )
     order = list(dict.fromkeys(ledger["claim_id"]))
     assert order == [c for c in CLAIMS if c in order]  # the catalogue's order
     for before, new, after in (("2c", "2d", "2e"), ("2d", "2e", "3a"), ("3c", "3d", "4a")):

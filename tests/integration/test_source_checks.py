@@ -73,24 +73,31 @@ def test_garbage_jsonl_is_refused(default_config, good_file, tmp_path):
     assert "a .jsonl file holds one JSON object per line, in UTF-8" in message
 
 
-@pytest.mark.parametrize("content, reason", [
-    (b"", "Parquet file size is 0 bytes"),
-    (b"plain text renamed to .parquet\n" * 10, "Parquet magic bytes not found"),
-], ids=["empty", "text"])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"", "Parquet file size is 0 bytes"),
+        (b"plain text renamed to .parquet\n" * 10, "Parquet magic bytes not found"),
+    ],
+    ids=["empty", "text"],
+)
 def test_unreadable_parquet_is_refused(default_config, good_file, tmp_path, content, reason):
     bad = tmp_path / "broken.parquet"
     bad.write_bytes(content)
     message = refused(with_sources(default_config, files_source(good_file), files_source(bad)))
     assert message.startswith(f"data.sources[1].paths: {bad} is not a readable Parquet file ({reason}")
-    assert message.endswith("give Parquet files (e.g. written by pandas DataFrame.to_parquet) with the text in a "
-                            "string column (text_column), or leave it out of the paths")
+    assert message.endswith(
+        "give Parquet files (e.g. written by pandas DataFrame.to_parquet) with the text in a "
+        "string column (text_column), or leave it out of the paths"
+    )
 
 
 def test_parquet_text_column_of_bytes_is_refused(default_config, tmp_path):
     bad = tmp_path / "bytes.parquet"
     pd.DataFrame({"text": [b"raw", b"bytes"]}).to_parquet(bad)
     assert refused(with_sources(default_config, files_source(bad))) == (
-        f"data.sources[0].text_column: {bad} column 'text' holds binary, not strings; name a column of strings")
+        f"data.sources[0].text_column: {bad} column 'text' holds binary, not strings; name a column of strings"
+    )
 
 
 def test_binary_txt_files_are_refused(default_config, good_file, tmp_path):
@@ -105,10 +112,12 @@ def test_latin1_txt_is_refused(default_config, tmp_path):
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("Café crème, naïve résumé à la française.\n".encode("latin-1"))
     message = refused(with_sources(default_config, files_source(bad)))
-    assert message == (f"data.sources[0].paths: {bad} is not UTF-8 text (invalid continuation byte at byte 3); "
-                       f"a .txt file must be UTF-8 text with at least 95% of its characters printable or "
-                       f"whitespace; convert other encodings to UTF-8 (e.g. iconv -f latin1 -t utf-8 old.txt > "
-                       f"new.txt) and leave binary files out of the paths")
+    assert message == (
+        f"data.sources[0].paths: {bad} is not UTF-8 text (invalid continuation byte at byte 3); "
+        f"a .txt file must be UTF-8 text with at least 95% of its characters printable or "
+        f"whitespace; convert other encodings to UTF-8 (e.g. iconv -f latin1 -t utf-8 old.txt > "
+        f"new.txt) and leave binary files out of the paths"
+    )
 
 
 def test_utf16_txt_is_refused_as_not_text(default_config, tmp_path):
@@ -117,7 +126,8 @@ def test_utf16_txt_is_refused_as_not_text(default_config, tmp_path):
     bad.write_bytes(("Plain words in UTF-16. " * 50).encode("utf-16-le"))
     assert refused(with_sources(default_config, files_source(bad))).startswith(
         f"data.sources[0].paths: {bad} is not text: only 50.0% of the characters of its first 64 KiB are "
-        f"printable or whitespace; a .txt file must be UTF-8 text")
+        f"printable or whitespace; a .txt file must be UTF-8 text"
+    )
 
 
 # ---------------------------------------------------------------- accepted
@@ -140,12 +150,17 @@ def test_a_multibyte_character_cut_by_the_checked_start_is_accepted(tmp_path):
 # ---------------------------------------------------------------- refused by the sampling
 
 
-@pytest.mark.parametrize("tail, problem", [
-    (random.Random(0).randbytes(5000), "is not UTF-8 text (invalid continuation byte at byte 73720)"),
-    (b"\0" * 100_000, "is not text: only 42.4% of its characters are printable or whitespace"),
-], ids=["random-bytes", "nul-bytes"])
-def test_sampling_refuses_a_txt_file_that_turns_binary_past_the_checked_start(default_config, good_file, tmp_path,
-                                                                              tail, problem):
+@pytest.mark.parametrize(
+    "tail, problem",
+    [
+        (random.Random(0).randbytes(5000), "is not UTF-8 text (invalid continuation byte at byte 73720)"),
+        (b"\0" * 100_000, "is not text: only 42.4% of its characters are printable or whitespace"),
+    ],
+    ids=["random-bytes", "nul-bytes"],
+)
+def test_sampling_refuses_a_txt_file_that_turns_binary_past_the_checked_start(
+    default_config, good_file, tmp_path, tail, problem
+):
     late = tmp_path / "late.txt"
     late.write_bytes(b"ordinary text. " * 4096 + b"more text\n" * 1228 + tail)  # binary from byte 73,720 on
     source = files_source(good_file, late)

@@ -6,8 +6,15 @@ import pytest
 
 from causalpos.analysis import triangles
 from causalpos.io import read_metadata
-from causalpos.analysis.summary import (INCREASING_COLUMNS, NONRELATIVENESS_COLUMNS, PROBE_SUMMARY_COLUMNS,
-                               increasing_fraction, nonrelativeness, probe_summary, write_summaries)
+from causalpos.analysis.summary import (
+    INCREASING_COLUMNS,
+    NONRELATIVENESS_COLUMNS,
+    PROBE_SUMMARY_COLUMNS,
+    increasing_fraction,
+    nonrelativeness,
+    probe_summary,
+    write_summaries,
+)
 
 N = 10
 
@@ -32,9 +39,20 @@ def long_table(layers, model="toy", kind="trained", sem=0.01, n_sequences=100) -
         norm = diagnorm_by_loops(matrix)
         for i in range(n):
             for j in range(i + 1):
-                rows.append({"model": model, "kind": kind, "layer": layer, "query_pos": i, "key_pos": j,
-                             "score_mean": matrix[i, j], "score_sem": sem, "score_diagnorm": norm[i, j],
-                             "n_sequences": n_sequences, "seq_len": n})
+                rows.append(
+                    {
+                        "model": model,
+                        "kind": kind,
+                        "layer": layer,
+                        "query_pos": i,
+                        "key_pos": j,
+                        "score_mean": matrix[i, j],
+                        "score_sem": sem,
+                        "score_diagnorm": norm[i, j],
+                        "n_sequences": n_sequences,
+                        "seq_len": n,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -222,11 +240,12 @@ def test_left_regions_and_first_keys_by_loops():
     matrix = toeplitz() + np.random.default_rng(5).normal(0, 0.2, (N, N))
     x = packed(matrix)
     p, sd = band_pattern(matrix), np.std([matrix[i, j] for i in range(N) for j in range(i)])
-    expected = {"key 0": [v for (i, j), v in p.items() if j == 0],
-                "keys 0-1": [v for (i, j), v in p.items() if j <= 1],
-                "first quarter of keys, queries past the first quarter": [v for (i, j), v in p.items()
-                                                                          if j < 3 and i >= 3],
-                "first quarter of keys, all queries": [v for (i, j), v in p.items() if j < 3]}
+    expected = {
+        "key 0": [v for (i, j), v in p.items() if j == 0],
+        "keys 0-1": [v for (i, j), v in p.items() if j <= 1],
+        "first quarter of keys, queries past the first quarter": [v for (i, j), v in p.items() if j < 3 and i >= 3],
+        "first quarter of keys, all queries": [v for (i, j), v in p.items() if j < 3],
+    }
     regions = triangles.region_deficits(x, N)
     assert list(regions) == list(expected)
     for name, values in expected.items():
@@ -310,8 +329,9 @@ def test_strict_increase_finds_a_slow_decline_and_tells_flat_from_rising():
     assert (flat["rising"], flat["violated"], flat["unresolved"]) == (0, 0, N - 2)
     n, peak = 30, 5  # rows that rise to key 5, then fall by 1e-4 a key: each step within the noise of 1e-4 ...
     j = np.indices((n, n))[1]
-    slow = triangles.strict_increase(packed(with_diagonal(0.1 + 0.05 * np.minimum(j, peak) - 1e-4
-                                                          * np.maximum(j - peak, 0)), 40, 1e-4), n)
+    slow = triangles.strict_increase(
+        packed(with_diagonal(0.1 + 0.05 * np.minimum(j, peak) - 1e-4 * np.maximum(j - peak, 0)), 40, 1e-4), n
+    )
     assert slow["violated"] > 0 and all(a < b for _, a, b, _ in slow["violations"])  # ... the whole fall is not
     q, at, gap = slow["peaks"][-1]
     assert q == n - 1 and abs(at - peak) <= 2 and gap > 10
@@ -334,8 +354,18 @@ def test_noise_units_of_a_relative_and_a_non_relative_layer():
 
 
 def probe_table():
-    return pd.DataFrame({"model": "nope", "kind": "trained", "layer": [1, 0], "mae": [2.0, 12.0],
-                         "mae_baseline": [12.5, 12.5], "n_train": 800, "n_test": 200, "seq_len": 50})
+    return pd.DataFrame(
+        {
+            "model": "nope",
+            "kind": "trained",
+            "layer": [1, 0],
+            "mae": [2.0, 12.0],
+            "mae_baseline": [12.5, 12.5],
+            "n_train": 800,
+            "n_test": 200,
+            "seq_len": 50,
+        }
+    )
 
 
 def test_probe_ratio():
@@ -348,14 +378,19 @@ def test_probe_ratio():
 
 
 def test_write_summaries(tmp_path):
-    table = pd.concat([long_table([toeplitz(), keys()], model="nope"),
-                       long_table([toeplitz()], model="rope")])
+    table = pd.concat([long_table([toeplitz(), keys()], model="nope"), long_table([toeplitz()], model="rope")])
     paths = write_summaries(table, probe_table(), tmp_path / "summary", metadata={"source": "test"})
     assert sorted(p.name for p in (tmp_path / "summary").iterdir()) == [
-        "increasing_fraction.parquet", "nonrelativeness.parquet", "position_probe.parquet"]
+        "increasing_fraction.parquet",
+        "nonrelativeness.parquet",
+        "position_probe.parquet",
+    ]
     back = pd.read_parquet(paths["nonrelativeness"])
     pd.testing.assert_frame_equal(back, nonrelativeness(table))
-    assert read_metadata(paths["nonrelativeness"]) == {"source": "test", "table": "nonrelativeness",
-                                                       "left_fraction": 0.25}
+    assert read_metadata(paths["nonrelativeness"]) == {
+        "source": "test",
+        "table": "nonrelativeness",
+        "left_fraction": 0.25,
+    }
     assert len(pd.read_parquet(paths["increasing_fraction"])) == 3
     assert len(pd.read_parquet(paths["position_probe"])) == 2

@@ -7,8 +7,14 @@ import pandas as pd
 import pytest
 
 from causalpos.corpus.documents import sample_documents
-from causalpos.corpus.tokens import (EOS_TOKEN, encode_texts, load_tokenizer, train_bpe, write_snippets,
-                                 write_token_blocks)
+from causalpos.corpus.tokens import (
+    EOS_TOKEN,
+    encode_texts,
+    load_tokenizer,
+    train_bpe,
+    write_snippets,
+    write_token_blocks,
+)
 
 VOCAB = 400
 
@@ -16,8 +22,7 @@ VOCAB = 400
 @pytest.fixture(scope="module")
 def documents():
     # a slice of the BBC corpus with a generous held-out share, so both splits have blocks
-    return sample_documents([{"type": "embedded", "name": "bbc_news"}], heldout_fraction=0.2,
-                            max_documents=150)
+    return sample_documents([{"type": "embedded", "name": "bbc_news"}], heldout_fraction=0.2, max_documents=150)
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +36,14 @@ def test_bpe_vocabulary_and_special_tokens(tokenizer):
     assert tokenizer.pad_token_id == tokenizer.eos_token_id
 
 
-@pytest.mark.parametrize("text", [
-    "Plain words , spaced  oddly .\n\n\tTabs and\r\nnewlines ",
-    "Unicode: £15.8m, naïve café, 日本語, emoji 😀",
-    " leading space and trailing space ",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Plain words , spaced  oddly .\n\n\tTabs and\r\nnewlines ",
+        "Unicode: £15.8m, naïve café, 日本語, emoji 😀",
+        " leading space and trailing space ",
+    ],
+)
 def test_byte_level_round_trip(tokenizer, text):
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     assert tokenizer.decode(ids) == text
@@ -90,12 +98,15 @@ def test_blocks_are_the_eos_joined_stream(documents, tokenizer, blocks, split):
     assert array.dtype == np.uint16 and array.shape[1] == 64
     stream = expected_stream(documents, tokenizer, split)
     assert array.shape[0] == len(stream) // 64
-    np.testing.assert_array_equal(np.asarray(array).ravel(), stream[:array.size])
+    np.testing.assert_array_equal(np.asarray(array).ravel(), stream[: array.size])
     assert info["splits"][split] == {
-        "n_documents": int((documents["split"] == split).sum()), "n_stream_tokens": len(stream),
-        "n_blocks": array.shape[0], "n_tokens": array.size}
+        "n_documents": int((documents["split"] == split).sum()),
+        "n_stream_tokens": len(stream),
+        "n_blocks": array.shape[0],
+        "n_tokens": array.size,
+    }
     # one EOS per document that ends inside the blocks
-    assert (array == tokenizer.eos_token_id).sum() == (stream[:array.size] == tokenizer.eos_token_id).sum()
+    assert (array == tokenizer.eos_token_id).sum() == (stream[: array.size] == tokenizer.eos_token_id).sum()
 
 
 def test_blocks_json(blocks, tokenizer):
@@ -121,8 +132,7 @@ def test_too_little_data_names_block_len(documents, tokenizer, tmp_path):
 
 
 def test_snippets_are_document_prefixes(documents, tokenizer, tmp_path):
-    table = write_snippets(documents, tokenizer, tmp_path / "snippets.npy", snippet_len=50,
-                           n_snippets=10, seed=3)
+    table = write_snippets(documents, tokenizer, tmp_path / "snippets.npy", snippet_len=50, n_snippets=10, seed=3)
     snippets = np.load(tmp_path / "snippets.npy")
     assert snippets.shape == (10, 50)
     assert pd.read_parquet(tmp_path / "snippets.parquet").equals(table)
@@ -136,8 +146,14 @@ def test_snippets_are_document_prefixes(documents, tokenizer, tmp_path):
 
 
 def test_snippets_skip_short_documents(tokenizer, tmp_path):
-    docs = pd.DataFrame({"doc_id": ["a", "b", "c"], "source": "x", "split": ["heldout", "heldout", "train"],
-                         "text": ["short", "a much longer held-out document " * 10, "train " * 100]})
+    docs = pd.DataFrame(
+        {
+            "doc_id": ["a", "b", "c"],
+            "source": "x",
+            "split": ["heldout", "heldout", "train"],
+            "text": ["short", "a much longer held-out document " * 10, "train " * 100],
+        }
+    )
     table = write_snippets(docs, tokenizer, tmp_path / "s.npy", snippet_len=20, n_snippets=5)
     assert list(table["doc_id"]) == ["b"]
     with pytest.raises(ValueError, match="evaluation.snippet_len"):

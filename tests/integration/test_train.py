@@ -52,7 +52,9 @@ def trained(data, tmp_path_factory) -> Path:
 
 def test_model_settings_name_the_bad_setting():
     default = training_defaults()["model"]
-    with pytest.raises(ValueError, match=r"training.model.n_heads = 3 does not divide training.model.hidden_size = 256"):
+    with pytest.raises(
+        ValueError, match=r"training.model.n_heads = 3 does not divide training.model.hidden_size = 256"
+    ):
         model_settings({**default, "n_heads": 3})
     with pytest.raises(ValueError, match=r"training.model.n_kv_heads = 3 does not divide training.model.n_heads = 4"):
         model_settings({**default, "n_kv_heads": 3})
@@ -78,8 +80,14 @@ def test_training_settings_name_the_bad_setting(data, tmp_path):
     with pytest.raises(ValueError, match=r"training.threads = 0 must be a positive integer"):
         training_settings({**CFG, "threads": 0})
     with pytest.raises(ValueError, match=r"training.seed is missing"):
-        train("nope", False, data / "blocks", tmp_path / "o", tmp_path / "c", {k: v for k, v in CFG.items()
-                                                                               if k != "seed"})
+        train(
+            "nope",
+            False,
+            data / "blocks",
+            tmp_path / "o",
+            tmp_path / "c",
+            {k: v for k, v in CFG.items() if k != "seed"},
+        )
     with pytest.raises(ValueError, match=r"block_len = 32 .* exceeds training.model.context = 16"):
         train("nope", False, data / "blocks", tmp_path / "o", tmp_path / "c", {**CFG, "model": {**TINY, "context": 16}})
     bad = tmp_path / "bad"
@@ -157,7 +165,7 @@ def test_data_order_is_a_permutation_per_epoch_and_ranks_are_disjoint():
     order = TrainOrder(10, seed=5)
     stream = order(0, 30)
     for epoch in range(3):
-        assert sorted(stream[10 * epoch:10 * epoch + 10]) == list(range(10))
+        assert sorted(stream[10 * epoch : 10 * epoch + 10]) == list(range(10))
     assert not np.array_equal(stream[:10], stream[10:20])
     assert np.array_equal(TrainOrder(10, seed=5)(13, 9), stream[13:22])  # any position, no state
     cfg = {"micro_batch": 2, "grad_accum": 3}
@@ -260,8 +268,10 @@ def test_sigterm_then_sigkill_and_the_resumed_run_ends_bitwise_the_same(trained,
     assert all(torch.equal(resumed[k], reference[k]) for k in reference)
     # the row after the stop averages the steps before it too (the loss sum is in the checkpoint)
     columns = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr"]
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "metrics.parquet")[columns],
-                                  pd.read_parquet(trained / "out" / "metrics.parquet")[columns])
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "out" / "metrics.parquet")[columns],
+        pd.read_parquet(trained / "out" / "metrics.parquet")[columns],
+    )
 
 
 def test_sigterm_stops_every_rank_at_one_step_and_the_resumed_ranks_split_the_data_and_agree(data, tmp_path):
@@ -269,10 +279,13 @@ def test_sigterm_stops_every_rank_at_one_step_and_the_resumed_ranks_split_the_da
     torchrun, torchrun to its ranks, and the ranks agree on the step to stop at. The rerun resumes there; per
     step the two ranks read disjoint halves of the global batch, and they end with the same weights."""
     settings = {**CFG, "checkpoint_every": 0}
-    train = {"rule": "train", "wildcards": {"model": "nope"},
-             "input": {"blocks": str(data / "blocks" / "blocks.json"), "tokenizer": str(data / "tokenizer" / "x")},
-             "output": {"model": str(tmp_path / "out" / "model.safetensors")},
-             "params": {"settings": settings, "processes": 2, "checkpoints": str(tmp_path / "ckpt")}}
+    train = {
+        "rule": "train",
+        "wildcards": {"model": "nope"},
+        "input": {"blocks": str(data / "blocks" / "blocks.json"), "tokenizer": str(data / "tokenizer" / "x")},
+        "output": {"model": str(tmp_path / "out" / "model.safetensors")},
+        "params": {"settings": settings, "processes": 2, "checkpoints": str(tmp_path / "ckpt")},
+    }
     job = [sys.executable, "-c", f"from causalpos.workflow.job import Job, run_job; run_job(Job(**{train!r}))"]
     proc = start_and_wait_for_steps(job)
     assert proc.poll() is None, "training ended before it could be interrupted"
@@ -312,8 +325,9 @@ def test_model_folder_has_the_usual_file_modes(trained):
     os.umask(mask)
     files = [path for path in (trained / "out").rglob("*") if path.is_file()]
     assert "model.safetensors" in {path.name for path in files}
-    assert {path.name: oct(path.stat().st_mode & 0o777) for path in files} == \
-        {path.name: oct(0o666 & ~mask) for path in files}
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in files} == {
+        path.name: oct(0o666 & ~mask) for path in files
+    }
 
 
 def test_damaged_checkpoint_is_detected_and_named(trained, data, tmp_path):
@@ -363,8 +377,14 @@ def test_evaluate_lengths(trained, data):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_trains_on_cuda_in_bf16(data, tmp_path):
-    frame = train("rope", True, data / "blocks", tmp_path / "out", tmp_path / "ckpt",
-                  {**CFG, "device": "cuda", "steps": 40, "threads": 0})
+    frame = train(
+        "rope",
+        True,
+        data / "blocks",
+        tmp_path / "out",
+        tmp_path / "ckpt",
+        {**CFG, "device": "cuda", "steps": 40, "threads": 0},
+    )
     evaluated = frame.dropna(subset=["heldout_loss"])["heldout_loss"]
     assert evaluated.iloc[-1] < evaluated.iloc[0] - 1.0
     lengths = evaluate_lengths(tmp_path / "out", data / "blocks", factors=(1, 2), max_sequences=4)
@@ -388,6 +408,6 @@ def test_paper_config_is_the_papers_recipe():
         model = SmolLM3ForCausalLM(model_config(shape, 128256, rope=False))  # the Llama-3 vocabulary
     assert 1.4e9 < sum(p.numel() for p in model.parameters()) < 1.6e9
     global_tokens = training["micro_batch"] * training["grad_accum"] * config["train_processes"] * block
-    assert global_tokens == 2 ** 20
+    assert global_tokens == 2**20
     assert abs(training["steps"] * global_tokens - 20e9) < 0.01 * 20e9
     assert training["lr"] == 3e-4 and training["warmup_steps"] > 0

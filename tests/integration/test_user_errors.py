@@ -46,8 +46,10 @@ def tiny_with(change) -> str:
 
 BAD_CONFIGS = {
     "schema": (tiny_with(lambda c: c["training"].update(steps=-3)), "training.steps = -3 is invalid"),
-    "cross-key": (tiny_with(lambda c: c["tokenizer"].update(block_len=4096)),
-                  "tokenizer.block_len = 4096 exceeds training.model.context = 128"),
+    "cross-key": (
+        tiny_with(lambda c: c["tokenizer"].update(block_len=4096)),
+        "tokenizer.block_len = 4096 exceeds training.model.context = 128",
+    ),
     "key twice": (Path(TINY).read_text() + "\ndevice: cpu\n", "key device is given twice"),
 }
 
@@ -87,11 +89,12 @@ def test_the_workflows_own_config_yaml_with_a_tab_names_its_line(workflow_copy, 
 @pytest.mark.parametrize("error", ["user", "bug"])
 def test_a_job_prints_a_user_error_in_one_line_and_keeps_the_traceback_in_its_log(tmp_path, error):
     log = tmp_path / "logs" / "job.log"
-    raise_it = ("from causalpos.io import DamagedFileError; raise DamagedFileError('x.parquet', 'truncated', "
-                "'rebuild it')" if error == "user" else "raise KeyError('a bug')")
-    job = ("from causalpos.workflow.job import JobLog\n"
-           f"with JobLog({str(log)!r}):\n"
-           f"    {raise_it}\n")
+    raise_it = (
+        "from causalpos.io import DamagedFileError; raise DamagedFileError('x.parquet', 'truncated', 'rebuild it')"
+        if error == "user"
+        else "raise KeyError('a bug')"
+    )
+    job = f"from causalpos.workflow.job import JobLog\nwith JobLog({str(log)!r}):\n    {raise_it}\n"
     done = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, timeout=60)
     text = log.read_text()
     assert done.returncode == 1 and "ERROR job failed" in text and "Traceback" in text
@@ -127,17 +130,24 @@ def test_cli_names_a_config_file_that_is_a_folder_binary_or_not_yaml(capsys, tmp
     tabs.write_text("data:\n\tseed: 1\n")
     assert_one_line(*cli(capsys, "--configfile", str(tmp_path / "missing.yaml"), "list"), "does not exist")
     assert_one_line(*cli(capsys, "--configfile", str(folder), "list"), f"config file {folder} is a folder")
-    assert_one_line(*cli(capsys, "--configfile", str(binary), "list"),
-                    f"config file {binary} is not a text file (byte 0xcb at offset 0 is not UTF-8)")
-    assert_one_line(*cli(capsys, "--configfile", str(tabs), "list"),
-                    f"config file {tabs}, line 2, column 1: not valid YAML", "never tabs")
+    assert_one_line(
+        *cli(capsys, "--configfile", str(binary), "list"),
+        f"config file {binary} is not a text file (byte 0xcb at offset 0 is not UTF-8)",
+    )
+    assert_one_line(
+        *cli(capsys, "--configfile", str(tabs), "list"),
+        f"config file {tabs}, line 2, column 1: not valid YAML",
+        "never tabs",
+    )
 
 
 # ---------------------------------------------------------------- one writer per model folder
 
-HOLD = ("import sys, time; from causalpos.runtime.processes import one_writer\n"
-        "with one_writer(sys.argv[1], 'training nope'):\n"
-        "    print('holding', flush=True); time.sleep(120)\n")
+HOLD = (
+    "import sys, time; from causalpos.runtime.processes import one_writer\n"
+    "with one_writer(sys.argv[1], 'training nope'):\n"
+    "    print('holding', flush=True); time.sleep(120)\n"
+)
 
 
 def hold_lock(folder: Path) -> subprocess.Popen:
@@ -150,8 +160,11 @@ def test_one_writer_refuses_a_second_writer_and_frees_the_folder_when_the_first_
     folder = tmp_path / "models" / "nope"
     holder = hold_lock(folder)
     try:
-        with pytest.raises(OutputLocked, match=rf"{folder} is being written by another process \(training nope, "
-                                               rf"pid {holder.pid}, lock {lock_file(folder)}\)"):
+        with pytest.raises(
+            OutputLocked,
+            match=rf"{folder} is being written by another process \(training nope, "
+            rf"pid {holder.pid}, lock {lock_file(folder)}\)",
+        ):
             with one_writer(folder, "training nope"):
                 pass
     finally:
@@ -170,10 +183,13 @@ def test_a_training_job_beside_a_running_training_of_the_same_model_is_refused(d
     from helpers import CFG
 
     out = tmp_path / "results" / "models" / "nope"
-    job = Job("train", wildcards={"model": "nope"},
-              input={"blocks": str(data / "blocks" / "blocks.json"), "tokenizer": str(data / "tokenizer" / "x")},
-              output={"model": str(out / "model.safetensors")},
-              params={"settings": CFG, "processes": 1, "checkpoints": str(tmp_path / "checkpoints")})
+    job = Job(
+        "train",
+        wildcards={"model": "nope"},
+        input={"blocks": str(data / "blocks" / "blocks.json"), "tokenizer": str(data / "tokenizer" / "x")},
+        output={"model": str(out / "model.safetensors")},
+        params={"settings": CFG, "processes": 1, "checkpoints": str(tmp_path / "checkpoints")},
+    )
     holder = hold_lock(out)  # as the other job's training holds it
     try:
         started = time.perf_counter()
@@ -188,6 +204,6 @@ def test_a_training_job_beside_a_running_training_of_the_same_model_is_refused(d
 
 def test_the_recovery_docs_say_how_to_unlock_after_a_hard_kill():
     text = (ROOT / "docs" / "workflow.md").read_text()
-    recovery = text[text.index("### After a failed, killed or interrupted run"):text.index("## Profiles")]
+    recovery = text[text.index("### After a failed, killed or interrupted run") : text.index("## Profiles")]
     bullet = next(item for item in recovery.split("\n- ") if "LockException" in item)
     assert "snakemake --unlock" in bullet and "kill -9" in bullet

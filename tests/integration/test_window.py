@@ -81,8 +81,10 @@ def test_windowed_engine_matches_the_recursion_at_large_d(name):
     assert excess(mc.prob_mean, mc.prob_sem, result.probs, shown, A_PROB / LARGE_D) <= 0, "probabilities"
     for wrong in (None, w + 1):
         other = rec.recursion(dataclasses.replace(v, window=None), window=wrong)  # None: the unwindowed decoder
-        worst = max(excess(mc.score_mean, mc.score_sem, other.scores, shown, A / LARGE_D),
-                    excess(mc.prob_mean, mc.prob_sem, other.probs, shown, A_PROB / LARGE_D))
+        worst = max(
+            excess(mc.score_mean, mc.score_sem, other.scores, shown, A / LARGE_D),
+            excess(mc.prob_mean, mc.prob_sem, other.probs, shown, A_PROB / LARGE_D),
+        )
         assert worst > 0, f"the recursion with window {wrong} passed the check"
 
 
@@ -117,8 +119,13 @@ def test_cpu_kernel_equals_torch_decoder_with_a_window(name):
     for layer, (scores, probs) in enumerate(run_layers(x, v, mask, rope)):
         assert np.all(probs.numpy()[:, ~window_band(n, v.window)] == 0)
         for slot, values in enumerate((scores, scores**2, probs, probs**2)):
-            np.testing.assert_allclose(sums[layer, slot, :, :n][lower], values.double().sum(0).numpy()[lower],
-                                       rtol=2e-5, atol=2e-4, err_msg=f"layer {layer} slot {slot}")
+            np.testing.assert_allclose(
+                sums[layer, slot, :, :n][lower],
+                values.double().sum(0).numpy()[lower],
+                rtol=2e-5,
+                atol=2e-4,
+                err_msg=f"layer {layer} slot {slot}",
+            )
     causal = torch.full((n, n), float("-inf")).triu_(1)
     *_, (_, unwindowed) = run_layers(x, v, causal, rope)  # the last layer's probabilities, no window
     gap = np.abs(sums[-1, 2, :, :n] - unwindowed.double().sum(0).numpy())[lower]
@@ -161,14 +168,22 @@ def test_window_one_keeps_every_layer_at_the_input_gram(backend):
 # score_mean[2, 5] and prob_mean[2, 5] (layer 3, query 5) of Variant(d=16, seq_len=6, n_layers=3, n_samples=512,
 # seed=3, **kwargs), printed by the engine of commit 4545842 (before the window) on each backend (CPU)
 BEFORE = {
-    ("numba", "l2"): ([0.1951481534, 0.2109711538, 0.2222638558, 0.2437818616, 0.249433786, 1.0000000003],
-                      [0.136363359, 0.1381960113, 0.1397386769, 0.1429396846, 0.1440066534, 0.2987556158]),
-    ("numba", "rope"): ([0.3325790372, 0.3496137278, 0.3826667707, 0.4657932308, 0.5508843462, 1.0000000016],
-                        [0.1358969696, 0.1378505118, 0.1423325963, 0.1542983618, 0.16797154, 0.261650019]),
-    ("torch", "l2"): ([0.1741430279, 0.1894900779, 0.221421041, 0.2520782699, 0.2431524486, 0.9999999964],
-                      [0.1344392779, 0.1363119327, 0.1402743916, 0.1446719329, 0.1438102374, 0.300492229]),
-    ("torch", "rope"): ([0.3363141479, 0.3448265393, 0.3678961169, 0.4575062178, 0.5569889603, 0.9999999915],
-                        [0.1367997295, 0.1375385867, 0.1408006051, 0.1534610354, 0.1691911387, 0.2622089057]),
+    ("numba", "l2"): (
+        [0.1951481534, 0.2109711538, 0.2222638558, 0.2437818616, 0.249433786, 1.0000000003],
+        [0.136363359, 0.1381960113, 0.1397386769, 0.1429396846, 0.1440066534, 0.2987556158],
+    ),
+    ("numba", "rope"): (
+        [0.3325790372, 0.3496137278, 0.3826667707, 0.4657932308, 0.5508843462, 1.0000000016],
+        [0.1358969696, 0.1378505118, 0.1423325963, 0.1542983618, 0.16797154, 0.261650019],
+    ),
+    ("torch", "l2"): (
+        [0.1741430279, 0.1894900779, 0.221421041, 0.2520782699, 0.2431524486, 0.9999999964],
+        [0.1344392779, 0.1363119327, 0.1402743916, 0.1446719329, 0.1438102374, 0.300492229],
+    ),
+    ("torch", "rope"): (
+        [0.3363141479, 0.3448265393, 0.3678961169, 0.4575062178, 0.5569889603, 0.9999999915],
+        [0.1367997295, 0.1375385867, 0.1408006051, 0.1534610354, 0.1691911387, 0.2622089057],
+    ),
 }
 
 
@@ -244,8 +259,9 @@ def test_tables_hold_only_the_visible_pairs(window, tmp_path):
     sums = np.stack(groups[groups.layer == 2].sort_values("group").sums.to_numpy())
     assert sums.shape[1] == packed_size(n)
     assert np.isnan(sums[:, hidden]).all() and np.isfinite(sums[:, ~hidden]).all()
-    np.testing.assert_allclose(sums[:, ~hidden].sum(0) / v.n_samples,
-                               result.score_mean[2][query[~hidden], key[~hidden]], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        sums[:, ~hidden].sum(0) / v.n_samples, result.score_mean[2][query[~hidden], key[~hidden]], rtol=1e-9, atol=1e-12
+    )
 
 
 # ---------------------------------------------------------------- settings
@@ -261,15 +277,18 @@ def test_window_settings():
     assert Variant(window=16).params()["window"] == 16 and list(Variant().params())[-1] == "window"
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    (dict(window=4, mask="none"), ["'window'", "causal", "'none'"]),
-    (dict(window=0), ["'window'", ">= 1"]),
-    (dict(window=-3), ["'window'", ">= 1"]),
-    (dict(window=2.5), ["'window'", "integer"]),
-    (dict(window=4.0), ["'window'", "integer"]),
-    (dict(window="4"), ["'window'", "integer"]),
-    (dict(window=True), ["'window'", "integer"]),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(window=4, mask="none"), ["'window'", "causal", "'none'"]),
+        (dict(window=0), ["'window'", ">= 1"]),
+        (dict(window=-3), ["'window'", ">= 1"]),
+        (dict(window=2.5), ["'window'", "integer"]),
+        (dict(window=4.0), ["'window'", "integer"]),
+        (dict(window="4"), ["'window'", "integer"]),
+        (dict(window=True), ["'window'", "integer"]),
+    ],
+)
 def test_refused_windows_name_the_setting(kwargs, words):
     with pytest.raises(ValueError) as err:
         Variant(**kwargs)
@@ -291,8 +310,10 @@ def test_config_refuses_a_window_without_the_causal_mask():
     good["simulation"]["variants"]["l2_window16"] = {"window": 16}
     validate_config(good)
     assert Variant(**variant_params(good, "l2_window16")).window == 16
-    for override, words in (({"window": 4, "mask": "none"}, ["l2_window", "'window'", "causal"]),
-                            ({"window": 0}, ["window"])):
+    for override, words in (
+        ({"window": 4, "mask": "none"}, ["l2_window", "'window'", "causal"]),
+        ({"window": 0}, ["window"]),
+    ):
         bad = copy.deepcopy(config)
         bad["simulation"]["variants"]["l2_window"] = override
         with pytest.raises(ConfigError) as err:

@@ -18,8 +18,15 @@ from causalpos.catalogue.claims import merge_thresholds
 from causalpos.analysis.claims.large_d import claim10_windows
 from causalpos.analysis.claims.replicates import Field, LedgerInputs, amplitude
 from causalpos.analysis.triangles import band_statistics
-from causalpos.analysis.windows import (AttentionStack, attention_stack, layer_rows, predicted_scores,
-                                        query_ranges, region_pairs, region_share)
+from causalpos.analysis.windows import (
+    AttentionStack,
+    attention_stack,
+    layer_rows,
+    predicted_scores,
+    query_ranges,
+    region_pairs,
+    region_share,
+)
 from causalpos.tril import packed_pairs, packed_size
 
 WINDOW, SEQ, VOCAB = 6, 14, 61
@@ -28,10 +35,22 @@ TYPES = ["sliding_attention", "full_attention", "sliding_attention"]
 
 def gemma_config(**extra) -> Gemma3TextConfig:
     return Gemma3TextConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, sliding_window=WINDOW, layer_types=TYPES, max_position_embeddings=64,
-        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
-                         "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}, **extra)
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=WINDOW,
+        layer_types=TYPES,
+        max_position_embeddings=64,
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        },
+        **extra,
+    )
 
 
 def test_the_stack_of_gemma3s_config_class():
@@ -48,14 +67,22 @@ def test_the_stack_of_gemma3s_config_class():
 
 def test_stacks_of_other_configs():
     assert attention_stack(LlamaConfig(num_hidden_layers=2).to_dict()) is None  # no window
-    mistral = attention_stack(MistralConfig(num_hidden_layers=3, sliding_window=8, hidden_size=64,
-                                            num_attention_heads=4).to_dict())
+    mistral = attention_stack(
+        MistralConfig(num_hidden_layers=3, sliding_window=8, hidden_size=64, num_attention_heads=4).to_dict()
+    )
     assert mistral.windows == (8, 8, 8) and mistral.head_dim == 16
-    assert attention_stack(Qwen2Config(num_hidden_layers=2, sliding_window=8, use_sliding_window=False).to_dict()) \
-        is None
+    assert (
+        attention_stack(Qwen2Config(num_hidden_layers=2, sliding_window=8, use_sliding_window=False).to_dict()) is None
+    )
     # transformers 4's Gemma-3: two flat RoPE keys and a pattern instead of layer_types
-    old = {"num_hidden_layers": 6, "sliding_window": 4, "sliding_window_pattern": 3, "rope_theta": 1e6,
-           "rope_local_base_freq": 1e4, "head_dim": 8}
+    old = {
+        "num_hidden_layers": 6,
+        "sliding_window": 4,
+        "sliding_window_pattern": 3,
+        "rope_theta": 1e6,
+        "rope_local_base_freq": 1e4,
+        "head_dim": 8,
+    }
     stack = attention_stack(old)
     assert stack.windows == (4, 4, None, 4, 4, None)
     assert stack.rope_thetas == (1e4, 1e4, 1e6, 1e4, 1e4, 1e6)
@@ -70,7 +97,7 @@ def test_region_share_against_a_groupby_and_invariances():
     frame = pd.DataFrame({"band": (query - key)[positions], "s": x[positions, 1]})
     assert frame["band"].between(1, window - 1).all() and (key[positions] >= 1).all()
     centred = frame["s"] - frame.groupby("band")["s"].transform("mean")
-    expected = (centred ** 2).mean() / frame["s"].var(ddof=0)
+    expected = (centred**2).mean() / frame["s"].var(ddof=0)
     assert region_share(x, size, positions)[1] == pytest.approx(expected, rel=1e-12)
     # unchanged by a scale and an offset of the scores; 0 for a function of i - j alone
     assert np.allclose(region_share(3.0 * x - 2.0, size, positions), region_share(x, size, positions))
@@ -108,8 +135,12 @@ def test_layer_rows_pair_before_and_after():
     assert np.allclose(rows["change"]["replicates"], change)
     assert rows["change"]["predicted"] == pytest.approx(rows["after"]["predicted"] - rows["before"]["predicted"])
     # a table that stops before the window: "after" is the recursion's alone, over the whole region
-    short = {r["region"]: r for r in layer_rows(Field(x[:packed_size(WINDOW)], WINDOW, "test"), 2, stack,
-                                                predicted_scores(stack, 2 * WINDOW)[2])}
+    short = {
+        r["region"]: r
+        for r in layer_rows(
+            Field(x[: packed_size(WINDOW)], WINDOW, "test"), 2, stack, predicted_scores(stack, 2 * WINDOW)[2]
+        )
+    }
     assert set(short) == {"before", "after"} and np.isnan(short["after"]["measured"])
     assert np.isfinite(short["after"]["predicted"]) and short["after"]["query_to"] == 2 * WINDOW - 1
 
@@ -132,15 +163,34 @@ def tiny_gemma_run(tmp_path_factory):
     model.save_pretrained(folder / "model")
     ids = np.random.default_rng(0).integers(0, VOCAB, size=(32, SEQ))
     tables = {table: folder / f"{table}.parquet" for table in ("scores", "intermediates", "probe", "groups")}
-    loaded = AutoModelForCausalLM.from_pretrained(folder / "model", attn_implementation=ATTENTION_NAME,
-                                                  dtype=torch.float32).eval()
-    extract_to_files(loaded, ids, "gemma", "pretrained", tables, batch_size=8,
-                     intermediates_layer=None, probe_sequences=0, probe_positions=4, seed=0, n_groups=8)
+    loaded = AutoModelForCausalLM.from_pretrained(
+        folder / "model", attn_implementation=ATTENTION_NAME, dtype=torch.float32
+    ).eval()
+    extract_to_files(
+        loaded,
+        ids,
+        "gemma",
+        "pretrained",
+        tables,
+        batch_size=8,
+        intermediates_layer=None,
+        probe_sequences=0,
+        probe_positions=4,
+        seed=0,
+        n_groups=8,
+    )
     output = folder / "window_test.parquet"
-    run_job(Job("window_test", input={"scores": [str(tables["scores"])], "groups": [str(tables["groups"])]},
-                output={"table": str(output)},
-                params={"models": {"gemma": {"location": str(folder / "model"), "source": "default run"}},
-                        "settings": {"n_bootstrap": 50, "seed": 0}}))
+    run_job(
+        Job(
+            "window_test",
+            input={"scores": [str(tables["scores"])], "groups": [str(tables["groups"])]},
+            output={"table": str(output)},
+            params={
+                "models": {"gemma": {"location": str(folder / "model"), "source": "default run"}},
+                "settings": {"n_bootstrap": 50, "seed": 0},
+            },
+        )
+    )
     return pd.read_parquet(output)
 
 
@@ -152,8 +202,10 @@ def test_the_job_on_a_tiny_gemma(tiny_gemma_run):
     measured = frame[frame["region"] != "change"]
     # an RMS ratio (bias-corrected, so it may pass 1 at this tiny N), with a spread over the groups
     assert (measured["measured"] >= 0).all() and (measured["uncertainty"] > 0).all()
-    assert (measured["n_pairs"] == [len(region_pairs(SEQ, WINDOW, (a, b + 1)))
-                                    for a, b in zip(measured["query_from"], measured["query_to"])]).all()
+    assert (
+        measured["n_pairs"]
+        == [len(region_pairs(SEQ, WINDOW, (a, b + 1))) for a, b in zip(measured["query_from"], measured["query_to"])]
+    ).all()
     # layer 1 (paper) of the parameter-free decoder at alpha 0 has no pattern at all: no prediction there
     assert frame[frame["layer"] == 0]["predicted"].isna().all()
     assert frame[frame["layer"] > 0]["predicted"].notna().all()
@@ -165,8 +217,9 @@ def test_claims_10d_10e_read_the_table(tiny_gemma_run):
     by_claim = {c: [r for r in rows if r["claim_id"] == c] for c in ("10d", "10e")}
     assert [r["layer"] for r in by_claim["10d"]] == [1, 2]  # layers 2+ (paper)
     change = tiny_gemma_run[(tiny_gemma_run["region"] == "change") & (tiny_gemma_run["layer"] == 2)].iloc[0]
-    assert by_claim["10d"][1]["value"] == pytest.approx(abs(change["measured"]) * np.sign(change["predicted"])
-                                                        * np.sign(change["measured"]))
+    assert by_claim["10d"][1]["value"] == pytest.approx(
+        abs(change["measured"]) * np.sign(change["predicted"]) * np.sign(change["measured"])
+    )
     assert len(by_claim["10e"]) == 2 and all(np.isfinite(r["value"]) for r in by_claim["10e"])
     empty = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=None), th)
     assert [r["verdict"] for r in empty] == ["inconclusive", "inconclusive"]
@@ -183,8 +236,10 @@ def test_the_job_reads_paper_llms_tables_once_both_exist(tmp_path):
     config = load_config("config.yaml")
     results = str(tmp_path / "results")
     before = window_test_models(config, results)
-    assert {m: spec["source"] for m, spec in before.items()} == {"smollm2_135m": "default run",
-                                                                 "gemma3_270m": "default run"}
+    assert {m: spec["source"] for m, spec in before.items()} == {
+        "smollm2_135m": "default run",
+        "gemma3_270m": "default run",
+    }
     tables = paths.activation_tables("gemma3_270m", paths.paper_llms_dir(results))
     for table in tables:  # every table but groups: an unfinished extraction is not read
         if table != "groups":
@@ -194,5 +249,7 @@ def test_the_job_reads_paper_llms_tables_once_both_exist(tmp_path):
     Path(tables["groups"]).touch()
     after = window_test_models(config, results)
     assert after["gemma3_270m"]["source"] == "paper_llms" and after["smollm2_135m"]["source"] == "default run"
-    assert window_test_sources(config, results) == {"gemma3_270m": paths.paper_llms_dir(results),
-                                                    "smollm2_135m": results}
+    assert window_test_sources(config, results) == {
+        "gemma3_270m": paths.paper_llms_dir(results),
+        "smollm2_135m": results,
+    }

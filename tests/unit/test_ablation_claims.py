@@ -37,18 +37,50 @@ def ablation_table(effects, seeds=SEEDS, with_pretrained: bool = True) -> pd.Dat
                 shuffled = none + CONTROL_GAP if factor > 1 else 0.0
                 gaps = {"none": none, "shuffled": shuffled, "pattern": shuffled + (effect if factor > 1 else 0.0)}
                 for condition, gap in gaps.items():
-                    rows.append({"model": model, "kind": "trained", "seed": seed, "factor": factor,
-                                 "seq_len": 256 * factor, "condition": condition, "n_sequences": 16, "n_estimate": 8,
-                                 "loss": 3.0 + gap, "loss_sem": 0.01, "delta": gap - none, "delta_sem": 0.001,
-                                 "gap": gap, "gap_sem": 0.002,
-                                 "effect": effect if condition == "pattern" else (0.0 if factor > 1 else math.nan),
-                                 "effect_sem": 0.004 if factor > 1 else math.nan, "bias_rms": 0.1})
+                    rows.append(
+                        {
+                            "model": model,
+                            "kind": "trained",
+                            "seed": seed,
+                            "factor": factor,
+                            "seq_len": 256 * factor,
+                            "condition": condition,
+                            "n_sequences": 16,
+                            "n_estimate": 8,
+                            "loss": 3.0 + gap,
+                            "loss_sem": 0.01,
+                            "delta": gap - none,
+                            "delta_sem": 0.001,
+                            "gap": gap,
+                            "gap_sem": 0.002,
+                            "effect": effect if condition == "pattern" else (0.0 if factor > 1 else math.nan),
+                            "effect_sem": 0.004 if factor > 1 else math.nan,
+                            "bias_rms": 0.1,
+                        }
+                    )
     if with_pretrained:  # a pretrained model: one length, no training seed, no gap: not a setting of claim 11
         for condition in ("none", "pattern", "shuffled"):
-            rows.append({"model": "llm", "kind": "pretrained", "seed": -1, "factor": 1, "seq_len": 1024,
-                         "condition": condition, "n_sequences": 16, "n_estimate": 8, "loss": 2.5, "loss_sem": 0.01,
-                         "delta": 0.0, "delta_sem": 0.0, "gap": math.nan, "gap_sem": math.nan, "effect": math.nan,
-                         "effect_sem": math.nan, "bias_rms": 0.1})
+            rows.append(
+                {
+                    "model": "llm",
+                    "kind": "pretrained",
+                    "seed": -1,
+                    "factor": 1,
+                    "seq_len": 1024,
+                    "condition": condition,
+                    "n_sequences": 16,
+                    "n_estimate": 8,
+                    "loss": 2.5,
+                    "loss_sem": 0.01,
+                    "delta": 0.0,
+                    "delta_sem": 0.0,
+                    "gap": math.nan,
+                    "gap_sem": math.nan,
+                    "effect": math.nan,
+                    "effect_sem": math.nan,
+                    "bias_rms": 0.1,
+                }
+            )
     return pd.DataFrame(rows, columns=ABLATION_COLUMNS)
 
 
@@ -75,7 +107,11 @@ def shifted(base, model, factor):
 def test_consistently_negative_effects_are_supported_with_t_over_seeds():
     rows = claim11_rows(ablation_table(lambda m, f: shifted(NEGATIVE, m, f)))
     assert len(rows) == 4 and list(zip(rows["model"], rows["label"])) == [
-        ("nope", "nope 2x"), ("nope", "nope 4x"), ("rope", "rope 2x"), ("rope", "rope 4x")]
+        ("nope", "nope 2x"),
+        ("nope", "nope 4x"),
+        ("rope", "rope 2x"),
+        ("rope", "rope 4x"),
+    ]
     assert rows["setting"][1] == "nope, 4x the training length (1024 tokens)"
     p_for, p_against = [], []
     for (_, got), (model, factor) in zip(rows.iterrows(), [(m, f) for m in MODELS for f in (2, 4)]):
@@ -117,8 +153,7 @@ def test_effects_scattered_around_zero_are_inconclusive():
 
 def test_a_threshold_of_the_config_moves_the_test():
     """The t statistic is (mean - threshold) / SE: effects of about -0.03 are not below -0.1."""
-    rows = claim11_rows(ablation_table(lambda m, f: shifted(NEGATIVE, m, f)),
-                        thresholds={"ablation_effect": -0.1})
+    rows = claim11_rows(ablation_table(lambda m, f: shifted(NEGATIVE, m, f)), thresholds={"ablation_effect": -0.1})
     assert list(rows["verdict"]) == ["not supported"] * 4 and (rows["threshold"] == -0.1).all()
 
 
@@ -139,8 +174,10 @@ def test_identical_effects_over_seeds_count_as_a_test_not_as_exact():
 
 
 def test_no_table_or_no_trained_rows_give_one_absent_row():
-    for table, words in ((None, "no pattern_ablation table"), (pd.DataFrame(columns=ABLATION_COLUMNS),
-                                                                 "no pattern_ablation table")):
+    for table, words in (
+        (None, "no pattern_ablation table"),
+        (pd.DataFrame(columns=ABLATION_COLUMNS), "no pattern_ablation table"),
+    ):
         (got,) = claim11_rows(table).itertuples()
         assert got.claim_id == "11a" and got.verdict == "inconclusive" and np.isnan(got.value) and words in got.note
     pretrained_only = ablation_table(lambda m, f: NEGATIVE)
@@ -175,14 +212,17 @@ def test_claim_11_is_a_family_of_its_own():
         truth.append(m)
     sims = sim_table("l2_alpha0.0", truth, sem=1e-3)
     common = dict(n_bootstrap=R, recursion=recursion)
-    with_11 = build_ledger(sims, None, None, None, None, pattern_ablation=ablation_table(
-        lambda m, f: shifted(NEGATIVE, m, f)), **common)
+    with_11 = build_ledger(
+        sims, None, None, None, None, pattern_ablation=ablation_table(lambda m, f: shifted(NEGATIVE, m, f)), **common
+    )
     without = build_ledger(sims, None, None, None, None, **common)
     ten = with_11[with_11["claim"] == 10]
     assert np.isfinite(ten["p_adjusted"]).sum() >= 2  # claim 10 has tests to disturb
-    pd.testing.assert_frame_equal(with_11[with_11["claim"] != 11].reset_index(drop=True),
-                                  without[without["claim"] != 11].reset_index(drop=True),
-                                  check_dtype=False)  # `model`: strings beside claim 11's, else all NaN
+    pd.testing.assert_frame_equal(
+        with_11[with_11["claim"] != 11].reset_index(drop=True),
+        without[without["claim"] != 11].reset_index(drop=True),
+        check_dtype=False,
+    )  # `model`: strings beside claim 11's, else all NaN
     eleven = with_11[with_11["claim"] == 11]
     np.testing.assert_allclose(eleven["p_adjusted"], holm(eleven["p_value"]), rtol=1e-12)
 

@@ -71,13 +71,16 @@ def test_the_schema_lists_every_threshold_in_order_and_refuses_the_removed_ones(
     assert sorted(thresholds["propertyNames"]["not"]["enum"]) == sorted(REMOVED_THRESHOLDS)
 
 
-@pytest.mark.parametrize("bounds, inside, outside, schema", [
-    ("(0, 1)", [0.5, 1e-9], [0, 1, -1], {"exclusiveMinimum": 0, "exclusiveMaximum": 1}),
-    ("[0.5, 1)", [0.5, 0.99], [0.49, 1], {"minimum": 0.5, "exclusiveMaximum": 1}),
-    ("(-inf, 0]", [0, -5], [1e-9], {"maximum": 0}),
-    ("[1, inf)", [1, 100], [0.99], {"minimum": 1}),
-    ("(0, inf)", [1e-12, 9], [0, -1], {"exclusiveMinimum": 0}),
-])
+@pytest.mark.parametrize(
+    "bounds, inside, outside, schema",
+    [
+        ("(0, 1)", [0.5, 1e-9], [0, 1, -1], {"exclusiveMinimum": 0, "exclusiveMaximum": 1}),
+        ("[0.5, 1)", [0.5, 0.99], [0.49, 1], {"minimum": 0.5, "exclusiveMaximum": 1}),
+        ("(-inf, 0]", [0, -5], [1e-9], {"maximum": 0}),
+        ("[1, inf)", [1, 100], [0.99], {"minimum": 1}),
+        ("(0, inf)", [1e-12, 9], [0, -1], {"exclusiveMinimum": 0}),
+    ],
+)
 def test_bounds_read_as_intervals(bounds, inside, outside, schema):
     record = Threshold("x", inside[0], bounds, "m", "w")
     assert all(record.allows(v) for v in inside) and not any(record.allows(v) for v in outside)

@@ -9,8 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalpos.catalogue.figures import (CONFIGURABLE, FIGURE_CAPTIONS, FIGURES, MODEL_SETS, RENDERED, FigureSpec,
-                                         figure_spec)
+from causalpos.catalogue.figures import (
+    CONFIGURABLE,
+    FIGURE_CAPTIONS,
+    FIGURES,
+    MODEL_SETS,
+    RENDERED,
+    FigureSpec,
+    figure_spec,
+)
 from causalpos.catalogue.tables import TABLES
 from unit_tables import two_models
 
@@ -85,10 +92,18 @@ def test_m1_draws_the_summary_table_with_the_numbers_it_computed_before(summarie
     old = nonrelativeness(tables["scores"])
     fig = fig_nonrelativeness({"nonrelativeness": written["nonrelativeness"]}, {})
     expected = []
-    for panel in (["index", "index_no_sink", "index_noise"], ["deficit", "deficit_no_sink"],
-                  ["score_std", "pattern_std"]):
-        expected.append([old[old["model"] == m].sort_values("layer")[c].to_numpy(float)
-                         for m in pd.unique(old["model"]) for c in panel])
+    for panel in (
+        ["index", "index_no_sink", "index_noise"],
+        ["deficit", "deficit_no_sink"],
+        ["score_std", "pattern_std"],
+    ):
+        expected.append(
+            [
+                old[old["model"] == m].sort_values("layer")[c].to_numpy(float)
+                for m in pd.unique(old["model"])
+                for c in panel
+            ]
+        )
     drawn = lines_by_panel(fig)
     drawn = [[y for y in panel if len(y) > 2 or not np.allclose(y, 0.0)] for panel in drawn]  # less the zero lines
     assert len(drawn) == 3
@@ -106,15 +121,17 @@ def test_m2_and_m3_draw_the_summary_tables_as_computed_before(summaries):
     old = increasing_fraction(tables["scores"])
     fig = fig_increasing_fraction({"increasing_fraction": written["increasing_fraction"]}, {})
     got = [np.asarray(c.lines[0].get_ydata(), dtype=float) for c in fig.axes[0].containers]
-    want = [old[old["model"] == m].sort_values("layer")[c].to_numpy(float)
-            for m in pd.unique(old["model"]) for c in ("fraction", "fraction_no_sink")]
+    want = [
+        old[old["model"] == m].sort_values("layer")[c].to_numpy(float)
+        for m in pd.unique(old["model"])
+        for c in ("fraction", "fraction_no_sink")
+    ]
     assert len(got) == len(want) == 4
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
     old = probe_summary(tables["probe"])
     fig = fig_position_probe({"position_probe": written["position_probe"]}, {})
-    ratio = [np.asarray(line.get_ydata(), dtype=float) for line in fig.axes[1].get_lines()
-             if len(line.get_xdata()) > 2]
+    ratio = [np.asarray(line.get_ydata(), dtype=float) for line in fig.axes[1].get_lines() if len(line.get_xdata()) > 2]
     want = [old[old["model"] == m].sort_values("layer")["ratio"].to_numpy(float) for m in pd.unique(old["model"])]
     assert len(ratio) == len(want) == 2
     for a, b in zip(ratio, want):

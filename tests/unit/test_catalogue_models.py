@@ -7,13 +7,34 @@ from pathlib import Path
 
 import pytest
 
-from causalpos.catalogue.models import (KINDS, NOPE, PRETRAINED_KIND, ROPE, TRAINED, TRAINED_KIND, TRAINED_LABELS,
-                                        TRAINED_MODELS, is_nope, is_trained, kind_of, label, model_labels, ordered,
-                                        parse_run, seed_run, trained_model, uses_rope)
+from causalpos.catalogue.models import (
+    KINDS,
+    NOPE,
+    PRETRAINED_KIND,
+    ROPE,
+    TRAINED,
+    TRAINED_KIND,
+    TRAINED_LABELS,
+    TRAINED_MODELS,
+    is_nope,
+    is_trained,
+    kind_of,
+    label,
+    model_labels,
+    ordered,
+    parse_run,
+    seed_run,
+    trained_model,
+    uses_rope,
+)
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "causalpos"
-DEFAULT_RUN = {"nope": (TRAINED_KIND, True, False), "rope": (TRAINED_KIND, False, True),
-               "smollm2_135m": (PRETRAINED_KIND, False, False), "gemma3_270m": (PRETRAINED_KIND, False, False)}
+DEFAULT_RUN = {
+    "nope": (TRAINED_KIND, True, False),
+    "rope": (TRAINED_KIND, False, True),
+    "smollm2_135m": (PRETRAINED_KIND, False, False),
+    "gemma3_270m": (PRETRAINED_KIND, False, False),
+}
 
 
 @pytest.mark.parametrize("name", DEFAULT_RUN)
@@ -25,8 +46,9 @@ def test_the_default_runs_models(name):
         assert uses_rope(name) == rope
 
 
-@pytest.mark.parametrize("run, model, seed", [("nope", "nope", None), ("rope_seed3", "rope", 3),
-                                              ("nope_seed12", "nope", 12)])
+@pytest.mark.parametrize(
+    "run, model, seed", [("nope", "nope", None), ("rope_seed3", "rope", 3), ("nope_seed12", "nope", 12)]
+)
 def test_seed_runs_are_their_models(run, model, seed):
     assert parse_run(run) == (model, seed) and seed_run(model, seed) == run
     assert is_trained(run) and is_nope(run) == (model == NOPE) and trained_model(run) is TRAINED_MODELS[model]
@@ -87,8 +109,11 @@ def name_tests(code: str) -> bool:
 
 
 def test_the_name_test_finds_what_it_should():
-    assert name_tests('if model == "rope":') and name_tests("x = 'nope' in name") and name_tests(
-        'if m in ("nope", "rope"):')
+    assert (
+        name_tests('if model == "rope":')
+        and name_tests("x = 'nope' in name")
+        and name_tests('if m in ("nope", "rope"):')
+    )
     assert not name_tests('if v.pe == "rope":') and not name_tests('if p["pe"] == "rope":')
     assert not name_tests('Variant(pe="rope")')
 

@@ -11,8 +11,7 @@ import pytest
 from causalpos.catalogue import paths
 from causalpos.catalogue.models import seed_run
 from causalpos.catalogue.columns import COMMON
-from causalpos.catalogue.tables import (ACTIVATION_TABLES, EMERGENCE_TABLES, SUMMARY_FILES, SUMMARY_TABLES, TABLES,
-                                        table)
+from causalpos.catalogue.tables import ACTIVATION_TABLES, EMERGENCE_TABLES, SUMMARY_FILES, SUMMARY_TABLES, TABLES, table
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "causalpos"
 
@@ -48,8 +47,9 @@ def test_the_old_path_functions_are_the_records():
     assert paths.recursion_table("r") == "r/theory/recursion.parquet"
     assert paths.documents() == "results/data/documents.parquet"
     assert paths.activation_tables("m") == {t: f"results/activations/m/{t}.parquet" for t in ACTIVATION_TABLES}
-    assert paths.emergence_tables("{model}") == {t: f"results/emergence/{{model}}/{t}.parquet"
-                                                 for t in EMERGENCE_TABLES}
+    assert paths.emergence_tables("{model}") == {
+        t: f"results/emergence/{{model}}/{t}.parquet" for t in EMERGENCE_TABLES
+    }
     assert paths.pretrained_ablation("m") == "results/activations/m/pattern_ablation.parquet"
     assert paths.model_file("nope", paths.ABLATION_FILE) == paths.table_file("pattern_ablation", model="nope")
     assert paths.table_file("length_eval", model=seed_run("nope", 2)) == "results/models/nope_seed2/length_eval.parquet"
@@ -74,10 +74,14 @@ def test_common_meanings_are_used():
 def code_strings(path: Path):
     """(line, text) of every string constant of a module's code: f-string parts included, docstrings left out."""
     tree = ast.parse(path.read_text())
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr)
-                  and isinstance(node.body[0].value, ast.Constant)}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             yield node.lineno, node.value
@@ -92,13 +96,19 @@ def test_a_tables_file_name_is_written_in_one_place():
         relative = path.relative_to(SRC)
         if relative == Path("catalogue/tables.py"):
             continue
-        found += [f"{relative}:{line}: {text!r}" for line, text in code_strings(path)
-                  if any(text.endswith(name) for name in names)]
+        found += [
+            f"{relative}:{line}: {text!r}"
+            for line, text in code_strings(path)
+            if any(text.endswith(name) for name in names)
+        ]
     workflow = SRC.parents[1]
     for path in [workflow / "Snakefile", *sorted((workflow / "rules").glob("*.smk"))]:  # the rules: Snakemake's syntax
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            found += [f"{path.name}:{number}: {text!r}" for text in re.findall(r"[\"']([^\"']+)[\"']", line)
-                      if any(text.endswith(name) for name in names)]
+            found += [
+                f"{path.name}:{number}: {text!r}"
+                for text in re.findall(r"[\"']([^\"']+)[\"']", line)
+                if any(text.endswith(name) for name in names)
+            ]
     assert found == []
 
 
@@ -112,11 +122,16 @@ def test_the_catalogue_imports_only_the_standard_library_numpy_pandas_and_base_m
     found = []
     for path in sorted((SRC / "catalogue").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            )
             for name in names:
                 top = name.split(".")[0]
-                if top in sys.stdlib_module_names or any(name == a or name.startswith(a + ".") for a in ALLOWED_IMPORTS):
+                if top in sys.stdlib_module_names or any(
+                    name == a or name.startswith(a + ".") for a in ALLOWED_IMPORTS
+                ):
                     continue
                 found.append(f"{path.name}: {name}")
     assert found == []
@@ -124,13 +139,17 @@ def test_the_catalogue_imports_only_the_standard_library_numpy_pandas_and_base_m
 
 def test_a_figures_input_files_come_from_its_record():
     assert paths.figure_inputs("figS1_mc_vs_closed_form", "r", variants=["a", "b"]) == {
-        "simulation": ["r/simulation/a.parquet", "r/simulation/b.parquet"], "theory": ["r/theory/layer2_scores.parquet"]}
+        "simulation": ["r/simulation/a.parquet", "r/simulation/b.parquet"],
+        "theory": ["r/theory/layer2_scores.parquet"],
+    }
     assert paths.figure_inputs("figT1_training_loss", "r") == {  # no models in the record: the trained ones
         "metrics": ["r/models/nope/metrics.parquet", "r/models/rope/metrics.parquet"],
-        "blocks": ["r/tokens/blocks.json"]}
+        "blocks": ["r/tokens/blocks.json"],
+    }
     assert paths.figure_inputs("fig05_llms", "r", models=["smol"]) == {"scores": ["r/activations/smol/scores.parquet"]}
     # rule summary's table holds every model: one file, whatever the models
     assert paths.figure_inputs("figM1_nonrelativeness", "r", models=["a", "b"]) == {
-        "nonrelativeness": ["r/summary/nonrelativeness.parquet"]}
+        "nonrelativeness": ["r/summary/nonrelativeness.parquet"]
+    }
     with pytest.raises(ValueError, match="drawn by the rule that writes its table 'convergence'"):
         paths.figure_inputs("figL2_convergence")

@@ -67,12 +67,16 @@ def test_a_statement_changes_exactly_the_rules_that_import_it(source_copy):
     assert {"simulate", "train", "claims", "figure"} <= changed  # every rule that writes Parquet reads io
 
 
-@pytest.mark.parametrize("module, yes, no", [
-    ("models/train.py", {"train", "length_eval", "pattern_ablation"}, {"theory", "simulate", "claims"}),
-    ("simulation/engine.py", {"simulate"}, {"train", "recursion", "theory"}),
-    ("figures/style.py", {"figure", "model_figure", "claims"}, {"simulate", "train", "extract"}),
-    ("analysis/claims/ledger.py", {"claims", "convergence"}, {"summary", "figure", "train"}),
-])
+@pytest.mark.parametrize(
+    "module, yes, no",
+    [
+        ("models/train.py", {"train", "emergence"}, {"length_eval", "theory", "simulate", "claims"}),
+        ("models/blocks.py", {"train", "length_eval", "pattern_ablation", "emergence"}, {"theory", "claims"}),
+        ("simulation/engine.py", {"simulate"}, {"train", "recursion", "theory"}),
+        ("figures/style.py", {"figure", "model_figure", "claims"}, {"simulate", "train", "extract"}),
+        ("analysis/claims/ledger.py", {"claims", "convergence"}, {"summary", "figure", "train"}),
+    ],
+)
 def test_an_edit_reruns_its_users_and_not_the_others(source_copy, module, yes, no):
     before = digests(source_copy)
     path = source_copy / module

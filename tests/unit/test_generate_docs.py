@@ -39,14 +39,22 @@ def test_a_section_replaces_only_what_is_between_its_markers(script):
     assert new == "# Title\n\nprose\n<!-- demo:start -->\n| a |\n| b |\n<!-- demo:end -->\nmore prose\n"
     assert docsgen.replaced(new, sec) == new  # written twice: the same
     yaml_sec = docsgen.Section("keys", "schema.yaml", lambda: "      a: 1")
-    assert docsgen.replaced("x:\n      # keys:start\n      # keys:end\n", yaml_sec) == \
-        "x:\n      # keys:start\n      a: 1\n      # keys:end\n"
+    assert (
+        docsgen.replaced("x:\n      # keys:start\n      # keys:end\n", yaml_sec)
+        == "x:\n      # keys:start\n      a: 1\n      # keys:end\n"
+    )
     rst = docsgen.Section("cap", "report/c.rst", lambda: "text")
     assert docsgen.replaced("{#- cap:start -#}\n{#- cap:end -#}\n", rst) == "{#- cap:start -#}\ntext\n{#- cap:end -#}\n"
 
 
-@pytest.mark.parametrize("page", ["no markers\n", "<!-- demo:start -->\n<!-- demo:start -->\n<!-- demo:end -->\n",
-                                  "<!-- demo:end -->\n<!-- demo:start -->\n"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "no markers\n",
+        "<!-- demo:start -->\n<!-- demo:start -->\n<!-- demo:end -->\n",
+        "<!-- demo:end -->\n<!-- demo:start -->\n",
+    ],
+)
 def test_missing_or_doubled_markers_are_named(script, page):
     sec = script.docsgen.Section("demo", "docs/x.md", lambda: "")
     with pytest.raises(ValueError, match="docs/x.md needs the markers <!-- demo:start --> ... <!-- demo:end -->"):
@@ -63,8 +71,9 @@ def test_a_section_is_registered_once_and_only_for_a_known_kind_of_page(script):
 def test_check_names_a_section_that_is_out_of_date(script, monkeypatch, capsys):
     """A record changed without running the generator: --check exits 1 and names the section and its page."""
     sec = script.SECTIONS["figures"]
-    monkeypatch.setitem(script.SECTIONS, "figures", script.docsgen.Section(sec.name, sec.page,
-                                                                          lambda: sec.render() + "\n| new |"))
+    monkeypatch.setitem(
+        script.SECTIONS, "figures", script.docsgen.Section(sec.name, sec.page, lambda: sec.render() + "\n| new |")
+    )
     assert script.main(["--check", "figures"]) == 1
     assert "docs/figures.md: section figures is out of date" in capsys.readouterr().out
     assert script.main(["--check", "nothing"]) == 2

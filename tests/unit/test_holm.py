@@ -135,6 +135,7 @@ def replicated(matrix: np.ndarray, sem: float, seed: int = 0) -> np.ndarray:
 
 def increase_by_loops(x: np.ndarray, size: int) -> tuple[float, float]:
     """2c's p's with plain loops and scipy: the largest adjacent-step p for, Bonferroni over all pairs against."""
+
     def at(i, j):
         return x[i * (i + 1) // 2 + j]
 
@@ -156,8 +157,9 @@ def test_2c_intersection_union_and_bonferroni_on_a_constructed_matrix():
     x = replicated(rising, 1e-3)
     found = increase_pvalues(x, S)
     assert (found["p_value"], found["p_against"]) == pytest.approx(increase_by_loops(x, S), rel=1e-9)
-    assert found["steps"] == sum(i - 1 for i in range(2, S)) and found["pairs"] == sum(i * (i - 1) // 2
-                                                                                        for i in range(2, S))
+    assert found["steps"] == sum(i - 1 for i in range(2, S)) and found["pairs"] == sum(
+        i * (i - 1) // 2 for i in range(2, S)
+    )
     assert found["p_value"] < 1e-10 and found["p_against"] == 1.0  # every step 20 SE up: supported
     dipped = rising.copy()
     dipped[8, 5] = dipped[8, 6] + 0.01  # one pair of one row falls by ~7 SE (of a difference)
@@ -176,14 +178,17 @@ def test_the_ledgers_adjustment_is_holm_over_its_family():
     assert family.sum() >= 10 and not tested["exact"].any()
     np.testing.assert_allclose(tested["p_adjusted"], holm_by_definition(tested["p_value"]), rtol=1e-12)
     np.testing.assert_allclose(tested["p_against_adjusted"], holm_by_definition(tested["p_against"]), rtol=1e-12)
-    assert [verdict(a, b) for a, b in zip(tested["p_adjusted"], tested["p_against_adjusted"])] == \
-        list(tested["verdict"])
+    assert [verdict(a, b) for a, b in zip(tested["p_adjusted"], tested["p_against_adjusted"])] == list(
+        tested["verdict"]
+    )
     outside = ledger[~family]
     assert ((outside["p_adjusted"] == outside["p_value"]) | outside["p_value"].isna()).all()  # left as they are
     decided = outside["verdict"].eq("by construction") | outside["claim_id"].eq("9a")  # not tests: no p's
     assert (outside["p_value"].notna() == (outside["exact"] & ~decided)).all()  # the others outside: exact rows
-    assert outside.loc[outside["exact"] & ~decided, "p_value"].isin([0.0, 1.0]).all() and (outside["exact"] <=
-                                                                                (outside["uncertainty"] == 0)).all()
+    assert (
+        outside.loc[outside["exact"] & ~decided, "p_value"].isin([0.0, 1.0]).all()
+        and (outside["exact"] <= (outside["uncertainty"] == 0)).all()
+    )
     assert outside.loc[outside["claim_id"] == "9a", "p_value"].isna().all()  # not a test
     # an estimate whose replicates do not vary (a concordance of 1 in every one) is no closed form: it counts
     assert ((tested["uncertainty"] == 0) & tested["claim_id"].isin(["2a", "7a"])).any()
@@ -210,7 +215,7 @@ def test_the_convergence_table_adjusts_within_each_rebuilt_ledger():
     assert frame["n_sequences"].nunique() >= 2
     for _, rows in frame.groupby(["model", "n_sequences"]):
         family = in_family(rows.assign(exact=False))
-        np.testing.assert_allclose(rows.loc[family, "p_adjusted"], holm_by_definition(rows.loc[family, "p_value"]),
-                                   rtol=1e-12)
-        assert [verdict(a, b) for a, b in zip(rows["p_adjusted"], rows["p_against_adjusted"])] == \
-            list(rows["verdict"])
+        np.testing.assert_allclose(
+            rows.loc[family, "p_adjusted"], holm_by_definition(rows.loc[family, "p_value"]), rtol=1e-12
+        )
+        assert [verdict(a, b) for a, b in zip(rows["p_adjusted"], rows["p_against_adjusted"])] == list(rows["verdict"])

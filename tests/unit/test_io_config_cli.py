@@ -72,7 +72,10 @@ def test_the_schema_holds_every_training_default(config):
     assert config["training"] == training_defaults() and config["training"]["threads"] == 8
     assert config["extraction"]["threads"] == 8
     assert training_defaults({"steps": 7, "model": {"n_layers": 2}}) == {
-        **training_defaults(), "steps": 7, "model": {**training_defaults()["model"], "n_layers": 2}}
+        **training_defaults(),
+        "steps": 7,
+        "model": {**training_defaults()["model"], "n_layers": 2},
+    }
     with pytest.raises(ConfigError, match=r"training.model.n_heads = 0 is invalid"):
         training_defaults({"model": {"n_heads": 0}})
     with pytest.raises(ConfigError, match=r"training: unknown key\(s\) \['dropout'\]"):
@@ -86,18 +89,21 @@ def test_variant_inherits_defaults_and_overrides(config):
     assert params["d"] == config["simulation"]["defaults"]["d"]
 
 
-@pytest.mark.parametrize("path, value, expected", [
-    (("simulation", "defaults", "alpha"), 1.0, "simulation.defaults.alpha"),
-    (("simulation", "defaults", "alpha"), -0.5, "simulation.defaults.alpha"),
-    (("simulation", "defaults", "seq_len"), 1, "simulation.defaults.seq_len"),
-    (("simulation", "defaults", "norm"), "batchnorm", "allowed values: ['l2', 'layernorm']"),
-    (("simulation", "defaults", "typo"), 3, "unknown key(s) ['typo']"),
-    (("theory", "alphas"), [0.2, 1.5], "theory.alphas.1"),
-    (("plot", "formats"), ["jpg"], "plot.formats.0"),
-    (("device",), "tpu", "allowed values: ['auto', 'cpu', 'cuda']"),
-    (("training", "model", "n_heads"), 0, "training.model.n_heads"),
-    (("training", "dropout"), 0.1, "unknown key(s) ['dropout']"),
-])
+@pytest.mark.parametrize(
+    "path, value, expected",
+    [
+        (("simulation", "defaults", "alpha"), 1.0, "simulation.defaults.alpha"),
+        (("simulation", "defaults", "alpha"), -0.5, "simulation.defaults.alpha"),
+        (("simulation", "defaults", "seq_len"), 1, "simulation.defaults.seq_len"),
+        (("simulation", "defaults", "norm"), "batchnorm", "allowed values: ['l2', 'layernorm']"),
+        (("simulation", "defaults", "typo"), 3, "unknown key(s) ['typo']"),
+        (("theory", "alphas"), [0.2, 1.5], "theory.alphas.1"),
+        (("plot", "formats"), ["jpg"], "plot.formats.0"),
+        (("device",), "tpu", "allowed values: ['auto', 'cpu', 'cuda']"),
+        (("training", "model", "n_heads"), 0, "training.model.n_heads"),
+        (("training", "dropout"), 0.1, "unknown key(s) ['dropout']"),
+    ],
+)
 def test_bad_values_name_the_key(config, path, value, expected):
     node = config
     for key in path[:-1]:
@@ -119,13 +125,21 @@ def test_cross_key_checks(config):
         validate_config(bad)
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda c: c["training"]["model"].update(n_heads=3),
-     "training.model.n_heads = 3 does not divide training.model.hidden_size = 256"),
-    (lambda c: c["tokenizer"].update(block_len=2048), "tokenizer.block_len = 2048 exceeds training.model.context"),
-    (lambda c: c["evaluation"].update(length_factors=[1, 8]), "evaluation.length_factors: 8 x tokenizer.block_len"),
-    (lambda c: c["training"].update(lr=0.01, min_lr=0.1), "training.min_lr = 0.1 must be between 0 and training.lr"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (
+            lambda c: c["training"]["model"].update(n_heads=3),
+            "training.model.n_heads = 3 does not divide training.model.hidden_size = 256",
+        ),
+        (lambda c: c["tokenizer"].update(block_len=2048), "tokenizer.block_len = 2048 exceeds training.model.context"),
+        (lambda c: c["evaluation"].update(length_factors=[1, 8]), "evaluation.length_factors: 8 x tokenizer.block_len"),
+        (
+            lambda c: c["training"].update(lr=0.01, min_lr=0.1),
+            "training.min_lr = 0.1 must be between 0 and training.lr",
+        ),
+    ],
+)
 def test_training_settings_are_checked_with_the_config(config, change, expected):
     """A training setting that cannot work stops the workflow at its start, not after sampling and tokenising."""
     change(config)
@@ -152,18 +166,30 @@ def test_cli_names_a_missing_corpus_path(tmp_path, capsys):
     assert not (tmp_path / "r" / "data" / "documents.parquet").exists()
 
 
-@pytest.mark.parametrize("change, expected", [
-    (lambda c: c["extraction"]["pretrained"]["models"].update(nope={"gguf": "embedded"}),
-     "extraction.pretrained.models.nope: 'nope' is the name of a trained model"),
-    (lambda c: c["extraction"]["pretrained"]["models"].update(mine={"path": "/no/such/folder"}),
-     "extraction.pretrained.models.mine.path: folder /no/such/folder does not exist"),
-    (lambda c: c["extraction"]["pretrained"]["models"].update(two={"name": "a/b", "path": "/tmp"}),
-     "extraction.pretrained.models.two: give exactly one of gguf, path, name"),
-    (lambda c: c["extraction"].update(intermediates_layer=3), "extraction.intermediates_layer = 3 is out of range"),
-    (lambda c: c["figures"]["fig03_intermediates"].update(model="gpt2"), "figures.fig03_intermediates.model = 'gpt2'"),
-    (lambda c: c["figures"]["fig05_llms"].update(models=["llama"]), "figures.fig05_llms.models: ['llama']"),
-    (lambda c: c["extraction"]["pretrained"].update(models={}), "figures.fig05_llms: name at least one model"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (
+            lambda c: c["extraction"]["pretrained"]["models"].update(nope={"gguf": "embedded"}),
+            "extraction.pretrained.models.nope: 'nope' is the name of a trained model",
+        ),
+        (
+            lambda c: c["extraction"]["pretrained"]["models"].update(mine={"path": "/no/such/folder"}),
+            "extraction.pretrained.models.mine.path: folder /no/such/folder does not exist",
+        ),
+        (
+            lambda c: c["extraction"]["pretrained"]["models"].update(two={"name": "a/b", "path": "/tmp"}),
+            "extraction.pretrained.models.two: give exactly one of gguf, path, name",
+        ),
+        (lambda c: c["extraction"].update(intermediates_layer=3), "extraction.intermediates_layer = 3 is out of range"),
+        (
+            lambda c: c["figures"]["fig03_intermediates"].update(model="gpt2"),
+            "figures.fig03_intermediates.model = 'gpt2'",
+        ),
+        (lambda c: c["figures"]["fig05_llms"].update(models=["llama"]), "figures.fig05_llms.models: ['llama']"),
+        (lambda c: c["extraction"]["pretrained"].update(models={}), "figures.fig05_llms: name at least one model"),
+    ],
+)
 def test_extraction_settings_are_checked_with_the_config(config, change, expected):
     change(config)
     with pytest.raises(ConfigError) as err:

@@ -11,24 +11,47 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from causalpos.analysis.lengths import (LENGTH_SEED_COLUMNS, PAIR_TEST_COLUMNS, length_seed_frame,
-                                        paired_differences, paired_tests, reading, sign_flip_p, sign_test_p,
-                                        t_quantile, t_two_sided_p, with_gaps)
+from causalpos.analysis.lengths import (
+    LENGTH_SEED_COLUMNS,
+    PAIR_TEST_COLUMNS,
+    length_seed_frame,
+    paired_differences,
+    paired_tests,
+    reading,
+    sign_flip_p,
+    sign_test_p,
+    t_quantile,
+    t_two_sided_p,
+    with_gaps,
+)
 
 PAIR_ROW = "nope - rope"
-SAMPLES = [np.array([-0.026, -0.010, -0.013]),  # the three-seed result at 2x (docs/models.md)
-           np.array([-0.03, 0.004, -0.011, -0.02, -0.007]),
-           np.array([0.5, -1.25, 2.0, -0.75, 0.1, 0.3]),
-           np.array([-0.2, -0.1, 0.0, -0.4, -0.3, 0.05, -0.15])]
+SAMPLES = [
+    np.array([-0.026, -0.010, -0.013]),  # the three-seed result at 2x (docs/models.md)
+    np.array([-0.03, 0.004, -0.011, -0.02, -0.007]),
+    np.array([0.5, -1.25, 2.0, -0.75, 0.1, 0.3]),
+    np.array([-0.2, -0.1, 0.0, -0.4, -0.3, 0.05, -0.15]),
+]
 
 
 def per_seed_table(seeds=(0, 1, 2, 3, 4), factors=(1, 2, 4), seed=0) -> pd.DataFrame:
     """A simulated length_eval over seeds: RoPE's loss rises faster with length, plus seed noise."""
     rng = np.random.default_rng(seed)
-    rows = [{"model": m, "seed": s, "factor": f, "seq_len": 64 * f,
-             "heldout_loss": 5.5 + (0.2 if m == "nope" else 0.0) + (0.005 if m == "nope" else 0.02) * math.log2(f)
-             + rng.normal(scale=0.01)}
-            for m in ("nope", "rope") for s in seeds for f in factors]
+    rows = [
+        {
+            "model": m,
+            "seed": s,
+            "factor": f,
+            "seq_len": 64 * f,
+            "heldout_loss": 5.5
+            + (0.2 if m == "nope" else 0.0)
+            + (0.005 if m == "nope" else 0.02) * math.log2(f)
+            + rng.normal(scale=0.01),
+        }
+        for m in ("nope", "rope")
+        for s in seeds
+        for f in factors
+    ]
     return pd.DataFrame(rows)
 
 
@@ -37,8 +60,10 @@ def brute_force_sign_flip(d) -> tuple[float, float]:
     observed = sum(d)
     sums = [sum(s * x for s, x in zip(signs, d)) for signs in itertools.product((1, -1), repeat=len(d))]
     eps = 1e-12
-    return (sum(abs(v) >= abs(observed) - eps for v in sums) / len(sums),
-            sum(v <= observed + eps for v in sums) / len(sums))
+    return (
+        sum(abs(v) >= abs(observed) - eps for v in sums) / len(sums),
+        sum(v <= observed + eps for v in sums) / len(sums),
+    )
 
 
 # ---------------------------------------------------------------- against scipy and an enumeration
@@ -71,8 +96,13 @@ def test_exact_p_is_the_enumeration_of_every_sign_assignment(d):
     two, one = brute_force_sign_flip(list(d))
     assert (row["exact_p"], row["exact_p_one_sided"]) == pytest.approx((two, one), abs=1e-15)
     for alternative, mine in (("two-sided", two), ("less", one)):
-        result = stats.permutation_test((d, np.zeros_like(d)), lambda x, y, axis: np.sum(x - y, axis=axis),
-                                        permutation_type="samples", n_resamples=np.inf, alternative=alternative)
+        result = stats.permutation_test(
+            (d, np.zeros_like(d)),
+            lambda x, y, axis: np.sum(x - y, axis=axis),
+            permutation_type="samples",
+            n_resamples=np.inf,
+            alternative=alternative,
+        )
         assert mine == pytest.approx(result.pvalue, abs=1e-12)
 
 
@@ -85,7 +115,8 @@ def test_sign_test_agrees_with_scipy_binomtest_and_drops_ties(d):
     k = int(row["n_negative"])
     assert row["sign_p"] == pytest.approx(stats.binomtest(k, len(signed), 0.5).pvalue, rel=1e-12)
     assert row["sign_p_one_sided"] == pytest.approx(
-        stats.binomtest(k, len(signed), 0.5, alternative="greater").pvalue, rel=1e-12)
+        stats.binomtest(k, len(signed), 0.5, alternative="greater").pvalue, rel=1e-12
+    )
 
 
 def test_sign_test_over_every_count():
@@ -144,8 +175,16 @@ def test_five_seeds_at_two_lengths_are_not_evidence_after_holm_but_ten_are():
         rows = []
         for seed in range(n):
             for model, step in (("nope", 0.001 * (seed + 1)), ("rope", 0.01 * (seed + 1))):
-                rows += [{"model": model, "seed": seed, "factor": f, "seq_len": 256 * f,
-                          "heldout_loss": 5.0 + step * (f - 1)} for f in (1, 2, 4)]
+                rows += [
+                    {
+                        "model": model,
+                        "seed": seed,
+                        "factor": f,
+                        "seq_len": 256 * f,
+                        "heldout_loss": 5.0 + step * (f - 1),
+                    }
+                    for f in (1, 2, 4)
+                ]
         table = length_seed_frame(pd.DataFrame(rows))
         pair = table[(table["model"] == PAIR_ROW) & (table["factor"] > 1)]
         assert (pair["exact_p_one_sided"] == 1 / 2**n).all() and (pair["exact_p_adjusted"] == adjusted).all()
@@ -203,8 +242,9 @@ def test_a_shift_common_to_both_models_changes_no_test():
     table = length_seed_frame(per_seed)
     by_factor = {1: 0.3, 2: -1.1, 4: 2.5}  # a harder or easier text at each length, for both models
     by_seed = {0: 0.01, 1: -0.02, 2: 0.0, 3: 0.05, 4: -0.04}  # a seed's data order helping both models
-    shifted = per_seed.assign(heldout_loss=per_seed["heldout_loss"] + per_seed["factor"].map(by_factor)
-                              + per_seed["seed"].map(by_seed))
+    shifted = per_seed.assign(
+        heldout_loss=per_seed["heldout_loss"] + per_seed["factor"].map(by_factor) + per_seed["seed"].map(by_seed)
+    )
     other = length_seed_frame(shifted)
     pairs = table["model"] == PAIR_ROW
     columns = ["gap_mean", "gap_sd", "heldout_loss_mean", *[c for c in PAIR_TEST_COLUMNS if c != "reading"]]
@@ -227,8 +267,9 @@ def test_the_figure_shows_each_seeds_difference_and_the_tables_interval():
     per_seed = per_seed_table(seed=2)
     table = length_seed_frame(per_seed)
     gaps = with_gaps(per_seed)
-    right = fig_length_seeds({"length_seeds": table, "length_eval": gaps, "length_pairs": paired_differences(gaps)},
-                             {}).axes[1]
+    right = fig_length_seeds(
+        {"length_seeds": table, "length_eval": gaps, "length_pairs": paired_differences(gaps)}, {}
+    ).axes[1]
     assert right.get_title().endswith("(5 seeds)")
     dots = next(line for line in right.lines if line.get_label() == "one seed")
     seeds = paired_differences(with_gaps(per_seed)).query("factor != 1")  # the figure pairs them on its own
@@ -236,7 +277,8 @@ def test_the_figure_shows_each_seeds_difference_and_the_tables_interval():
     bars = next(c for c in right.containers if c.get_label() == "mean, 95% CI (t)")
     drawn = sorted((seg[:, 1].min(), seg[:, 1].max()) for seg in bars.lines[2][0].get_segments())
     pair = table[(table["model"] == PAIR_ROW) & (table["factor"] != 1)]
-    np.testing.assert_allclose(np.array(drawn), np.array(sorted(zip(pair["diff_ci_low"], pair["diff_ci_high"]))),
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        np.array(drawn), np.array(sorted(zip(pair["diff_ci_low"], pair["diff_ci_high"]))), rtol=1e-9
+    )
     labels = [t.get_text() for t in right.get_xticklabels()]
     assert all(f"p = {p:.3g}" in label for p, label in zip(pair.sort_values("seq_len")["exact_p_one_sided"], labels))

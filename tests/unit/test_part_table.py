@@ -100,8 +100,11 @@ def test_a_part_reads_only_its_own_row_groups(tables, monkeypatch):
     """The extraction's files: each layer's read asks for that layer's row groups alone, not the file."""
     asked = []
     real = pq.ParquetFile.read_row_groups
-    monkeypatch.setattr(pq.ParquetFile, "read_row_groups",
-                        lambda self, groups, **kw: asked.append(list(groups)) or real(self, groups, **kw))
+    monkeypatch.setattr(
+        pq.ParquetFile,
+        "read_row_groups",
+        lambda self, groups, **kw: asked.append(list(groups)) or real(self, groups, **kw),
+    )
     path = tables[0]["groups"]
     meta = pq.ParquetFile(path).metadata
     table = PartTable(path)
@@ -132,8 +135,9 @@ def test_claims_convergence_and_summary_equal_from_parts_and_frames(tables, tmp_
     for source, name in ((frames[0], "frames"), (parts[0], "parts")):
         write_summaries(source, probe, tmp_path / name)
     for file in ("nonrelativeness", "increasing_fraction", "position_probe"):
-        pd.testing.assert_frame_equal(read_table(tmp_path / "frames" / f"{file}.parquet"),
-                                      read_table(tmp_path / "parts" / f"{file}.parquet"))
+        pd.testing.assert_frame_equal(
+            read_table(tmp_path / "frames" / f"{file}.parquet"), read_table(tmp_path / "parts" / f"{file}.parquet")
+        )
 
 
 def test_all_layers_pages_read_their_own_layers(tables, monkeypatch):
@@ -142,9 +146,13 @@ def test_all_layers_pages_read_their_own_layers(tables, monkeypatch):
     from causalpos.figures import render
 
     drawn = {}
-    monkeypatch.setattr(render, "render_figure",
-                        lambda figure, t, options, outputs: drawn.setdefault(options["source"], []).append(
-                            (options["kind"], options["layers"], t["scores"], options.get("n_layers"))))
+    monkeypatch.setattr(
+        render,
+        "render_figure",
+        lambda figure, t, options, outputs: drawn.setdefault(options["source"], []).append(
+            (options["kind"], options["layers"], t["scores"], options.get("n_layers"))
+        ),
+    )
     whole = read_tables(paths_of(tables, "scores"))
     options = {"model": "beta_lm", "layers_per_page": 2}
 
@@ -152,10 +160,14 @@ def test_all_layers_pages_read_their_own_layers(tables, monkeypatch):
         return [f"{kind}{first}-{last}.png"]
 
     render.render_all_layers({"scores": whole}, {**options, "source": "frame"}, page_files)
-    render.render_all_layers({"scores": PartTable(paths_of(tables, "scores"))}, {**options, "source": "parts"},
-                             page_files)
-    assert [p[:2] for p in drawn["frame"]] == [p[:2] for p in drawn["parts"]] == [
-        (kind, run) for kind in ("raw", "diagnorm") for run in ([0, 1], [2])]
+    render.render_all_layers(
+        {"scores": PartTable(paths_of(tables, "scores"))}, {**options, "source": "parts"}, page_files
+    )
+    assert (
+        [p[:2] for p in drawn["frame"]]
+        == [p[:2] for p in drawn["parts"]]
+        == [(kind, run) for kind in ("raw", "diagnorm") for run in ([0, 1], [2])]
+    )
     for kind, run, rows, n_layers in drawn["parts"]:
         expected = whole[(whole["model"] == "beta_lm") & whole["layer"].isin(run)].reset_index(drop=True)
         pd.testing.assert_frame_equal(rows, expected)

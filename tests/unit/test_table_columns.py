@@ -17,16 +17,43 @@ import pandas as pd
 import pytest
 import yaml
 
-from causalpos.catalogue.tables import (ACTIVATION_TABLES, EMERGENCE_TABLES, SNAPSHOT_TABLES, STEP_COLUMNS,
-                                        SUMMARY_TABLES, TABLE_COLUMN, TABLES, VARIANT_FIELDS)
+from causalpos.catalogue.tables import (
+    ACTIVATION_TABLES,
+    EMERGENCE_TABLES,
+    SNAPSHOT_TABLES,
+    STEP_COLUMNS,
+    SUMMARY_TABLES,
+    TABLE_COLUMN,
+    TABLES,
+    VARIANT_FIELDS,
+)
 from causalpos.io import read_table
 from unit_tables import model_tables, two_models
 
 ROOT = Path(__file__).resolve().parents[2]
 # the tables whose builders the tests below run (each test compares its own); the others need a trained model
-COVERED = {"simulation", "simulation_groups", "theory", "recursion", "documents", "snippets", "blocks",
-           *ACTIVATION_TABLES, "pattern_ablation", "pattern_ablation_pretrained", "pattern_ablation_summary",
-           "emergence", *SUMMARY_TABLES, "heads", "claims", "convergence", "window_test", "runtimes", "length_seeds"}
+COVERED = {
+    "simulation",
+    "simulation_groups",
+    "theory",
+    "recursion",
+    "documents",
+    "snippets",
+    "blocks",
+    *ACTIVATION_TABLES,
+    "pattern_ablation",
+    "pattern_ablation_pretrained",
+    "pattern_ablation_summary",
+    "emergence",
+    *SUMMARY_TABLES,
+    "heads",
+    "claims",
+    "environment",  # tests/unit/test_environment.py
+    "convergence",
+    "window_test",
+    "runtimes",
+    "length_seeds",
+}
 TRAINED_ONLY = {"metrics", "length_eval", *(f"emergence_{name}" for name in EMERGENCE_TABLES)}
 
 
@@ -44,8 +71,18 @@ def tiny_result(window=None):
     v = Variant(d=4, seq_len=4, n_layers=2, n_samples=8, window=window)
     rng = np.random.default_rng(0)
     shape = (v.n_layers, v.seq_len, v.seq_len)
-    return SimulationResult(v, rng.normal(size=shape), np.full(shape, 0.1), rng.random(shape), np.full(shape, 0.01),
-                            "official", "cpu", 0.1, rng.normal(size=(2, *shape)), np.array([4, 4]))
+    return SimulationResult(
+        v,
+        rng.normal(size=shape),
+        np.full(shape, 0.1),
+        rng.random(shape),
+        np.full(shape, 0.01),
+        "official",
+        "cpu",
+        0.1,
+        rng.normal(size=(2, *shape)),
+        np.array([4, 4]),
+    )
 
 
 @pytest.mark.parametrize("window", [None, 2])
@@ -71,8 +108,9 @@ def test_theory_and_recursion_tables_are_their_records():
     from causalpos.simulation.variant import Variant
 
     assert columns_of(theory_frame(5, [0.0, 0.3])) == list(TABLES["theory"].columns)
-    table = recursion_table({"l2": Variant(d=4, seq_len=4, n_layers=2), "rope": Variant(d=4, seq_len=4, n_layers=2,
-                                                                                          pe="rope", window=2)})
+    table = recursion_table(
+        {"l2": Variant(d=4, seq_len=4, n_layers=2), "rope": Variant(d=4, seq_len=4, n_layers=2, pe="rope", window=2)}
+    )
     assert columns_of(table) == list(TABLES["recursion"].columns)
 
 
@@ -102,8 +140,9 @@ def documents(tmp_path_factory):
     folder = tmp_path_factory.mktemp("corpus")
     texts = [f"document number {i}: " + "words and more words " * (3 + i % 5) for i in range(40)]
     (folder / "corpus.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in texts) + "\n")
-    return sample_documents([{"type": "files", "paths": [str(folder / "corpus.jsonl")], "name": "tiny"}],
-                            heldout_fraction=0.3, seed=0)
+    return sample_documents(
+        [{"type": "files", "paths": [str(folder / "corpus.jsonl")], "name": "tiny"}], heldout_fraction=0.3, seed=0
+    )
 
 
 def test_documents_snippets_and_blocks_are_their_records(documents, tmp_path):
@@ -150,8 +189,9 @@ def test_the_emergence_summary_is_its_record():
 
     tables = model_tables("nope", "trained", layers=2)
     scores = pd.concat([tables["scores"].assign(step=s, tokens_seen=10 * s) for s in (0, 3)], ignore_index=True)
-    losses = pd.DataFrame({"model": "nope", "step": [0, 3], "tokens_seen": [0, 30], "heldout_loss": [5.0, 4.0],
-                           "source": "metrics"})
+    losses = pd.DataFrame(
+        {"model": "nope", "step": [0, 3], "tokens_seen": [0, 30], "heldout_loss": [5.0, 4.0], "source": "metrics"}
+    )
     frame = emergence_frame(scores, None, None, losses, None, n_bootstrap=4)
     assert len(frame) and columns_of(frame) == list(TABLES["emergence"].columns)
 
@@ -207,13 +247,27 @@ def test_the_runtimes_and_length_seed_tables_are_their_records(tmp_path):
     from causalpos.analysis.runtimes import runtime_frame
 
     bench = tmp_path / "train.tsv"
-    bench.write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
-                     "12.5\t0:00:12\t100\t200\t90\t95\t0\t0\t50\t6.0\n")
+    bench.write_text(
+        "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+        "12.5\t0:00:12\t100\t200\t90\t95\t0\t0\t50\t6.0\n"
+    )
     assert columns_of(runtime_frame({"train": [(bench, None)]}, {})) == list(TABLES["runtimes"].columns)
-    per_seed = pd.DataFrame([{"model": m, "seed": s, "factor": f, "seq_len": 16 * f, "n_sequences": 4,
-                              "heldout_loss": 3.0 + 0.1 * f + 0.01 * s + (0.05 if m == "rope" else 0),
-                              "heldout_loss_sem": 0.01}
-                             for m in ("nope", "rope") for s in (0, 1, 2) for f in (1, 2)])
+    per_seed = pd.DataFrame(
+        [
+            {
+                "model": m,
+                "seed": s,
+                "factor": f,
+                "seq_len": 16 * f,
+                "n_sequences": 4,
+                "heldout_loss": 3.0 + 0.1 * f + 0.01 * s + (0.05 if m == "rope" else 0),
+                "heldout_loss_sem": 0.01,
+            }
+            for m in ("nope", "rope")
+            for s in (0, 1, 2)
+            for f in (1, 2)
+        ]
+    )
     frame = length_seed_frame(per_seed)
     assert columns_of(frame) == list(TABLES["length_seeds"].columns)
 
@@ -221,5 +275,8 @@ def test_the_runtimes_and_length_seed_tables_are_their_records(tmp_path):
 def test_every_record_is_built_here_or_needs_a_trained_model():
     """A table added to the catalogue gets a builder test here, or is one only a trained model writes."""
     assert set(TABLES) == COVERED | TRAINED_ONLY and not COVERED & TRAINED_ONLY
-    assert all(TABLES[name].file_columns[-1] == TABLE_COLUMN for name in [*ACTIVATION_TABLES, *TRAINED_ONLY]
-               if TABLES[name].tagged)
+    assert all(
+        TABLES[name].file_columns[-1] == TABLE_COLUMN
+        for name in [*ACTIVATION_TABLES, *TRAINED_ONLY]
+        if TABLES[name].tagged
+    )

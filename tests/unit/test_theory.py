@@ -77,16 +77,20 @@ def test_layer1_attention_is_eq2_softmax():
 
 
 @pytest.mark.parametrize("alpha", [-0.1, 1.0, 1.5])
-@pytest.mark.parametrize("fn", [
-    lambda a: theory.g([1, 2], a),
-    lambda a: theory.h([1, 2], a),
-    lambda a: theory.g_no_residual([1, 2], a),
-    lambda a: theory.h_no_residual([1, 2], a),
-    lambda a: theory.layer1_attention(5, a),
-    lambda a: theory.layer2_scores(5, a),
-    lambda a: theory.layer2_scores(5, a, residual=False),
-    lambda a: layer2_scores_from_gram(5, a),
-], ids=["g", "h", "g_prime", "h_prime", "layer1", "layer2", "layer2_nores", "gram"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a: theory.g([1, 2], a),
+        lambda a: theory.h([1, 2], a),
+        lambda a: theory.g_no_residual([1, 2], a),
+        lambda a: theory.h_no_residual([1, 2], a),
+        lambda a: theory.layer1_attention(5, a),
+        lambda a: theory.layer2_scores(5, a),
+        lambda a: theory.layer2_scores(5, a, residual=False),
+        lambda a: layer2_scores_from_gram(5, a),
+    ],
+    ids=["g", "h", "g_prime", "h_prime", "layer1", "layer2", "layer2_nores", "gram"],
+)
 def test_alpha_outside_unit_interval_rejected(fn, alpha):
     with pytest.raises(ValueError, match="alpha"):
         fn(alpha)

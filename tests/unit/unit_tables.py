@@ -20,8 +20,16 @@ def band_centred(q: np.ndarray, k: np.ndarray, values: np.ndarray) -> np.ndarray
     return out
 
 
-def model_tables(model: str = "llm", kind: str = "pretrained", layers: int = 3, size: int = 8, heads: int = 2,
-                 n_groups: int = 6, per_group: int = 2, seed: int = 0) -> dict[str, pd.DataFrame]:
+def model_tables(
+    model: str = "llm",
+    kind: str = "pretrained",
+    layers: int = 3,
+    size: int = 8,
+    heads: int = 2,
+    n_groups: int = 6,
+    per_group: int = 2,
+    seed: int = 0,
+) -> dict[str, pd.DataFrame]:
     """{"scores", "groups", "head_scores", "probe"} of one model."""
     rng = np.random.default_rng(seed)
     q, k = packed_pairs(size)
@@ -32,26 +40,74 @@ def model_tables(model: str = "llm", kind: str = "pretrained", layers: int = 3, 
         head_values = pattern + rng.normal(0, 0.3, size=(heads, n, q.size))
         per_sequence = head_values.mean(axis=0)
         for g in range(n_groups):
-            block = per_sequence[g * per_group:(g + 1) * per_group]
-            groups.append({"model": model, "kind": kind, "quantity": "scores", "stage": "", "layer": layer,
-                           "group": g, "n_sequences": per_group, "seq_len": size,
-                           "sums": block.sum(axis=0).astype(np.float32)})
+            block = per_sequence[g * per_group : (g + 1) * per_group]
+            groups.append(
+                {
+                    "model": model,
+                    "kind": kind,
+                    "quantity": "scores",
+                    "stage": "",
+                    "layer": layer,
+                    "group": g,
+                    "n_sequences": per_group,
+                    "seq_len": size,
+                    "sums": block.sum(axis=0).astype(np.float32),
+                }
+            )
         mean = per_sequence.mean(axis=0)
-        scores.append(pd.DataFrame({"model": model, "kind": kind, "layer": layer, "query_pos": q, "key_pos": k,
-                                    "score_mean": mean,
-                                    "score_sem": per_sequence.std(axis=0, ddof=1) / np.sqrt(n),
-                                    "score_diagnorm": band_centred(q, k, mean), "n_sequences": n,
-                                    "seq_len": size}))
-        per_head += [pd.DataFrame({"model": model, "kind": kind, "layer": layer, "head": h, "query_pos": q,
-                                   "key_pos": k, "score_mean": head_values[h].mean(axis=0), "n_sequences": n,
-                                   "seq_len": size}) for h in range(heads)]
-    probe = pd.DataFrame([{"model": model, "kind": kind, "layer": layer, "mae": size / 4 / (1 + layer),
-                           "mae_baseline": size / 4, "n_train": 40, "n_test": 16, "seq_len": size}
-                          for layer in range(layers + 1)])
-    return {"scores": pd.concat(scores, ignore_index=True)[SCORE_COLUMNS],
-            "groups": pd.DataFrame(groups)[GROUP_COLUMNS],
-            "head_scores": pd.concat(per_head, ignore_index=True)[HEAD_SCORE_COLUMNS],
-            "probe": probe[PROBE_COLUMNS]}
+        scores.append(
+            pd.DataFrame(
+                {
+                    "model": model,
+                    "kind": kind,
+                    "layer": layer,
+                    "query_pos": q,
+                    "key_pos": k,
+                    "score_mean": mean,
+                    "score_sem": per_sequence.std(axis=0, ddof=1) / np.sqrt(n),
+                    "score_diagnorm": band_centred(q, k, mean),
+                    "n_sequences": n,
+                    "seq_len": size,
+                }
+            )
+        )
+        per_head += [
+            pd.DataFrame(
+                {
+                    "model": model,
+                    "kind": kind,
+                    "layer": layer,
+                    "head": h,
+                    "query_pos": q,
+                    "key_pos": k,
+                    "score_mean": head_values[h].mean(axis=0),
+                    "n_sequences": n,
+                    "seq_len": size,
+                }
+            )
+            for h in range(heads)
+        ]
+    probe = pd.DataFrame(
+        [
+            {
+                "model": model,
+                "kind": kind,
+                "layer": layer,
+                "mae": size / 4 / (1 + layer),
+                "mae_baseline": size / 4,
+                "n_train": 40,
+                "n_test": 16,
+                "seq_len": size,
+            }
+            for layer in range(layers + 1)
+        ]
+    )
+    return {
+        "scores": pd.concat(scores, ignore_index=True)[SCORE_COLUMNS],
+        "groups": pd.DataFrame(groups)[GROUP_COLUMNS],
+        "head_scores": pd.concat(per_head, ignore_index=True)[HEAD_SCORE_COLUMNS],
+        "probe": probe[PROBE_COLUMNS],
+    }
 
 
 def two_models() -> dict[str, pd.DataFrame]:

@@ -38,7 +38,7 @@ def test_truncated_model_is_named_moved_aside_and_rebuilt_from_its_checkpoint(fi
     weights = workdir / relative
     original = load_file(weights)
     raw = weights.read_bytes()
-    replace(weights, raw[:len(raw) // 2])
+    replace(weights, raw[: len(raw) // 2])
 
     failed = snakemake(workdir, LENGTH_TARGET, check=False)
     shown = failed.stdout + failed.stderr
@@ -73,7 +73,7 @@ def test_damaged_tokenizer_is_named_moved_aside_and_rebuilt(finished_copy):
     relative = f"{paths.tokenizer_dir()}/tokenizer.json"
     path = workdir / relative
     raw = path.read_bytes()
-    replace(path, raw[:len(raw) // 2])
+    replace(path, raw[: len(raw) // 2])
 
     failed = snakemake(workdir, MODEL_TARGET, check=False)
     shown = failed.stdout + failed.stderr

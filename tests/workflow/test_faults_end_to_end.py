@@ -44,7 +44,9 @@ def test_truncated_simulation_table_is_named_moved_aside_and_rebuilt(finished_co
     advice = f"moved to {relative}.damaged. Rule simulate rebuilds it: run the same snakemake command again."
     assert message in shown and advice in shown, shown[-6000:]
     assert "Traceback" not in shown, shown[-6000:]  # a message that says what to do: one line (issue 28)
-    assert [log for log in (workdir / "results" / "logs").rglob("*.log") if advice in log.read_text()]  # the job's log too
+    assert [
+        log for log in (workdir / "results" / "logs").rglob("*.log") if advice in log.read_text()
+    ]  # the job's log too
     assert not table.exists() and Path(f"{table}.damaged").exists()
 
     rebuilt = snakemake(workdir, "all_figures", check=False)
@@ -111,10 +113,15 @@ def interrupt_training(workdir: Path, send) -> tuple[int, str]:
     log.unlink(missing_ok=True)  # the run before's: the steps looked for are this run's
     out_path = workdir / "snakemake.out"
     with open(out_path, "w") as out:
-        proc = subprocess.Popen([SNAKEMAKE, "--cores", "2", TRAIN_TARGET], cwd=workdir, stdout=out,
-                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(workdir / "src")},
-                                start_new_session=True,  # its own process group, like a shell's job
-                                preexec_fn=default_stop_signals)
+        proc = subprocess.Popen(
+            [SNAKEMAKE, "--cores", "2", TRAIN_TARGET],
+            cwd=workdir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(workdir / "src")},
+            start_new_session=True,  # its own process group, like a shell's job
+            preexec_fn=default_stop_signals,
+        )
     held = []
     try:
         deadline = time.monotonic() + 300
@@ -181,9 +188,11 @@ def test_ctrl_c_sigint_and_sigterm_each_stop_training_with_a_checkpoint_and_each
     `kill -INT` and `kill -TERM` to Snakemake's process only (a supervisor, a batch system). The last rerun
     completes the training."""
     workdir = copy_run(tokenized, tmp_path / "copy")
-    stops = [(lambda proc: os.killpg(proc.pid, signal.SIGINT), "SIGINT|SIGTERM"),  # the terminal's SIGINT, or
-             (lambda proc: proc.send_signal(signal.SIGINT), "SIGTERM"),  # the SIGTERM Snakemake's handler sends
-             (lambda proc: proc.send_signal(signal.SIGTERM), "SIGTERM")]
+    stops = [
+        (lambda proc: os.killpg(proc.pid, signal.SIGINT), "SIGINT|SIGTERM"),  # the terminal's SIGINT, or
+        (lambda proc: proc.send_signal(signal.SIGINT), "SIGTERM"),  # the SIGTERM Snakemake's handler sends
+        (lambda proc: proc.send_signal(signal.SIGTERM), "SIGTERM"),
+    ]
     stopped = None
     for send, signames in stops:
         reached, output = interrupt_training(workdir, send)

@@ -25,12 +25,26 @@ import causalpos.figures.style as style
 from causalpos.catalogue.claims import PAGES
 from causalpos.figures.activations import LAYERS_PER_PAGE
 from causalpos.figures.convergence import plot_convergence
-from causalpos.figures.legibility import (MIN_TEXT_PX, clipped_texts, displayed_text_px, drawn, drawn_tick_labels,
-                                          legends_over_data, overlapping_texts)
+from causalpos.figures.legibility import (
+    MIN_TEXT_PX,
+    clipped_texts,
+    displayed_text_px,
+    drawn,
+    drawn_tick_labels,
+    legends_over_data,
+    overlapping_texts,
+)
 from causalpos.figures.ledger import plot_ledger
 from causalpos.figures.ablation import fig_pattern_ablation
-from causalpos.catalogue.figures import (ABLATION_FIGURE, ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE,
-                                        FIGURES, LENGTH_SEEDS_FIGURE, RENDERED)
+from causalpos.catalogue.figures import (
+    ABLATION_FIGURE,
+    ALL_LAYERS_FIGURE,
+    CLAIMS_FIGURE,
+    CONVERGENCE_FIGURE,
+    FIGURES,
+    LENGTH_SEEDS_FIGURE,
+    RENDERED,
+)
 from causalpos.io import read_table
 from causalpos.catalogue import paths
 from causalpos.workflow.config import load_config
@@ -39,8 +53,14 @@ from causalpos.workflow.settings import extracted_models, figure_inputs, figure_
 
 FIGURE_IDS = [figure for figure in RENDERED if figure != ALL_LAYERS_FIGURE]  # rule figure's
 KINDS = ("raw", "diagnorm")
-FAMILIES = [*FIGURE_IDS, *(f"{ALL_LAYERS_FIGURE}/{kind}" for kind in KINDS), CLAIMS_FIGURE, CONVERGENCE_FIGURE,
-            LENGTH_SEEDS_FIGURE, ABLATION_FIGURE]
+FAMILIES = [
+    *FIGURE_IDS,
+    *(f"{ALL_LAYERS_FIGURE}/{kind}" for kind in KINDS),
+    CLAIMS_FIGURE,
+    CONVERGENCE_FIGURE,
+    LENGTH_SEEDS_FIGURE,
+    ABLATION_FIGURE,
+]
 DEEP_LAYERS = 18  # a model with this many layers or more has several all-layers pages (Gemma-3-270M: 18)
 DEEP_MODEL = "llm_18_layers"  # a made-up model of DEEP_LAYERS layers, where the run has none (a name no run has)
 
@@ -75,8 +95,10 @@ class Recorder:
             # the context save_figure opened, as seaborn reports it (not its constants copied here)
             name = Path(list(outputs)[0]).relative_to(self.out)
             self.drawn.setdefault(self.family, []).append(
-                Drawn(str(name), fig, sns.plotting_context(), sns.axes_style()))
+                Drawn(str(name), fig, sns.plotting_context(), sns.axes_style())
+            )
             return fig
+
         self.real(recorded, options, outputs, label)
 
 
@@ -106,24 +128,36 @@ def draw_rule_figures(run: Path, config: dict, out: Path, recorder: Recorder) ->
     results = str(run / "results")
     for figure in FIGURE_IDS:
         recorder.family = figure
-        run_job(Job("figure", wildcards={"figure": figure}, input=figure_inputs(config, figure, results),
-                    output={"png": str(out / f"{figure}.png")},
-                    params={"options": figure_options(config, figure)}))
+        run_job(
+            Job(
+                "figure",
+                wildcards={"figure": figure},
+                input=figure_inputs(config, figure, results),
+                output={"png": str(out / f"{figure}.png")},
+                params={"options": figure_options(config, figure)},
+            )
+        )
 
 
 def draw_all_layers(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
     results = str(run / "results")
-    scores = pd.concat([read_table(paths.activation_table(m, "scores", results)) for m in extracted_models(config)],
-                       ignore_index=True)
+    scores = pd.concat(
+        [read_table(paths.activation_table(m, "scores", results)) for m in extracted_models(config)], ignore_index=True
+    )
     scores = shallower(with_deep_model(scores))
     table = out / "scores.parquet"
     scores.to_parquet(table)
     for model in scores["model"].unique():
         recorder.family = ALL_LAYERS_FIGURE
         options = plot_options(config, model=str(model))
-        run_job(Job("model_figure", input={"scores": str(table)},
-                    output={"folder": str(out / f"{ALL_LAYERS_FIGURE}_{model}")},
-                    params={"options": {**options, "formats": ["png"]}}))
+        run_job(
+            Job(
+                "model_figure",
+                input={"scores": str(table)},
+                output={"folder": str(out / f"{ALL_LAYERS_FIGURE}_{model}")},
+                params={"options": {**options, "formats": ["png"]}},
+            )
+        )
     for page in recorder.drawn.pop(ALL_LAYERS_FIGURE):  # by kind, from the page's file name (raw_layers01-08.png)
         kind = Path(page.name).name.split("_")[0]
         recorder.drawn.setdefault(f"{ALL_LAYERS_FIGURE}/{kind}", []).append(page)
@@ -138,8 +172,10 @@ def draw_claims(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
     convergence = read_table(run / paths.summary_file("convergence.parquet"))
     # and an 18-layer LLM (the first 18 layers' rows of the deepest): its layer axis is where 2.5, 7.5 showed
     deep = convergence[convergence["model"] == convergence.groupby("model")["layer"].nunique().idxmax()]
-    convergence = pd.concat([convergence, deep[deep["layer"].isna() | (deep["layer"] < DEEP_LAYERS)]
-                             .assign(model=DEEP_MODEL)], ignore_index=True)
+    convergence = pd.concat(
+        [convergence, deep[deep["layer"].isna() | (deep["layer"] < DEEP_LAYERS)].assign(model=DEEP_MODEL)],
+        ignore_index=True,
+    )
     recorder.family = CONVERGENCE_FIGURE
     recorder(lambda: plot_convergence(convergence, options), options, [out / f"{CONVERGENCE_FIGURE}.png"])
 
@@ -155,9 +191,14 @@ def draw_length_seeds(run: Path, config: dict, out: Path, recorder: Recorder) ->
             table.assign(heldout_loss=table["heldout_loss"] + scale * slope * np.log2(table["factor"])).to_parquet(path)
             runs.append((model, seed, path))
     recorder.family = LENGTH_SEEDS_FIGURE
-    run_job(Job("length_seeds_table", input={"runs": [str(path) for _, _, path in runs]},
-                output={"table": str(out / "length_seeds.parquet"), "figures": [str(out / f"{LENGTH_SEEDS_FIGURE}.png")]},
-                params={"runs": [[model, seed] for model, seed, _ in runs], "options": config["plot"]}))
+    run_job(
+        Job(
+            "length_seeds_table",
+            input={"runs": [str(path) for _, _, path in runs]},
+            output={"table": str(out / "length_seeds.parquet"), "figures": [str(out / f"{LENGTH_SEEDS_FIGURE}.png")]},
+            params={"runs": [[model, seed] for model, seed, _ in runs], "options": config["plot"]},
+        )
+    )
 
 
 def draw_ablation(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
@@ -165,13 +206,21 @@ def draw_ablation(run: Path, config: dict, out: Path, recorder: Recorder) -> Non
     rows as seed 0, and two more with their effects shifted by +-0.001)."""
     table = read_table(run / paths.summary_file(paths.ABLATION_FILE))
     trained = table[table["kind"] == "trained"]
-    seeds = pd.concat([trained, *(trained.assign(seed=seed, effect=trained["effect"] + shift)
-                                  for seed, shift in ((1, 0.001), (2, -0.001)))], ignore_index=True)
+    seeds = pd.concat(
+        [
+            trained,
+            *(trained.assign(seed=seed, effect=trained["effect"] + shift) for seed, shift in ((1, 0.001), (2, -0.001))),
+        ],
+        ignore_index=True,
+    )
     options = plot_options(config)  # rule pattern_ablation_summary's
     recorder.family = ABLATION_FIGURE
     for name, frame in (("run", table), ("seeds", seeds)):
-        recorder(lambda frame=frame: fig_pattern_ablation({"pattern_ablation": frame}, options), options,
-                 [out / f"{ABLATION_FIGURE}_{name}.png"])
+        recorder(
+            lambda frame=frame: fig_pattern_ablation({"pattern_ablation": frame}, options),
+            options,
+            [out / f"{ABLATION_FIGURE}_{name}.png"],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -211,8 +260,11 @@ def layer_tick_problems(fig: Figure) -> list[str]:
             if not LAYER_AXIS.match(axis.get_label_text()):
                 continue
             shown, _ = drawn_tick_labels(axis)
-            labels = [t for t in axis.get_ticklabels(minor=False) + axis.get_ticklabels(minor=True)
-                      if id(t) in shown and t.get_visible() and t.get_text().strip()]
+            labels = [
+                t
+                for t in axis.get_ticklabels(minor=False) + axis.get_ticklabels(minor=True)
+                if id(t) in shown and t.get_visible() and t.get_text().strip()
+            ]
             bad = [t.get_text() for t in labels if not re.fullmatch(r"-?\d+", t.get_text().replace("\u2212", "-"))]
             if bad:
                 problems.append(f"layer ticks: axis {axis.get_label_text()!r} has ticks {bad}")
@@ -221,24 +273,33 @@ def layer_tick_problems(fig: Figure) -> list[str]:
 
 def problems_of(drawn_figure: Drawn) -> list[str]:
     """Every problem of one figure, as text (one layout for all the measurements)."""
+
     def measure(fig):
         with drawn(fig) as renderer:
             found = [f"clipped: {where(t)}" for t in clipped_texts(fig, renderer)]
             found += [f"overlap: {where(a)} and {where(b)}" for a, b in overlapping_texts(fig, renderer)]
-            found += [f"legend over data: legend {[t.get_text() for t in legend.get_texts()][:3]}... over panel "
-                      f"{ax.get_title() or ax.get_title(loc='left')!r}"
-                      for legend, ax in legends_over_data(fig, renderer)]
+            found += [
+                f"legend over data: legend {[t.get_text() for t in legend.get_texts()][:3]}... over panel "
+                f"{ax.get_title() or ax.get_title(loc='left')!r}"
+                for legend, ax in legends_over_data(fig, renderer)
+            ]
             found += layer_tick_problems(fig)
         size = displayed_text_px(fig)
         if size < MIN_TEXT_PX:
             found.append(f"small text: the smallest is {size:.1f} px at the report's width (< {MIN_TEXT_PX:g})")
         return found
+
     return drawn_figure.check(measure)
 
 
 def test_the_families_are_every_figure():
-    assert set(FIGURE_IDS) | {ALL_LAYERS_FIGURE, CLAIMS_FIGURE, CONVERGENCE_FIGURE, LENGTH_SEEDS_FIGURE,
-                              ABLATION_FIGURE} == set(FIGURES)
+    assert set(FIGURE_IDS) | {
+        ALL_LAYERS_FIGURE,
+        CLAIMS_FIGURE,
+        CONVERGENCE_FIGURE,
+        LENGTH_SEEDS_FIGURE,
+        ABLATION_FIGURE,
+    } == set(FIGURES)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -273,8 +334,13 @@ def test_the_checks_find_clipped_and_overlapping_text_and_a_legend_over_data():
     assert fig.canvas.__class__.__name__ == "FigureCanvasBase"  # the measurement gave the bare canvas back
     assert "small text" not in categories(problems_of(Drawn("bad", fig, {}, {})))
     ax.set_ylabel("tiny", fontsize=2)  # 2 pt on a 4-inch figure: 5.4 px at the report's width (780 px)
-    assert categories(problems_of(Drawn("bad", fig, {}, {}))) == {"clipped", "overlap", "legend over data",
-                                                                  "layer ticks", "small text"}
+    assert categories(problems_of(Drawn("bad", fig, {}, {}))) == {
+        "clipped",
+        "overlap",
+        "legend over data",
+        "layer ticks",
+        "small text",
+    }
 
 
 def categories(problems: list[str]) -> set[str]:

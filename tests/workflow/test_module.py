@@ -35,8 +35,9 @@ print("CAUSALPOS_ROOT=" + os.environ["CAUSALPOS_ROOT"])
 
 @pytest.mark.workflow
 def test_the_workflow_imported_as_a_module_plans_and_runs_from_another_folder(tmp_path):
-    (tmp_path / "Snakefile").write_text(HOST.format(config=ROOT / ".test" / "config.yaml",
-                                                    snakefile=ROOT / "Snakefile"))
+    (tmp_path / "Snakefile").write_text(
+        HOST.format(config=ROOT / ".test" / "config.yaml", snakefile=ROOT / "Snakefile")
+    )
     run = [sys.executable, "-m", "snakemake", "--cores", "1"]
     plan = subprocess.run([*run, "-n", "causalpos_all"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert plan.returncode == 0, plan.stderr
@@ -46,8 +47,9 @@ def test_the_workflow_imported_as_a_module_plans_and_runs_from_another_folder(tm
     assert planned == {f"causalpos_{name}" for name in direct} | {"causalpos_all"}
     assert f"CAUSALPOS_ROOT={ROOT}" in plan.stdout  # what the conda environment's pip entry installs
     # a job runs there, its script and library found from the module's folder, its results in this one
-    done = subprocess.run([*run, "results/theory/layer2_scores.parquet"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [*run, "results/theory/layer2_scores.parquet"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "results" / "theory" / "layer2_scores.parquet").stat().st_size > 0
     assert (tmp_path / "results" / "logs" / "theory.log").exists() and not (ROOT / ".test" / "results").exists()
@@ -60,9 +62,27 @@ def test_the_conda_environment_installs_this_checkout_editable(tmp_path):
     (entries,) = [item["pip"] for item in env["dependencies"] if isinstance(item, dict)]
     (tmp_path / "requirements.txt").write_text("\n".join(entries) + "\n")
     report = tmp_path / "report.json"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-build-isolation", "-q",
-                    "--report", str(report), "-r", "requirements.txt"], cwd=tmp_path, check=True, timeout=300,
-                   capture_output=True, env={"CAUSALPOS_ROOT": str(ROOT), "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "--report",
+            str(report),
+            "-r",
+            "requirements.txt",
+        ],
+        cwd=tmp_path,
+        check=True,
+        timeout=300,
+        capture_output=True,
+        env={"CAUSALPOS_ROOT": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     (installed,) = json.loads(report.read_text())["install"]
     assert installed["metadata"]["name"] == "causalpos"
     assert installed["download_info"]["url"] == ROOT.as_uri()
@@ -71,9 +91,13 @@ def test_the_conda_environment_installs_this_checkout_editable(tmp_path):
 
 def test_min_version_is_the_snakemake_pyproject_requires():
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    (pinned,) = [re.fullmatch(r"snakemake>=([\d.]+)", item).group(1) for item in requires
-                 if item.startswith("snakemake>")]
+    (pinned,) = [
+        re.fullmatch(r"snakemake>=([\d.]+)", item).group(1) for item in requires if item.startswith("snakemake>")
+    ]
     assert re.search(r'^min_version\("([\d.]+)"\)', (ROOT / "Snakefile").read_text(), flags=re.M).group(1) == pinned
-    (conda,) = [item for item in yaml.safe_load((ROOT / "envs" / "causalpos.yaml").read_text())["dependencies"]
-                if isinstance(item, str) and item.startswith("snakemake")]
+    (conda,) = [
+        item
+        for item in yaml.safe_load((ROOT / "envs" / "causalpos.yaml").read_text())["dependencies"]
+        if isinstance(item, str) and item.startswith("snakemake")
+    ]
     assert conda.split(">=")[1].strip() == pinned

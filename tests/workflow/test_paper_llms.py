@@ -13,8 +13,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from causalpos.analysis.claims.convergence import (FLIP_NOTE, convergence_frame, group_levels, note_flips,
-                                                   verdict_changes)
+from causalpos.analysis.claims.convergence import (
+    FLIP_NOTE,
+    convergence_frame,
+    group_levels,
+    note_flips,
+    verdict_changes,
+)
 from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.corpus.sequences import TooFewSequences, llm_sequences, sequence_counts
 from causalpos.corpus.tokens import train_bpe
@@ -36,8 +41,14 @@ def corpus():
     for source, n_docs in (("news", 30), ("plays", 40)):
         for i in range(n_docs):
             length = int(rng.integers(20, 200))
-            rows.append((f"{source}:{i:03d}", source, "heldout" if i % 3 == 0 else "train",
-                         " ".join(rng.choice(words, size=length))))
+            rows.append(
+                (
+                    f"{source}:{i:03d}",
+                    source,
+                    "heldout" if i % 3 == 0 else "train",
+                    " ".join(rng.choice(words, size=length)),
+                )
+            )
     documents = pd.DataFrame(rows, columns=["doc_id", "source", "split", "text"])
     return documents, train_bpe(documents["text"], vocab_size=300)
 
@@ -65,9 +76,12 @@ def test_sequences_are_distinct_full_length_windows_of_held_out_documents_first(
 
 def test_held_out_only_refuses_too_few_naming_the_settings(corpus):
     documents, tokenizer = corpus
-    with pytest.raises(TooFewSequences, match=r"extraction.paper_llms.n_sequences = 30: the documents of "
-                       r"extraction.paper_llms.splits = \['heldout'\] give only \d+ distinct sequences of "
-                       r"extraction.paper_llms.seq_len = 64 tokens"):
+    with pytest.raises(
+        TooFewSequences,
+        match=r"extraction.paper_llms.n_sequences = 30: the documents of "
+        r"extraction.paper_llms.splits = \['heldout'\] give only \d+ distinct sequences of "
+        r"extraction.paper_llms.seq_len = 64 tokens",
+    ):
         llm_sequences(documents, tokenizer, 64, 30, splits=["heldout"], setting="extraction.paper_llms", strict=True)
 
 
@@ -93,15 +107,37 @@ def llm_tables(n_groups=8, per_group=3, size=10, layers=3, seed=0):
         pattern = -0.3 * (q - k) + (0.05 + 0.3 * layer) * np.log1p(k)
         per_sequence = pattern + rng.normal(0, 1.0, size=(n_groups * per_group, q.size))
         for g in range(n_groups):
-            block = per_sequence[g * per_group:(g + 1) * per_group]
-            groups.append({"model": "llm", "kind": "pretrained", "quantity": "scores", "stage": "", "layer": layer,
-                           "group": g, "n_sequences": per_group, "seq_len": size,
-                           "sums": block.sum(axis=0).astype(np.float32)})
+            block = per_sequence[g * per_group : (g + 1) * per_group]
+            groups.append(
+                {
+                    "model": "llm",
+                    "kind": "pretrained",
+                    "quantity": "scores",
+                    "stage": "",
+                    "layer": layer,
+                    "group": g,
+                    "n_sequences": per_group,
+                    "seq_len": size,
+                    "sums": block.sum(axis=0).astype(np.float32),
+                }
+            )
         mean = per_sequence.mean(axis=0)
         sem = per_sequence.std(axis=0, ddof=1) / np.sqrt(len(per_sequence))
-        scores.append(pd.DataFrame({"model": "llm", "kind": "pretrained", "layer": layer, "query_pos": q,
-                                    "key_pos": k, "score_mean": mean, "score_sem": sem,
-                                    "n_sequences": len(per_sequence), "seq_len": size}))
+        scores.append(
+            pd.DataFrame(
+                {
+                    "model": "llm",
+                    "kind": "pretrained",
+                    "layer": layer,
+                    "query_pos": q,
+                    "key_pos": k,
+                    "score_mean": mean,
+                    "score_sem": sem,
+                    "n_sequences": len(per_sequence),
+                    "seq_len": size,
+                }
+            )
+        )
     return pd.concat(scores, ignore_index=True), pd.DataFrame(groups)
 
 
@@ -124,8 +160,11 @@ def test_convergence_at_all_groups_is_the_ledger(tmp_path):
     assert set(frame["claim_id"]) == {"8a", "8b", "8c", "8d"}
     full = frame[frame["n_sequences"] == 24].drop(columns="n_sequences")
     ledger = claim8_rows(build_ledger(None, None, scores, None, groups, n_bootstrap=50, seed=3))
-    mine = full[["claim_id", "layer", "value", "uncertainty", "verdict"]].sort_values(
-        ["claim_id", "layer"], na_position="first").reset_index(drop=True)
+    mine = (
+        full[["claim_id", "layer", "value", "uncertainty", "verdict"]]
+        .sort_values(["claim_id", "layer"], na_position="first")
+        .reset_index(drop=True)
+    )
     pd.testing.assert_frame_equal(mine, ledger, check_dtype=False)
 
 
@@ -138,14 +177,30 @@ def test_convergence_on_the_first_groups_is_the_ledger_of_those_sequences_alone(
     for layer, rows in first.groupby("layer"):
         mean = np.sum(np.stack(rows["sums"].to_list()).astype(np.float64), axis=0) / rows["n_sequences"].sum()
         q, k = packed_pairs(10)
-        by_hand.append(pd.DataFrame({"model": "llm", "kind": "pretrained", "layer": layer, "query_pos": q,
-                                     "key_pos": k, "score_mean": mean, "score_sem": np.nan, "seq_len": 10}))
+        by_hand.append(
+            pd.DataFrame(
+                {
+                    "model": "llm",
+                    "kind": "pretrained",
+                    "layer": layer,
+                    "query_pos": q,
+                    "key_pos": k,
+                    "score_mean": mean,
+                    "score_sem": np.nan,
+                    "seq_len": 10,
+                }
+            )
+        )
     ledger = claim8_rows(build_ledger(None, None, pd.concat(by_hand), None, first, n_bootstrap=50, seed=3))
-    mine = frame[frame["n_sequences"] == 12][["claim_id", "layer", "value", "uncertainty", "verdict"]].sort_values(
-        ["claim_id", "layer"], na_position="first").reset_index(drop=True)
+    mine = (
+        frame[frame["n_sequences"] == 12][["claim_id", "layer", "value", "uncertainty", "verdict"]]
+        .sort_values(["claim_id", "layer"], na_position="first")
+        .reset_index(drop=True)
+    )
     pd.testing.assert_frame_equal(mine, ledger, check_dtype=False, rtol=1e-9)
-    assert not np.allclose(mine["value"], claim8_rows(build_ledger(None, None, scores, None, groups, n_bootstrap=50,
-                                                                   seed=3))["value"])  # fewer sequences: other values
+    assert not np.allclose(
+        mine["value"], claim8_rows(build_ledger(None, None, scores, None, groups, n_bootstrap=50, seed=3))["value"]
+    )  # fewer sequences: other values
 
 
 def test_the_convergence_figure_is_a_row_per_model_and_fits_the_report():
@@ -164,16 +219,31 @@ def test_the_convergence_figure_is_a_row_per_model_and_fits_the_report():
 
 
 def test_a_verdict_that_changes_with_n_is_noted_in_the_ledger():
-    convergence = pd.DataFrame({
-        "model": "llm", "claim_id": ["8a"] * 4 + ["8b"] * 2, "layer": pd.array([0, 0, 1, 1, None, None], "Int64"),
-        "n_sequences": [16, 64, 16, 64, 16, 64],
-        "verdict": ["inconclusive", "supported", "supported", "supported", "not supported", "supported"]})
+    convergence = pd.DataFrame(
+        {
+            "model": "llm",
+            "claim_id": ["8a"] * 4 + ["8b"] * 2,
+            "layer": pd.array([0, 0, 1, 1, None, None], "Int64"),
+            "n_sequences": [16, 64, 16, 64, 16, 64],
+            "verdict": ["inconclusive", "supported", "supported", "supported", "not supported", "supported"],
+        }
+    )
     assert set(verdict_changes(convergence)) == {("8a", "llm", 0), ("8b", "llm", -1)}
-    ledger = pd.DataFrame({"claim_id": ["8a", "8a", "8b", "7a"], "model": ["llm", "llm", "llm", "nope"],
-                           "layer": pd.array([0, 1, None, 0], "Int64"), "note": ["a", "b", "", "d"]})
+    ledger = pd.DataFrame(
+        {
+            "claim_id": ["8a", "8a", "8b", "7a"],
+            "model": ["llm", "llm", "llm", "nope"],
+            "layer": pd.array([0, 1, None, 0], "Int64"),
+            "note": ["a", "b", "", "d"],
+        }
+    )
     noted = note_flips(ledger, convergence)
-    assert noted["note"].tolist() == [f"a; {FLIP_NOTE}: N = 16 inconclusive, 64 supported", "b",
-                                      f"{FLIP_NOTE}: N = 16 not supported, 64 supported", "d"]
+    assert noted["note"].tolist() == [
+        f"a; {FLIP_NOTE}: N = 16 inconclusive, 64 supported",
+        "b",
+        f"{FLIP_NOTE}: N = 16 not supported, 64 supported",
+        "d",
+    ]
 
 
 # ---------------------------------------------------------------- the plan
@@ -214,7 +284,9 @@ def test_paper_llms_writes_its_own_folder_only(finished_copy):
     from causalpos.io import read_metadata
 
     def files():
-        return {p: p.stat().st_mtime_ns for p in finished_copy.rglob("*") if p.is_file() and ".snakemake" not in p.parts}
+        return {
+            p: p.stat().st_mtime_ns for p in finished_copy.rglob("*") if p.is_file() and ".snakemake" not in p.parts
+        }
 
     before = files()
     snakemake(finished_copy, "paper_llms")

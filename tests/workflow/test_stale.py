@@ -39,8 +39,15 @@ def run_and_kill(workdir: Path, counts: dict[str, int], timeout: float = 300) ->
     """Start `snakemake all_figures`; SIGKILL each of the first counts[rule] jobs of each rule as soon as it appears
     (the default profile's keep-going starts the others meanwhile); wait for the end."""
     env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
-    proc = subprocess.Popen([SNAKEMAKE, "--cores", "2", "all_figures"], cwd=workdir, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [SNAKEMAKE, "--cores", "2", "all_figures"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     killed = {script: set() for script in counts}
     try:
         deadline = time.monotonic() + timeout
@@ -92,7 +99,9 @@ def test_killed_jobs_after_a_config_change_are_rebuilt_with_what_is_made_from_th
         assert path.stat().st_mtime >= made, f"{path.name} is older than the simulation it shows"
     for model in ("nope", "rope"):
         metrics = pd.read_parquet(models / model / "metrics.parquet")
-        assert metrics["step"].max() == steps and metrics["lr"].max() == pytest.approx(lr, rel=1e-3)  # logged steps miss the exact peak
+        assert metrics["step"].max() == steps and metrics["lr"].max() == pytest.approx(
+            lr, rel=1e-3
+        )  # logged steps miss the exact peak
         weights = (models / model / "model.safetensors").stat().st_mtime
         scores = workdir / paths.activation_table(model, "scores")
         assert scores.stat().st_mtime >= weights  # extracted from the new weights

@@ -26,9 +26,16 @@ def test_length_seeds_target_trains_the_other_seeds_and_summarises(finished_copy
     seeds = config["evaluation"]["seeds"]
     runs = {f"{model}_seed{seed}" for model in ("nope", "rope") for seed in seeds}  # catalogue.models.seed_run
     assert {job for job in jobs if job[0] in ("train", "length_eval", "pattern_ablation")} == {
-        (rule, run) for rule in ("train", "length_eval", "pattern_ablation") for run in runs}
-    assert {rule for rule, _ in jobs} == {"train", "length_eval", "pattern_ablation", "length_seeds_table",
-                                          "pattern_ablation_summary", "claims"}
+        (rule, run) for rule in ("train", "length_eval", "pattern_ablation") for run in runs
+    }
+    assert {rule for rule, _ in jobs} == {
+        "train",
+        "length_eval",
+        "pattern_ablation",
+        "length_seeds_table",
+        "pattern_ablation_summary",
+        "claims",
+    }
     assert {("pattern_ablation_summary", "@results/seeds"), ("claims", "@results/seeds")} <= jobs
     snakemake(finished_copy, "length_seeds")
     everyone = [config["training"].get("seed", 0), *seeds]
@@ -60,8 +67,12 @@ def test_a_config_with_its_own_results_folder_writes_only_there(finished_copy):
 
     sh.copytree(Path(__file__).resolve().parents[2] / "config", finished_copy / "config")
     out = snakemake(finished_copy, "-n", "all", "length_seeds", "--configfile", "config/nope-large.yaml").stdout
-    outputs = [p.strip() for line in out.splitlines() if line.strip().startswith(("output:", "log:", "benchmark:"))
-               for p in line.split(":", 1)[1].split(",")]
+    outputs = [
+        p.strip()
+        for line in out.splitlines()
+        if line.strip().startswith(("output:", "log:", "benchmark:"))
+        for p in line.split(":", 1)[1].split(",")
+    ]
     assert outputs and all(p.startswith("results/nope-large/") for p in outputs), outputs[:5]
     assert "rule train:" in out and "rule emergence:" in out and "rule pretrained:" not in out
 
@@ -82,7 +93,9 @@ def test_two_checkouts_share_simulations_through_the_output_cache(finished_run, 
     assert len(list(cache.iterdir())) == 2  # the variant's table and its group sums
     out = snakemake(second, target, "--cache")
     assert f"Symlinking output file {target} from cache" in out.stdout + out.stderr
-    assert not (second / log).exists() or (second / log).stat().st_size == 0  # the job never ran (Snakemake may create its log)
+    assert (
+        not (second / log).exists() or (second / log).stat().st_size == 0
+    )  # the job never ran (Snakemake may create its log)
     linked = second / target
     assert linked.is_symlink() and Path(os.readlink(linked)).parent == cache
     pd.testing.assert_frame_equal(pd.read_parquet(linked), pd.read_parquet(first / target))

@@ -33,13 +33,28 @@ def test_all_figures_end_to_end(finished_run):
     # one tidy table for all variants, as docs/results.md shows
     table = pd.read_parquet(finished_run / "results" / "simulation")
     assert set(table["variant"]) == set(config["simulation"]["variants"])
-    assert {"layer", "query_pos", "key_pos", "score_mean", "score_sem", "prob_mean",
-            "score_diagnorm", "alpha", "norm", "d", "n_samples", "seed"} <= set(table.columns)
+    assert {
+        "layer",
+        "query_pos",
+        "key_pos",
+        "score_mean",
+        "score_sem",
+        "prob_mean",
+        "score_diagnorm",
+        "alpha",
+        "norm",
+        "d",
+        "n_samples",
+        "seed",
+    } <= set(table.columns)
     theory = pd.read_parquet(finished_run / "results" / "theory" / "layer2_scores.parquet")
     assert set(theory["alpha"]) == set(config["theory"]["alphas"])
     recursion = pd.read_parquet(finished_run / "results" / "theory" / "recursion.parquet")
     assert list(recursion["variant"].unique()) == list(config["simulation"]["variants"])
-    assert recursion["score"].notna().all() and (finished_run / "results" / "benchmarks" / "recursion.tsv").stat().st_size > 0
+    assert (
+        recursion["score"].notna().all()
+        and (finished_run / "results" / "benchmarks" / "recursion.tsv").stat().st_size > 0
+    )
     # every rule logs, every simulation, extraction and training has its run time, nothing half-written is left
     assert (finished_run / "results" / "logs" / "theory.log").stat().st_size > 0
     assert (finished_run / "results" / "logs" / "recursion.log").stat().st_size > 0
@@ -77,7 +92,6 @@ def test_data_stages_write_documents_tokens_and_snippets(finished_run):
 def test_training_outputs(finished_run):
     from transformers import AutoModelForCausalLM
 
-
     for model in ("nope", "rope"):
         folder = finished_run / "results" / "models" / model
         metrics = pd.read_parquet(folder / "metrics.parquet")
@@ -110,8 +124,11 @@ def test_emergence_table_and_figure_from_the_snapshots(finished_run):
     assert (table.loc[table.metric != "heldout_loss", "uncertainty"] > 0).all()
     ledger = pd.read_parquet(finished_run / "results" / "summary" / "claims.parquet").set_index("label")
     last = table[(table["model"] == "nope") & (table["step"] == steps[-1])].set_index(["metric", "stage"])
-    for metric, stage, claim, label in (("concordance", "f", "7a", "nope (f)"), ("concordance", "i", "7a", "nope (i)"),
-                                        ("strength_ratio", "i", "7b", "nope")):
+    for metric, stage, claim, label in (
+        ("concordance", "f", "7a", "nope (f)"),
+        ("concordance", "i", "7a", "nope (i)"),
+        ("strength_ratio", "i", "7b", "nope"),
+    ):
         row = ledger[ledger["claim_id"] == claim].loc[label]
         assert last.loc[(metric, stage), "value"] == pytest.approx(row["value"], abs=1e-9), (metric, stage)
     assert (finished_run / "results" / "figures" / "figE1_emergence.png").stat().st_size > 1000
@@ -155,8 +172,11 @@ def test_report_holds_every_figure_the_runtimes_and_the_config(finished_copy):
     categories = json.loads(re.search(r"var categories = (\{.*?\});\n", page).group(1))
     shown = {path for sub in categories.values() for paths in sub.values() for path in paths}
     # every file, the pages inside the fig_all_layers_<model> folders included
-    figures = {str(p.relative_to(finished_copy)) for p in (finished_copy / "results" / "figures").rglob("*")
-               if p.is_file() and not p.name.startswith(".")}  # not Snakemake's .snakemake_timestamp
+    figures = {
+        str(p.relative_to(finished_copy))
+        for p in (finished_copy / "results" / "figures").rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    }  # not Snakemake's .snakemake_timestamp
     assert figures and figures <= shown
     assert set(categories["Figures"]) >= {"Simulation", "Trained models", "Pretrained LLMs", "All layers"}
     assert categories["Runtimes"] and categories["Configuration"]
@@ -167,14 +187,24 @@ def test_claims_ledger_from_the_run(finished_run):
     """Rule claims writes one row per claim and setting with a verdict, its Markdown and a page per part."""
     summary = finished_run / "results" / "summary"
     ledger = pd.read_parquet(summary / "claims.parquet")
-    assert list(ledger.columns[:9]) == ["claim_id", "section", "statement", "setting", "metric", "value",
-                                        "uncertainty", "threshold", "verdict"]
+    assert list(ledger.columns[:9]) == [
+        "claim_id",
+        "section",
+        "statement",
+        "setting",
+        "metric",
+        "value",
+        "uncertainty",
+        "threshold",
+        "verdict",
+    ]
     assert set(ledger["verdict"]) <= set(VERDICTS)
     assert ledger["p_value"].notna().any() and "p_adjusted" in ledger.columns
     assert {claim[0] for claim in ledger["claim_id"]} == set("123456789")  # claims 1-8 and the input law (9)
     assert (summary / "claims.md").read_text().count("\n|") > len(set(ledger["claim_id"]))
-    pages = sorted(p.name for p in (finished_run / "results" / "figures" / "figL1_claims").iterdir()
-                   if not p.name.startswith("."))  # not Snakemake's .snakemake_timestamp of a directory()
+    pages = sorted(
+        p.name for p in (finished_run / "results" / "figures" / "figL1_claims").iterdir() if not p.name.startswith(".")
+    )  # not Snakemake's .snakemake_timestamp of a directory()
     assert pages == sorted(f"claims{page}.{ext}" for page in PAGES for ext in ("pdf", "png"))  # one per part
     assert all((finished_run / "results" / "figures" / "figL1_claims" / page).stat().st_size > 1000 for page in pages)
 
@@ -192,14 +222,17 @@ def test_one_result_by_hand_runs_its_job_and_what_it_needs(finished_copy):
     assert {rule for rule, _ in planned_jobs(finished_copy, "all")} <= {"figure", "claims", "runtimes"}
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda c: c["simulation"]["defaults"].update(alpha=1.0), "simulation.defaults.alpha"),
-    (lambda c: c["simulation"]["variants"]["l2_alpha0.2"].update(alpha=-0.1), "l2_alpha0.2.alpha"),
-    (lambda c: c["simulation"]["defaults"].update(seq_len=1), "simulation.defaults.seq_len"),
-    (lambda c: c["simulation"]["defaults"].update(norm="rmsnorm"), "allowed values: ['l2', 'layernorm']"),
-    (lambda c: c["simulation"].update(colour="blue"), "unknown key(s) ['colour']"),
-    (lambda c: c["figures"]["fig02_l2norm"].update(variants=["missing"]), "figures.fig02_l2norm.variants"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c["simulation"]["defaults"].update(alpha=1.0), "simulation.defaults.alpha"),
+        (lambda c: c["simulation"]["variants"]["l2_alpha0.2"].update(alpha=-0.1), "l2_alpha0.2.alpha"),
+        (lambda c: c["simulation"]["defaults"].update(seq_len=1), "simulation.defaults.seq_len"),
+        (lambda c: c["simulation"]["defaults"].update(norm="rmsnorm"), "allowed values: ['l2', 'layernorm']"),
+        (lambda c: c["simulation"].update(colour="blue"), "unknown key(s) ['colour']"),
+        (lambda c: c["figures"]["fig02_l2norm"].update(variants=["missing"]), "figures.fig02_l2norm.variants"),
+    ],
+)
 def test_bad_config_fails_before_any_job(tmp_path, change, message):
     workdir = copy_workflow(tmp_path)
     edit_config(workdir, change)
@@ -226,4 +259,3 @@ def test_the_tiny_run_has_every_models_heads_the_figure_and_the_benchmark(finish
         np.testing.assert_allclose(maps.mean(axis=1)[:, lower], average[:, lower], rtol=1e-5, atol=1e-5)
     assert (finished_run / "results/figures/figH1_heads.png").stat().st_size > 10_000
     assert (finished_run / paths.heads_benchmark()).exists()
-

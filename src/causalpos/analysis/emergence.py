@@ -35,8 +35,18 @@ METRICS = ("concordance", "nearer_key_advantage", "strength_ratio", "nonrelative
 def _row(model, step, tokens, layer, stage, metric, values, reference=None) -> dict:
     value, se = estimate(values) if values is not None else (math.nan, math.nan)
     ref, ref_se = estimate(reference) if reference is not None else (math.nan, math.nan)
-    return {"model": model, "step": int(step), "tokens_seen": int(tokens), "layer": layer, "stage": stage,
-            "metric": metric, "value": value, "uncertainty": se, "reference": ref, "reference_uncertainty": ref_se}
+    return {
+        "model": model,
+        "step": int(step),
+        "tokens_seen": int(tokens),
+        "layer": layer,
+        "stage": stage,
+        "metric": metric,
+        "value": value,
+        "uncertainty": se,
+        "reference": ref,
+        "reference_uncertainty": ref_se,
+    }
 
 
 def step_rows(data: LedgerInputs, model: str, step: int, tokens: int) -> list[dict]:
@@ -51,23 +61,53 @@ def step_rows(data: LedgerInputs, model: str, step: int, tokens: int) -> list[di
     for stage in ("f", "i"):
         field, layer = data.intermediate_field(model, stage)
         if field is not None:
-            rows.append(_row(model, step, tokens, layer, stage, "concordance", stage_concordance(field),
-                             stage_concordance(sim) if sim is not None else None))
+            rows.append(
+                _row(
+                    model,
+                    step,
+                    tokens,
+                    layer,
+                    stage,
+                    "concordance",
+                    stage_concordance(field),
+                    stage_concordance(sim) if sim is not None else None,
+                )
+            )
     if inner is not None:
         strength = standardised_advantage(inner)
         reference = standardised_advantage(sim) if sim is not None else None
         rows.append(_row(model, step, tokens, inner_layer, "i", "nearer_key_advantage", strength, reference))
         ratio = safe_ratio(strength, reference) if reference is not None else None
-        rows.append(_row(model, step, tokens, inner_layer, "i", "strength_ratio", ratio,
-                         np.ones(1) if reference is not None else None))
+        rows.append(
+            _row(
+                model,
+                step,
+                tokens,
+                inner_layer,
+                "i",
+                "strength_ratio",
+                ratio,
+                np.ones(1) if reference is not None else None,
+            )
+        )
     for layer in data.score_layers(model):
         field = data.score_field(model, layer)
         ref = None
         if found is not None and layer < int(data.params.loc[found[0], "n_layers"]):
             sim_layer = data.sim_field(found[0], layer)
             ref = amplitude(nonrelative_share(sim_layer.x, sim_layer.size, 1))
-        rows.append(_row(model, step, tokens, layer, "scores", "nonrelative_amplitude",
-                         amplitude(nonrelative_share(field.x, field.size, 1)), ref))
+        rows.append(
+            _row(
+                model,
+                step,
+                tokens,
+                layer,
+                "scores",
+                "nonrelative_amplitude",
+                amplitude(nonrelative_share(field.x, field.size, 1)),
+                ref,
+            )
+        )
     return rows
 
 
@@ -77,24 +117,53 @@ def _at_step(frame: pd.DataFrame | None, step: int) -> pd.DataFrame | None:
     return frame.loc[frame["step"] == step].drop(columns=STEP_COLUMNS)
 
 
-def emergence_frame(scores: pd.DataFrame, intermediates: pd.DataFrame | None, groups: pd.DataFrame | None,
-                    losses: pd.DataFrame | None, simulations: pd.DataFrame | None, n_bootstrap: int = 200,
-                    seed: int = 0, simulation_groups: pd.DataFrame | None = None) -> pd.DataFrame:
+def emergence_frame(
+    scores: pd.DataFrame,
+    intermediates: pd.DataFrame | None,
+    groups: pd.DataFrame | None,
+    losses: pd.DataFrame | None,
+    simulations: pd.DataFrame | None,
+    n_bootstrap: int = 200,
+    seed: int = 0,
+    simulation_groups: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """The emergence table (EMERGENCE_COLUMNS), one row per model, step, layer, stage and metric."""
     rows = []
     for (model, step), at in scores.groupby(["model", "step"], sort=True):
         tokens = int(at["tokens_seen"].iloc[0])
-        pick = {name: _at_step(frame[frame["model"] == model], step) if frame is not None else None
-                for name, frame in (("intermediates", intermediates), ("groups", groups))}
-        data = LedgerInputs(simulations, None, at.drop(columns=STEP_COLUMNS), pick["intermediates"], pick["groups"],
-                            int(n_bootstrap), int(seed), simulation_groups)
+        pick = {
+            name: _at_step(frame[frame["model"] == model], step) if frame is not None else None
+            for name, frame in (("intermediates", intermediates), ("groups", groups))
+        }
+        data = LedgerInputs(
+            simulations,
+            None,
+            at.drop(columns=STEP_COLUMNS),
+            pick["intermediates"],
+            pick["groups"],
+            int(n_bootstrap),
+            int(seed),
+            simulation_groups,
+        )
         rows += step_rows(data, str(model), int(step), tokens)
     for _, loss in (losses if losses is not None else pd.DataFrame(columns=["model"])).iterrows():
-        rows.append(_row(loss["model"], loss["step"], loss["tokens_seen"], None, "", "heldout_loss",
-                         np.array([loss["heldout_loss"]])))
+        rows.append(
+            _row(
+                loss["model"],
+                loss["step"],
+                loss["tokens_seen"],
+                None,
+                "",
+                "heldout_loss",
+                np.array([loss["heldout_loss"]]),
+            )
+        )
     frame = pd.DataFrame(rows, columns=EMERGENCE_COLUMNS)
     frame["layer"] = frame["layer"].astype("Int64")
     order = {metric: i for i, metric in enumerate(METRICS)}
-    frame = frame.sort_values(["model", "metric", "stage", "layer", "step"],
-                              key=lambda c: c.map(order) if c.name == "metric" else c, ignore_index=True)
+    frame = frame.sort_values(
+        ["model", "metric", "stage", "layer", "step"],
+        key=lambda c: c.map(order) if c.name == "metric" else c,
+        ignore_index=True,
+    )
     return frame

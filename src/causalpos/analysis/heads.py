@@ -40,8 +40,10 @@ def head_matrix(rows: pd.DataFrame) -> tuple[np.ndarray, int]:
     """One (model, kind, layer)'s rows as packed columns [pairs, heads] (NaN where no row), and seq_len."""
     sizes = rows["seq_len"].unique()
     if len(sizes) != 1:
-        raise ValueError(f"head_scores: model {rows['model'].iloc[0]!r}, layer {int(rows['layer'].iloc[0])} has "
-                         f"several seq_len values: {sorted(sizes)}")
+        raise ValueError(
+            f"head_scores: model {rows['model'].iloc[0]!r}, layer {int(rows['layer'].iloc[0])} has "
+            f"several seq_len values: {sorted(sizes)}"
+        )
     size = int(sizes[0])
     query, key = rows["query_pos"].to_numpy(np.int64), rows["key_pos"].to_numpy(np.int64)
     if ((key > query) | (query >= size) | (key < 0)).any():
@@ -61,13 +63,29 @@ def layer_heads(rows: pd.DataFrame) -> pd.DataFrame:
     except ValueError as err:
         raise ValueError(f"head_scores: model {model!r}, layer {int(layer)}: {err}") from None
     stats = band_statistics(x, size, extras=True, window=window)
-    values = {"nonrelative_amplitude": np.sqrt(np.clip(stats[METRICS["nonrelative_amplitude"]], 0.0, None)),
-              "first_keys_emphasis": stats[METRICS["first_keys_emphasis"]]}
+    values = {
+        "nonrelative_amplitude": np.sqrt(np.clip(stats[METRICS["nonrelative_amplitude"]], 0.0, None)),
+        "first_keys_emphasis": stats[METRICS["first_keys_emphasis"]],
+    }
     heads = np.arange(x.shape[1])
     n_sequences = int(rows["n_sequences"].max()) if "n_sequences" in rows.columns else -1
-    return pd.DataFrame([{"model": model, "kind": kind, "layer": int(layer), "head": int(h), "metric": metric,
-                          "value": float(values[metric][h]), "seq_len": size, "n_sequences": n_sequences}
-                         for metric in METRICS for h in heads], columns=HEADS_COLUMNS)
+    return pd.DataFrame(
+        [
+            {
+                "model": model,
+                "kind": kind,
+                "layer": int(layer),
+                "head": int(h),
+                "metric": metric,
+                "value": float(values[metric][h]),
+                "seq_len": size,
+                "n_sequences": n_sequences,
+            }
+            for metric in METRICS
+            for h in heads
+        ],
+        columns=HEADS_COLUMNS,
+    )
 
 
 def heads_frame(parts) -> pd.DataFrame:
@@ -80,7 +98,14 @@ def heads_frame(parts) -> pd.DataFrame:
         require_columns(frame, NEEDS, "head_scores", allow_empty=True)
         out += [layer_heads(rows) for _, rows in frame.groupby(KEYS, sort=True)]
     if not out:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(
-            HEADS_COLUMNS, ["object", "object", "int64", "int64", "object", "float64", "int64", "int64"])})
-    return pd.concat(out, ignore_index=True).sort_values(["model", "metric", "layer", "head"], kind="stable",
-                                                         ignore_index=True)
+        return pd.DataFrame(
+            {
+                c: pd.Series(dtype=t)
+                for c, t in zip(
+                    HEADS_COLUMNS, ["object", "object", "int64", "int64", "object", "float64", "int64", "int64"]
+                )
+            }
+        )
+    return pd.concat(out, ignore_index=True).sort_values(
+        ["model", "metric", "layer", "head"], kind="stable", ignore_index=True
+    )

@@ -83,9 +83,15 @@ def paired_differences(gaps: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["seed", "factor", "seq_len", "loss", "diff"])
     left, right = (gaps[gaps["model"] == m].set_index(["seed", "factor"]) for m in PAIR)
     both = left.merge(right, how="inner", left_index=True, right_index=True, suffixes=("_a", "_b")).reset_index()
-    return pd.DataFrame({"seed": both["seed"], "factor": both["factor"], "seq_len": both["seq_len_a"],
-                         "loss": both["heldout_loss_a"] - both["heldout_loss_b"],
-                         "diff": both["gap_a"] - both["gap_b"]}).sort_values(["factor", "seed"], ignore_index=True)
+    return pd.DataFrame(
+        {
+            "seed": both["seed"],
+            "factor": both["factor"],
+            "seq_len": both["seq_len_a"],
+            "loss": both["heldout_loss_a"] - both["heldout_loss_b"],
+            "diff": both["gap_a"] - both["gap_b"],
+        }
+    ).sort_values(["factor", "seed"], ignore_index=True)
 
 
 # ---------------------------------------------------------------- Student t, integer degrees of freedom
@@ -141,17 +147,16 @@ def sign_flip_p(differences) -> tuple[float, float]:
     n = len(d)
     if n > MAX_EXACT_SEEDS:
         raise ValueError(f"{n} paired differences: the exact test enumerates 2^n, at most 2^{MAX_EXACT_SEEDS}")
-    signs = 1 - 2 * ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1)
+    signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
     sums, observed = signs @ d, float(d.sum())
     tolerance = 1e-9 * float(np.abs(d).sum())  # sums equal but for rounding count as equal
-    return (float(np.mean(np.abs(sums) >= abs(observed) - tolerance)),
-            float(np.mean(sums <= observed + tolerance)))
+    return (float(np.mean(np.abs(sums) >= abs(observed) - tolerance)), float(np.mean(sums <= observed + tolerance)))
 
 
 def sign_test_p(n_negative: int, n_signed: int) -> tuple[float, float]:
     """(two-sided, one-sided) p of the exact sign test: X ~ binomial(n_signed, 1/2); one-sided P(X >= n_negative),
     two-sided the probability of every count at least as far from n_signed / 2."""
-    weights = [math.comb(n_signed, j) / 2 ** n_signed for j in range(n_signed + 1)]
+    weights = [math.comb(n_signed, j) / 2**n_signed for j in range(n_signed + 1)]
     distance = abs(n_negative - n_signed / 2)
     two = sum(w for j, w in enumerate(weights) if abs(j - n_signed / 2) >= distance - 1e-9)
     return min(1.0, two), min(1.0, sum(weights[n_negative:]))
@@ -187,9 +192,18 @@ def paired_tests(differences) -> dict:
     exact, exact_one = sign_flip_p(d)
     n_negative, n_ties = int((d < 0).sum()), int((d == 0).sum())
     sign, sign_one = sign_test_p(n_negative, n - n_ties)
-    return {"diff_ci_low": low, "diff_ci_high": high, "t_stat": t, "t_p": t_p, "exact_p": exact,
-            "exact_p_one_sided": exact_one, "n_negative": n_negative, "n_ties": n_ties, "sign_p": sign,
-            "sign_p_one_sided": sign_one}
+    return {
+        "diff_ci_low": low,
+        "diff_ci_high": high,
+        "t_stat": t,
+        "t_p": t_p,
+        "exact_p": exact,
+        "exact_p_one_sided": exact_one,
+        "n_negative": n_negative,
+        "n_ties": n_ties,
+        "sign_p": sign,
+        "sign_p_one_sided": sign_one,
+    }
 
 
 # ---------------------------------------------------------------- the table
@@ -198,19 +212,28 @@ def paired_tests(differences) -> dict:
 def _summary(model: str, factor: int, seq_len: int, rows: pd.DataFrame, loss: str, gap: str) -> dict:
     n = len(rows)
     sd = lambda column: float(rows[column].std(ddof=1)) if n > 1 else math.nan  # noqa: E731
-    return {"model": model, "factor": int(factor), "seq_len": int(seq_len), "n_seeds": n,
-            "seeds": ",".join(str(int(s)) for s in sorted(rows["seed"])),
-            "heldout_loss_mean": float(rows[loss].mean()), "heldout_loss_sd": sd(loss),
-            "gap_mean": float(rows[gap].mean()), "gap_sd": sd(gap),
-            "gap_sem": sd(gap) / math.sqrt(n) if n else math.nan}
+    return {
+        "model": model,
+        "factor": int(factor),
+        "seq_len": int(seq_len),
+        "n_seeds": n,
+        "seeds": ",".join(str(int(s)) for s in sorted(rows["seed"])),
+        "heldout_loss_mean": float(rows[loss].mean()),
+        "heldout_loss_sd": sd(loss),
+        "gap_mean": float(rows[gap].mean()),
+        "gap_sd": sd(gap),
+        "gap_sem": sd(gap) / math.sqrt(n) if n else math.nan,
+    }
 
 
 def length_seed_frame(per_seed: pd.DataFrame) -> pd.DataFrame:
     """LENGTH_SEED_COLUMNS: per model and factor over its seeds, then "nope - rope" over the seeds both have,
     with the paired tests beyond factor 1."""
     frame = with_gaps(per_seed)
-    rows = [_summary(model, factor, rows["seq_len"].iloc[0], rows, "heldout_loss", "gap")
-            for (model, factor), rows in frame.groupby(["model", "factor"], sort=True)]
+    rows = [
+        _summary(model, factor, rows["seq_len"].iloc[0], rows, "heldout_loss", "gap")
+        for (model, factor), rows in frame.groupby(["model", "factor"], sort=True)
+    ]
     tested = []
     for factor, pairs in paired_differences(frame).groupby("factor", sort=True):
         row = _summary(f"{PAIR[0]} - {PAIR[1]}", factor, pairs["seq_len"].iloc[0], pairs, "loss", "diff")

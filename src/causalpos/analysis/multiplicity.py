@@ -16,8 +16,9 @@ import numpy as np
 def normal_sf(x):
     """P(Z > x) for a standard normal Z, elementwise (x may be ±inf); exact in the far tails (erfc)."""
     values = np.asarray(x, dtype=float)
-    out = np.vectorize(lambda v: math.nan if math.isnan(v) else 0.5 * math.erfc(v / math.sqrt(2.0)),
-                       otypes=[float])(values)
+    out = np.vectorize(lambda v: math.nan if math.isnan(v) else 0.5 * math.erfc(v / math.sqrt(2.0)), otypes=[float])(
+        values
+    )
     return float(out) if out.ndim == 0 else out
 
 

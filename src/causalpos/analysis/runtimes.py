@@ -18,8 +18,16 @@ import pandas as pd
 from causalpos.catalogue.tables import RUNTIME_COLUMNS
 from causalpos.io import read_metadata
 
-HEADERS = {"rule": "Rule", "job": "Job", "seconds": "Wall time (s)", "max_rss_mb": "Peak memory (MB)",
-           "cpu_seconds": "CPU time (s)", "device": "Device", "source": "Measured by", "jobs": "Jobs"}
+HEADERS = {
+    "rule": "Rule",
+    "job": "Job",
+    "seconds": "Wall time (s)",
+    "max_rss_mb": "Peak memory (MB)",
+    "cpu_seconds": "CPU time (s)",
+    "device": "Device",
+    "source": "Measured by",
+    "jobs": "Jobs",
+}
 
 
 def job_name(path) -> str:
@@ -36,37 +44,65 @@ def runtime_frame(benchmarks: dict, parquets: dict) -> pd.DataFrame:
             bench = pd.read_csv(path, sep="\t")
             device = read_metadata(companion).get("device") if companion else None
             for _, run in bench.iterrows():  # one row per repeat of the benchmark
-                rows.append({"rule": rule, "job": job_name(path), "seconds": float(run["s"]),
-                             "max_rss_mb": float(run["max_rss"]), "cpu_seconds": float(run["cpu_time"]),
-                             "device": device, "source": "benchmark"})
+                rows.append(
+                    {
+                        "rule": rule,
+                        "job": job_name(path),
+                        "seconds": float(run["s"]),
+                        "max_rss_mb": float(run["max_rss"]),
+                        "cpu_seconds": float(run["cpu_time"]),
+                        "device": device,
+                        "source": "benchmark",
+                    }
+                )
     for rule, paths in parquets.items():
         for path in paths:
             meta = read_metadata(path)
             if "seconds" not in meta:
                 raise ValueError(f"{path} has no run time in its metadata (not written by the {rule} stage?)")
-            rows.append({"rule": rule, "job": meta.get("variant") or meta.get("model") or job_name(path),
-                         "seconds": float(meta["seconds"]), "max_rss_mb": float(meta.get("max_rss_mb", "nan")),
-                         "cpu_seconds": float(meta.get("cpu_seconds", "nan")), "device": meta.get("device"),
-                         "source": "stage metadata"})
+            rows.append(
+                {
+                    "rule": rule,
+                    "job": meta.get("variant") or meta.get("model") or job_name(path),
+                    "seconds": float(meta["seconds"]),
+                    "max_rss_mb": float(meta.get("max_rss_mb", "nan")),
+                    "cpu_seconds": float(meta.get("cpu_seconds", "nan")),
+                    "device": meta.get("device"),
+                    "source": "stage metadata",
+                }
+            )
     return pd.DataFrame(rows, columns=RUNTIME_COLUMNS).sort_values(["rule", "job"], ignore_index=True)
 
 
 def runtime_html(frame: pd.DataFrame) -> str:
     """The table as a small self-contained HTML page (the report embeds it): every job, then the sums per rule."""
-    totals = (frame.groupby("rule", sort=True)
-              .agg(jobs=("job", "count"), seconds=("seconds", "sum"), cpu_seconds=("cpu_seconds", "sum"),
-                   max_rss_mb=("max_rss_mb", "max"))
-              .reset_index())
+    totals = (
+        frame.groupby("rule", sort=True)
+        .agg(
+            jobs=("job", "count"),
+            seconds=("seconds", "sum"),
+            cpu_seconds=("cpu_seconds", "sum"),
+            max_rss_mb=("max_rss_mb", "max"),
+        )
+        .reset_index()
+    )
 
     def table(data: pd.DataFrame) -> str:
-        return data.rename(columns=HEADERS).to_html(index=False, float_format=lambda x: f"{x:,.1f}", na_rep="–",
-                                                     border=0, classes="runtimes")
+        return data.rename(columns=HEADERS).to_html(
+            index=False, float_format=lambda x: f"{x:,.1f}", na_rep="–", border=0, classes="runtimes"
+        )
 
-    style = ("body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse;margin-bottom:1.5em}"
-             "th,td{padding:.25em .7em;border-bottom:1px solid #ddd;text-align:right}"
-             "th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}")
-    body = (f"<h2>Run time of every expensive job</h2>{table(frame)}"
-            f"<h2>Per rule</h2><p>Sums of wall and CPU time, the largest peak memory.</p>"
-            f"{table(totals[['rule', 'jobs', 'seconds', 'cpu_seconds', 'max_rss_mb']])}")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Runtimes</title>"
-            f"<style>{style}</style></head><body>{body}</body></html>")
+    style = (
+        "body{font-family:sans-serif;font-size:14px;margin:1em}table{border-collapse:collapse;margin-bottom:1.5em}"
+        "th,td{padding:.25em .7em;border-bottom:1px solid #ddd;text-align:right}"
+        "th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}"
+    )
+    body = (
+        f"<h2>Run time of every expensive job</h2>{table(frame)}"
+        f"<h2>Per rule</h2><p>Sums of wall and CPU time, the largest peak memory.</p>"
+        f"{table(totals[['rule', 'jobs', 'seconds', 'cpu_seconds', 'max_rss_mb']])}"
+    )
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Runtimes</title>"
+        f"<style>{style}</style></head><body>{body}</body></html>"
+    )

@@ -23,16 +23,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.triangles import (LEFT_FRACTION, band_centred, band_statistics, off_diagonal, pack,
-                                          visible_window)
+from causalpos.analysis.triangles import (
+    LEFT_FRACTION,
+    band_centred,
+    band_statistics,
+    off_diagonal,
+    pack,
+    visible_window,
+)
 from causalpos.io import PartTable, write_parquet
-from causalpos.catalogue.tables import (INCREASING_COLUMNS, NONRELATIVENESS_COLUMNS, PROBE_SUMMARY_COLUMNS,
-                                        SUMMARY_FILES, require_columns)
+from causalpos.catalogue.tables import (
+    INCREASING_COLUMNS,
+    NONRELATIVENESS_COLUMNS,
+    PROBE_SUMMARY_COLUMNS,
+    SUMMARY_FILES,
+    require_columns,
+)
 
 KEYS = ["model", "kind", "layer"]
 SCORE_NEEDS = KEYS + ["query_pos", "key_pos", "score_mean", "score_sem", "seq_len"]
 PROBE_NEEDS = KEYS + ["mae", "mae_baseline"]
-
 
 
 def _layer_row(rows: pd.DataFrame, left_fraction: float) -> dict:
@@ -42,8 +52,9 @@ def _layer_row(rows: pd.DataFrame, left_fraction: float) -> dict:
     try:  # a sliding-window layer has no score for the bands q - k >= its window: they are left out
         window = visible_window(score, size)
     except ValueError as err:
-        raise ValueError(f"scores table: model {rows['model'].iloc[0]!r}, layer {int(rows['layer'].iloc[0])}: "
-                         f"{err}") from None
+        raise ValueError(
+            f"scores table: model {rows['model'].iloc[0]!r}, layer {int(rows['layer'].iloc[0])}: {err}"
+        ) from None
     every = off_diagonal(size, 0, window)
     x = score[:, None]
     bands = band_statistics(x, size, left_fraction, window=window)
@@ -56,9 +67,15 @@ def _layer_row(rows: pd.DataFrame, left_fraction: float) -> dict:
         row[f"deficit{suffix}"] = float(bands[f"left{kmin}"][0])
     pattern = band_centred(x, size, 0, window)[:, 0]
     values = score[every]
-    row.update(n_pairs=len(every), score_std=math.sqrt(max(float(bands["var0"][0]), 0.0)), score_q01=float(np.quantile(values, 0.01)), score_q99=float(np.quantile(values, 0.99)),
-               pattern_std=float(pattern.std()), pattern_q01=float(np.quantile(pattern, 0.01)),
-               pattern_q99=float(np.quantile(pattern, 0.99)))
+    row.update(
+        n_pairs=len(every),
+        score_std=math.sqrt(max(float(bands["var0"][0]), 0.0)),
+        score_q01=float(np.quantile(values, 0.01)),
+        score_q99=float(np.quantile(values, 0.99)),
+        pattern_std=float(pattern.std()),
+        pattern_q01=float(np.quantile(pattern, 0.01)),
+        pattern_q99=float(np.quantile(pattern, 0.99)),
+    )
     row["n_sequences"] = rows["n_sequences"].max() if "n_sequences" in rows.columns else np.nan
     return row
 
@@ -103,8 +120,11 @@ def nonrelativeness(scores: pd.DataFrame, left_fraction: float = LEFT_FRACTION) 
         raise ValueError(f"left_fraction must be in (0, 1], got {left_fraction}")
     if not (scores["seq_len"] >= 2).any():
         raise ValueError("scores table has no off-diagonal pairs (seq_len < 2?)")
-    rows = [{"model": model, "kind": kind, "layer": layer, **_layer_row(group, left_fraction)}
-            for (model, kind, layer), group in scores.groupby(KEYS, sort=True) if group["seq_len"].max() >= 2]
+    rows = [
+        {"model": model, "kind": kind, "layer": layer, **_layer_row(group, left_fraction)}
+        for (model, kind, layer), group in scores.groupby(KEYS, sort=True)
+        if group["seq_len"].max() >= 2
+    ]
     table = pd.DataFrame(rows)[NONRELATIVENESS_COLUMNS]
     return table.astype({column: scores[column].dtype for column in ("layer", "seq_len")})  # the scores' types
 
@@ -125,11 +145,13 @@ def _fraction_stats(pairs: pd.DataFrame, suffix: str) -> pd.DataFrame:
     groups = pairs.groupby(KEYS, sort=True)
     n = groups.size()
     var = pairs.assign(v=pairs["p_up"] * (1.0 - pairs["p_up"])).groupby(KEYS, sort=True)["v"].sum()
-    return pd.DataFrame({
-        f"n_pairs{suffix}": n,
-        f"fraction{suffix}": groups["up"].mean(),
-        f"fraction{suffix}_sem": np.sqrt(var) / n,
-    })
+    return pd.DataFrame(
+        {
+            f"n_pairs{suffix}": n,
+            f"fraction{suffix}": groups["up"].mean(),
+            f"fraction{suffix}_sem": np.sqrt(var) / n,
+        }
+    )
 
 
 def increasing_fraction(scores: pd.DataFrame) -> pd.DataFrame:
@@ -157,13 +179,12 @@ def increasing_fraction(scores: pd.DataFrame) -> pd.DataFrame:
     require_columns(scores, SCORE_NEEDS, "scores")
     cols = KEYS + ["query_pos", "key_pos", "score_mean", "score_sem", "seq_len"]
     here = scores.loc[scores["key_pos"] < scores["query_pos"], cols]
-    nxt = scores.loc[scores["key_pos"] <= scores["query_pos"], KEYS + ["query_pos", "key_pos", "score_mean",
-                                                                      "score_sem"]]
-    nxt = nxt.assign(key_pos=nxt["key_pos"] - 1).rename(columns={"score_mean": "next_mean",
-                                                                 "score_sem": "next_sem"})
+    nxt = scores.loc[
+        scores["key_pos"] <= scores["query_pos"], KEYS + ["query_pos", "key_pos", "score_mean", "score_sem"]
+    ]
+    nxt = nxt.assign(key_pos=nxt["key_pos"] - 1).rename(columns={"score_mean": "next_mean", "score_sem": "next_sem"})
     # a step needs both scores: a sliding-window layer has none for keys its window hides (NaN)
-    pairs = here.merge(nxt, on=KEYS + ["query_pos", "key_pos"], how="inner").dropna(subset=["score_mean",
-                                                                                          "next_mean"])
+    pairs = here.merge(nxt, on=KEYS + ["query_pos", "key_pos"], how="inner").dropna(subset=["score_mean", "next_mean"])
     if pairs.empty:
         raise ValueError("scores table has no pair of adjacent visible keys (seq_len < 2?)")
     step = (pairs["next_mean"] - pairs["score_mean"]).to_numpy(float)
@@ -173,12 +194,13 @@ def increasing_fraction(scores: pd.DataFrame) -> pd.DataFrame:
     pairs = pairs.assign(step=step, up=step > 0, p_up=p_up, unresolved=np.abs(step) < 2 * se)
     both_off = pairs["key_pos"] + 1 < pairs["query_pos"]
 
-    parts = [_fraction_stats(pairs[both_off], ""),
-             _fraction_stats(pairs[both_off & (pairs["key_pos"] >= 1)], "_no_sink"),
-             _fraction_stats(pairs, "_with_diagonal")]
+    parts = [
+        _fraction_stats(pairs[both_off], ""),
+        _fraction_stats(pairs[both_off & (pairs["key_pos"] >= 1)], "_no_sink"),
+        _fraction_stats(pairs, "_with_diagonal"),
+    ]
     meta = pairs.groupby(KEYS, sort=True).agg(seq_len=("seq_len", "max"))
-    extra = pairs[both_off].groupby(KEYS, sort=True).agg(unresolved=("unresolved", "mean"),
-                                                          mean_step=("step", "mean"))
+    extra = pairs[both_off].groupby(KEYS, sort=True).agg(unresolved=("unresolved", "mean"), mean_step=("step", "mean"))
     out = meta.join(parts).join(extra).reset_index()
     for column in ("n_pairs", "n_pairs_no_sink", "n_pairs_with_diagonal"):
         out[column] = out[column].fillna(0).astype(int)  # seq_len 2-3: some variants have no pair
@@ -212,8 +234,9 @@ def probe_summary(probe: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- entry point
 
 
-def write_summaries(scores, probe: pd.DataFrame, out_dir, metadata: dict | None = None,
-                    left_fraction: float = LEFT_FRACTION) -> dict[str, Path]:
+def write_summaries(
+    scores, probe: pd.DataFrame, out_dir, metadata: dict | None = None, left_fraction: float = LEFT_FRACTION
+) -> dict[str, Path]:
     """Write the three summary tables into out_dir (atomically); return {name: path}. `scores` is a DataFrame
     or an io.PartTable, read one (model, kind, layer) at a time: every statistic is per layer, so the tables
     are the same and memory is one layer's."""

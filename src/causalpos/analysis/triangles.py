@@ -49,8 +49,10 @@ def visible_window(values: np.ndarray, size: int) -> int | None:
     distance = (query - key)[sel]
     window = int(distance[missing].min())
     if not np.array_equal(missing, distance >= window):
-        raise ValueError(f"scores of seq_len {size}: {int(missing.sum())} off-diagonal pairs have no score, "
-                         f"and they are not the bands of a sliding window (q - k >= {window})")
+        raise ValueError(
+            f"scores of seq_len {size}: {int(missing.sum())} off-diagonal pairs have no score, "
+            f"and they are not the bands of a sliding window (q - k >= {window})"
+        )
     return window
 
 
@@ -70,7 +72,7 @@ def by_columns(metric, x: np.ndarray, width: int = COLUMN_CHUNK):
     """metric(x[:, chunk]) over chunks of `width` columns, joined: the same [N] result (or dict of them) as
     metric(x) for a metric that works column by column, as every one here does, with a fraction of the
     temporaries (sorted copies, centred patterns, quantile buffers)."""
-    parts = [metric(x[:, start:start + width]) for start in range(0, x.shape[1], width)]
+    parts = [metric(x[:, start : start + width]) for start in range(0, x.shape[1], width)]
     if isinstance(parts[0], dict):
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
     return np.concatenate(parts)
@@ -96,8 +98,9 @@ def pack(frame: pd.DataFrame, columns, size: int) -> list[np.ndarray]:
     return out
 
 
-def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTION, extras: bool = False,
-                    window: int | None = None) -> dict:
+def band_statistics(
+    x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTION, extras: bool = False, window: int | None = None
+) -> dict:
     """The non-relative share and the left-region deficit, with every key (kmin 0) and without key 0 (kmin 1),
     from one pass over the off-diagonal pairs sorted by band.
 
@@ -129,7 +132,7 @@ def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTI
         keep = n > 0
         total = n.sum()
         mean = band_sums[keep].sum(axis=0) / total
-        var = total_sq / total - mean ** 2
+        var = total_sq / total - mean**2
         between = (band_sums[keep] ** 2 / n[keep, None]).sum(axis=0)
         out[f"share{kmin}"] = safe_ratio((total_sq - between) / total, var)
         # sum over the left pairs of p = sum of s there - sum over bands of (band mean x left pairs in the band)
@@ -139,8 +142,9 @@ def band_statistics(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTI
         left_p = left.astype(float) @ s - left_per_band @ band_means
         left_mean = left_p / max(left.sum(), 1) if left.any() else np.full(x.shape[1], np.nan)
         out[f"left{kmin}"], out[f"var{kmin}"] = left_mean, var
-        out[f"deficit{kmin}"] = safe_ratio(left_mean, np.sqrt(np.clip(var, 0, None))) \
-            if left.any() else np.full(x.shape[1], np.nan)
+        out[f"deficit{kmin}"] = (
+            safe_ratio(left_mean, np.sqrt(np.clip(var, 0, None))) if left.any() else np.full(x.shape[1], np.nan)
+        )
     if extras:
         sd1 = np.sqrt(np.clip(out["var1"], 0, None))
         band = np.repeat(np.arange(len(starts)), counts)
@@ -190,7 +194,7 @@ def antisymmetric_share(x: np.ndarray, size: int) -> np.ndarray:
     mirror = packed_index(size - 1 - key[sel], size - 1 - query[sel])
     s = x[sel]
     anti = (s - x[mirror]) / 2
-    return safe_ratio((anti ** 2).mean(axis=0), s.var(axis=0))
+    return safe_ratio((anti**2).mean(axis=0), s.var(axis=0))
 
 
 def query_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
@@ -200,7 +204,7 @@ def query_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     s = x[positions]
     means = np.add.reduceat(s, starts, axis=0) / counts[:, None]
     within = s - np.repeat(means, counts, axis=0)
-    return safe_ratio((within ** 2).mean(axis=0), s.var(axis=0))
+    return safe_ratio((within**2).mean(axis=0), s.var(axis=0))
 
 
 @lru_cache(maxsize=64)
@@ -230,7 +234,7 @@ def concordance(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     j' scores higher (ties count one half), pooled over rows: 1 = every row strictly increasing, 0.5 = no
     order, 0 = strictly decreasing. A Kendall-type statistic: it does not depend on the size of the steps,
     so a faint but monotone pattern counts as much as a vivid one."""
-    rows = (x[packed_size(q) + kmin:packed_size(q) + q] for q in range(kmin + 2, size))  # keys kmin .. q-1
+    rows = (x[packed_size(q) + kmin : packed_size(q) + q] for q in range(kmin + 2, size))  # keys kmin .. q-1
     return nearer_higher_share(rows, x, size, kmin)
 
 
@@ -279,7 +283,6 @@ def mean_squared_gap(x: np.ndarray, closed_form: np.ndarray, size: int) -> np.nd
 # ---------------------------------------------------------------- the claims ledger's finer statistics
 
 
-
 def key_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     """Share of the off-diagonal variance (keys >= kmin) that the query position does not explain (1 - eta² of
     the value on the query): 0 when every row is constant in the key (a function of the query alone)."""
@@ -289,7 +292,7 @@ def key_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     s = x[sel]
     means = np.add.reduceat(s, starts, axis=0) / counts[:, None]
     within = s - np.repeat(means, counts, axis=0)
-    return safe_ratio((within ** 2).mean(axis=0), s.var(axis=0))
+    return safe_ratio((within**2).mean(axis=0), s.var(axis=0))
 
 
 def diagonal_concordance(x: np.ndarray, size: int, start: int = 0) -> np.ndarray:
@@ -309,7 +312,7 @@ def off_to_diagonal_rms(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     off-diagonal to diagonal ratio of a Gram matrix in magnitude (a cosine-like number for a Gram matrix)."""
     d = x[packed_index(np.arange(kmin, size), np.arange(kmin, size))]
     off = x[off_diagonal(size, kmin)]
-    return safe_ratio(np.sqrt((off ** 2).mean(axis=0)), np.sqrt((d ** 2).mean(axis=0)))
+    return safe_ratio(np.sqrt((off**2).mean(axis=0)), np.sqrt((d**2).mean(axis=0)))
 
 
 def family_z(n_tests: int, level: float) -> float:
@@ -341,14 +344,17 @@ def strict_increase(x: np.ndarray, size: int, kmin: int = 0, level: float = 0.05
         keys = np.arange(kmin, q)
         j, jj = np.triu_indices(len(keys), 1)
         d = est[start + kmin + jj] - est[start + kmin + j]
-        se = (reps[start + kmin + jj] - reps[start + kmin + j]).std(axis=1, ddof=1) if reps.shape[1] > 1 else \
-            np.full(d.shape, np.nan)
+        se = (
+            (reps[start + kmin + jj] - reps[start + kmin + j]).std(axis=1, ddof=1)
+            if reps.shape[1] > 1
+            else np.full(d.shape, np.nan)
+        )
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.where(se > 0, d / np.where(se > 0, se, 1.0), np.sign(d) * np.inf)
         worst = int(np.argmin(t))
         if t[worst] < -z:
             violations.append((q, int(keys[j[worst]]), int(keys[jj[worst]]), float(t[worst])))
-            row = est[start + kmin:start + q]
+            row = est[start + kmin : start + q]
             peak = int(np.argmax(row))
             last = len(keys) - 1
             pick = np.flatnonzero((j == peak) & (jj == last))
@@ -357,9 +363,16 @@ def strict_increase(x: np.ndarray, size: int, kmin: int = 0, level: float = 0.05
             rising += 1
         else:
             unresolved += 1
-    return {"rows": len(rows), "rising": rising, "violated": len(violations), "unresolved": unresolved,
-            "rising_share": rising / len(rows) if rows else math.nan, "z": z, "violations": violations,
-            "peaks": peaks}
+    return {
+        "rows": len(rows),
+        "rising": rising,
+        "violated": len(violations),
+        "unresolved": unresolved,
+        "rising_share": rising / len(rows) if rows else math.nan,
+        "z": z,
+        "violations": violations,
+        "peaks": peaks,
+    }
 
 
 def unsaturated_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
@@ -385,9 +398,12 @@ def _region_masks(size: int, left_fraction: float = LEFT_FRACTION) -> dict:
     sel = off_diagonal(size, 0)
     q, k = query[sel], key[sel]
     quarter = max(2, math.ceil(left_fraction * size))
-    return {"key 0": k == 0, "keys 0-1": k <= 1,
-            "first quarter of keys, queries past the first quarter": (k < quarter) & (q >= quarter),
-            "first quarter of keys, all queries": k < quarter}
+    return {
+        "key 0": k == 0,
+        "keys 0-1": k <= 1,
+        "first quarter of keys, queries past the first quarter": (k < quarter) & (q >= quarter),
+        "first quarter of keys, all queries": k < quarter,
+    }
 
 
 def region_deficits(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTION) -> dict:
@@ -401,8 +417,10 @@ def region_deficits(x: np.ndarray, size: int, left_fraction: float = LEFT_FRACTI
     order[positions] = np.arange(len(positions))
     p = band_centred(x, size, 0)[order[sel]]  # back in packed order
     sd = x[sel].std(axis=0)
-    return {name: safe_ratio(p[mask].mean(axis=0), sd) if mask.any() else np.full(x.shape[1], np.nan)
-            for name, mask in _region_masks(size, left_fraction).items()}
+    return {
+        name: safe_ratio(p[mask].mean(axis=0), sd) if mask.any() else np.full(x.shape[1], np.nan)
+        for name, mask in _region_masks(size, left_fraction).items()
+    }
 
 
 def first_keys_emphasis(x: np.ndarray, size: int) -> dict:
@@ -426,7 +444,7 @@ def tail_quantiles(a: np.ndarray, quantiles, dtype=np.float64) -> np.ndarray:
         lo = int(math.floor(pos))
         rows.partition(lo, axis=1)  # in place: later pivots only refine the order
         low = rows[:, lo].astype(np.float64)
-        high = rows[:, lo + 1:].min(axis=1).astype(np.float64) if lo + 1 < n else low
+        high = rows[:, lo + 1 :].min(axis=1).astype(np.float64) if lo + 1 < n else low
         out.append(low + (pos - lo) * (high - low))
     return np.stack(out)
 
@@ -461,7 +479,7 @@ def noise_units_nonrelative(x: np.ndarray, size: int) -> np.ndarray:
     noise = x[positions, 1:].var(axis=1, ddof=1) if x.shape[1] > 2 else np.zeros(len(positions))
     factor = np.repeat(1.0 - 1.0 / counts, counts)
     expected = float((factor * noise).sum())
-    return safe_ratio((p ** 2).sum(axis=0), np.full(x.shape[1], expected))
+    return safe_ratio((p**2).sum(axis=0), np.full(x.shape[1], expected))
 
 
 # ---------------------------------------------------------------- Figure 3's stages (c)-(e) against each other and A.2

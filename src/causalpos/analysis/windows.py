@@ -71,8 +71,10 @@ def attention_stack(config: dict) -> AttentionStack | None:
     types = config.get("layer_types")
     if types is None:
         pattern = config.get("sliding_window_pattern") or config.get("_sliding_window_pattern")
-        types = ["full_attention" if pattern and (i + 1) % int(pattern) == 0 else "sliding_attention"
-                 for i in range(n_layers)]
+        types = [
+            "full_attention" if pattern and (i + 1) % int(pattern) == 0 else "sliding_attention"
+            for i in range(n_layers)
+        ]
     if len(types) != n_layers:
         raise ValueError(f"config: {len(types)} layer_types for {n_layers} layers")
     if "sliding_attention" not in types:
@@ -81,11 +83,16 @@ def attention_stack(config: dict) -> AttentionStack | None:
     rope = config.get("rope_parameters") or {}
     base = _theta(rope, float(config.get("rope_theta") or 10000.0))
     local = float(config.get("rope_local_base_freq") or base)
-    thetas = {"full_attention": _theta(rope.get("full_attention"), base),
-              "sliding_attention": _theta(rope.get("sliding_attention"), local)}
+    thetas = {
+        "full_attention": _theta(rope.get("full_attention"), base),
+        "sliding_attention": _theta(rope.get("sliding_attention"), local),
+    }
     head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // int(config["num_attention_heads"]))
-    return AttentionStack(tuple(window if t == "sliding_attention" else None for t in types),
-                          tuple(thetas.get(t, base) for t in types), head_dim)
+    return AttentionStack(
+        tuple(window if t == "sliding_attention" else None for t in types),
+        tuple(thetas.get(t, base) for t in types),
+        head_dim,
+    )
 
 
 def query_ranges(window: int, seq_len: int) -> dict:
@@ -122,8 +129,16 @@ def predicted_scores(stack: AttentionStack, seq_len: int) -> np.ndarray:
     from causalpos.simulation.recursion import recursion
     from causalpos.simulation.variant import Variant
 
-    variant = Variant(norm="l2", pe="rope", alpha=0.0, d=stack.head_dim, seq_len=seq_len,
-                      n_layers=len(stack.windows), mask="causal", residual=True)
+    variant = Variant(
+        norm="l2",
+        pe="rope",
+        alpha=0.0,
+        d=stack.head_dim,
+        seq_len=seq_len,
+        n_layers=len(stack.windows),
+        mask="causal",
+        residual=True,
+    )
     return recursion(variant, window=list(stack.windows), rope_theta=list(stack.rope_thetas)).scores
 
 
@@ -138,31 +153,66 @@ def layer_rows(field, layer: int, stack: AttentionStack, predicted: np.ndarray) 
     """The rows of one layer: before, after (where measured) and change, measured on `field` (a
     replicates.Field of the layer's scores) and predicted on `predicted` ([S', S'] recursion scores)."""
     window, size = stack.window, field.size
-    common = {"layer": layer, "layer_type": stack.layer_type(layer), "window": window,
-              "rope_theta": stack.rope_thetas[layer], "predicted_seq_len": predicted.shape[0]}
+    common = {
+        "layer": layer,
+        "layer_type": stack.layer_type(layer),
+        "window": window,
+        "rope_theta": stack.rope_thetas[layer],
+        "predicted_seq_len": predicted.shape[0],
+    }
     ranges = query_ranges(window, size)
     rows, values, forecasts = [], {}, {}
     for region in ("before", "after"):
         queries = ranges[region]
         if queries is None:  # nothing measured: the recursion's value over the whole region
             full = (window, 2 * window)
-            rows.append({**common, "region": region, "query_from": full[0], "query_to": full[1] - 1, "n_pairs": 0,
-                         "measured": np.nan, "uncertainty": np.nan,
-                         "predicted": predicted_amplitude(predicted, window, full), "replicates": []})
+            rows.append(
+                {
+                    **common,
+                    "region": region,
+                    "query_from": full[0],
+                    "query_to": full[1] - 1,
+                    "n_pairs": 0,
+                    "measured": np.nan,
+                    "uncertainty": np.nan,
+                    "predicted": predicted_amplitude(predicted, window, full),
+                    "replicates": [],
+                }
+            )
             continue
         positions = region_pairs(size, window, queries)
         values[region] = amplitude(region_share(field.x, size, positions))
         forecasts[region] = predicted_amplitude(predicted, window, queries)
         value, se = estimate(values[region])
-        rows.append({**common, "region": region, "query_from": queries[0], "query_to": queries[1] - 1,
-                     "n_pairs": int(positions.size), "measured": value, "uncertainty": se,
-                     "predicted": forecasts[region], "replicates": values[region][1:].tolist()})
+        rows.append(
+            {
+                **common,
+                "region": region,
+                "query_from": queries[0],
+                "query_to": queries[1] - 1,
+                "n_pairs": int(positions.size),
+                "measured": value,
+                "uncertainty": se,
+                "predicted": forecasts[region],
+                "replicates": values[region][1:].tolist(),
+            }
+        )
     if len(values) == 2:
         change = values["after"] - values["before"]
         value, se = estimate(change)
-        rows.append({**common, "region": "change", "query_from": np.nan, "query_to": np.nan, "n_pairs": 0,
-                     "measured": value, "uncertainty": se, "predicted": forecasts["after"] - forecasts["before"],
-                     "replicates": change[1:].tolist()})
+        rows.append(
+            {
+                **common,
+                "region": "change",
+                "query_from": np.nan,
+                "query_to": np.nan,
+                "n_pairs": 0,
+                "measured": value,
+                "uncertainty": se,
+                "predicted": forecasts["after"] - forecasts["before"],
+                "replicates": change[1:].tolist(),
+            }
+        )
     return rows
 
 

@@ -51,27 +51,27 @@ VARIANT_COLUMNS = {
     "n_samples": "Monte Carlo samples",
     "seed": "Monte Carlo seed",
     "sampler": "the input law as it ran: `official` (the paper's construction, Section 4.1) or `exact_full` / "
-               "`exact_reduced` (our exact-moment law); the configured value (`exact` allowed) is in the file's "
-               "metadata",
+    "`exact_reduced` (our exact-moment law); the configured value (`exact` allowed) is in the file's "
+    "metadata",
     "window": "sliding window, causal mask only: query i sees keys i - window < j <= i (Gemma's local layers); null: "
-              "every key. A window >= seq_len hides nothing and is recorded as null (the unwindowed variant); the "
-              "tables' `window` column is a nullable integer, empty for null",
+    "every key. A window >= seq_len hides nothing and is recorded as null (the unwindowed variant); the "
+    "tables' `window` column is a nullable integer, empty for null",
 }
 
 SIMULATION = {
     **VARIANT_COLUMNS,
     "layer": "the layer, 0-based; one row per visible pair of every layer (a sliding window leaves out the pairs "
-             "it hides)",
+    "it hides)",
     "score_mean": "mean over the Monte Carlo samples of the score q.k (divided as `scale` says)",
     "score_sem": "its standard error",
     "score_diagnorm": "the score minus the mean of its diagonal, as plotted in Figures 4, 9, 10",
     "prob_mean": "mean attention probability",
     "prob_sem": "its standard error",
     "group": "a group of sample blocks: 32 runs of consecutive seeded blocks of 256 samples (fewer when N has "
-             "fewer blocks)",
+    "fewer blocks)",
     "n_samples": "samples in the group",
     "sums": "the packed lower triangle of the group's score sums, diagonal included, row by row: pair (q, k) at "
-            "q (q + 1) / 2 + k; `sums / n_samples` is the group's mean score matrix",
+    "q (q + 1) / 2 + k; `sums / n_samples` is the group's mean score matrix",
     "alpha": "the alpha of `theory.alphas`",
     "residual": "with the residual (g, h) or without (g', h', Appendix A.2)",
     "seq_len": "tokens",
@@ -88,10 +88,10 @@ RECURSION = {
     "score_diagnorm": "the score minus the mean of its visible diagonal",
     "prob": "the attention probability in the limit",
     "concentrates": "false for LayerNorm with scale none or sqrt_d, whose scores do not concentrate as d grows (the "
-                    "softmax at the mean scores there: a heuristic, not a limit)",
+    "softmax at the mean scores there: a heuristic, not a limit)",
     "corrected": "whether the finite-d correction was computed for the variant",
     "score_corrected": "the limit plus the O(1/d) correction at the variant's d (its `sampler` included); NaN where "
-                       "not computed: under RoPE and for LayerNorm with scale none or sqrt_d",
+    "not computed: under RoPE and for LayerNorm with scale none or sqrt_d",
     "score_diagnorm_corrected": "the same for `score_diagnorm`",
     "prob_corrected": "the same for `prob`",
     "n_samples": "the variant's Monte Carlo samples (they do not enter the recursion)",
@@ -112,9 +112,16 @@ BLOCKS = {
     "dtype": "the token arrays' type (uint16, or uint32 above 65,536 tokens)",
     "vocab_size": "the tokenizer's vocabulary",
     "eos_token_id": "the token between documents",
-    **{f"splits.{split}.{key}": f"{split} split: {meaning}" for split in ("train", "heldout")
-       for key, meaning in (("n_documents", "documents"), ("n_stream_tokens", "tokens of the stream doc EOS doc EOS"),
-                            ("n_blocks", "full blocks"), ("n_tokens", "n_blocks x block_len"))},
+    **{
+        f"splits.{split}.{key}": f"{split} split: {meaning}"
+        for split in ("train", "heldout")
+        for key, meaning in (
+            ("n_documents", "documents"),
+            ("n_stream_tokens", "tokens of the stream doc EOS doc EOS"),
+            ("n_blocks", "full blocks"),
+            ("n_tokens", "n_blocks x block_len"),
+        )
+    },
     "train_unigram_entropy": "the unigram entropy of the train blocks (nats per token): a loss any model beats",
     "heldout_unigram_cross_entropy": "the held-out blocks' cross-entropy under the train unigram (nats per token)",
 }
@@ -124,7 +131,7 @@ ABLATION = {
     "seed": "the training seed; -1 for a pretrained model",
     "factor": "of the training length; 1 for a pretrained model",
     "condition": "what is subtracted from the attention logits: `none`, `pattern`, `shuffled`, `relative`, "
-                 "`pattern_sink` (models.md)",
+    "`pattern_sink` (models.md)",
     "n_sequences": "sequences evaluated",
     "n_estimate": "other sequences whose mean maps are subtracted",
     "loss": "mean next-token loss over the evaluated sequences",
@@ -140,7 +147,7 @@ ABLATION = {
 
 ACTIVATION = {
     "score_mean": "q.k / sqrt(d), after RoPE where there is RoPE, mean over sequences and heads (head_scores: one "
-                  "head's; their mean over the heads is scores.parquet's)",
+    "head's; their mean over the heads is scores.parquet's)",
     "score_sem": "standard error over sequences",
     "score_diagnorm": "the score minus the mean of its diagonal",
     "stage": "Figure 3's stage a-i (models.md); in groups, the stage of an intermediate",
@@ -161,10 +168,10 @@ PROBE_SUMMARY = {"ratio": "mae / mae_baseline: 1 = no positional information"}
 EMERGENCE = {
     "step": "the snapshot's optimizer steps (`training.snapshot_steps`)",
     "source": "`metrics`: the training's own evaluation at that step; `computed`: the same evaluation run on the "
-              "snapshot",
+    "snapshot",
     "stage": "f, i (Figure 3's stages); `scores` for a layer's scores; empty for the loss",
     "metric": "`concordance`, `nearer_key_advantage`, `strength_ratio`, `nonrelative_amplitude`, `heldout_loss` "
-              "(analysis.emergence)",
+    "(analysis.emergence)",
     "uncertainty": "SD of the bootstrap over the extraction's groups, as in the ledger; none for the loss",
     "reference": "the alpha = 0 simulation's value of the same metric; 1 for the ratio",
     "reference_uncertainty": "its standard error",
@@ -178,7 +185,7 @@ NONRELATIVENESS = {
     "index_noise": "the index sampling noise alone would give",
     "index_noise_no_sink": "the same without key 0",
     "deficit": "the left-region deficit: mean diagonal-normalised score of the first keys (< 0: darker than their "
-               "diagonals)",
+    "diagonals)",
     "deficit_no_sink": "the same without key 0",
     "score_std": "SD of the raw off-diagonal scores",
     "score_q01": "their 1% quantile",
@@ -205,7 +212,7 @@ INCREASING = {
 HEADS = {
     "head": "the query head, 0-based",
     "metric": "`nonrelative_amplitude` (claim 8a's, per head: a point estimate, no bias correction) or "
-              "`first_keys_emphasis` (claim 8d's mean diagonal-normalised score of keys 1-4, in score SDs)",
+    "`first_keys_emphasis` (claim 8d's mean diagonal-normalised score of keys 1-4, in score SDs)",
     "n_sequences": "the sequences measured",
 }
 
@@ -238,9 +245,12 @@ CLAIMS = {
     "range_ratio_uncertainty": "its standard error",
     "sink_emphasis": "claim 8d: the emphasis of key 0 alone",
     "sink_emphasis_uncertainty": "its standard error",
-    **{f"{kind}_keys_from{k}": f"claim 7: the {what} with keys >= {k} (the verdict's: keys >= 1); NaN where too few "
-                               f"positions remain" for k in (0, 5, 16)
-       for kind, what in (("value", "value"), ("uncertainty", "standard error"))},
+    **{
+        f"{kind}_keys_from{k}": f"claim 7: the {what} with keys >= {k} (the verdict's: keys >= 1); NaN where too few "
+        f"positions remain"
+        for k in (0, 5, 16)
+        for kind, what in (("value", "value"), ("uncertainty", "standard error"))
+    },
     "compared_claim": "claim 9a: the claim whose verdicts it compares",
     "official_value": "9a: its value under the paper's construction",
     "official_uncertainty": "its standard error",
@@ -267,15 +277,15 @@ WINDOW_TEST = {
     "window": "the model's sliding window w",
     "rope_theta": "the layer's RoPE base",
     "region": "`before` (queries 0 .. w - 1), `after` (queries w .. 2w - 1), `change` (after - before); always over "
-              "the bands 1 .. w - 1 and keys >= 1",
+    "the bands 1 .. w - 1 and keys >= 1",
     "query_from": "the first query measured (inclusive)",
     "query_to": "the last query measured (inclusive)",
     "n_pairs": "the pairs measured (0 where seq_len <= w: no measured `after`)",
     "measured": "the non-relative amplitude (RMS of the scores minus their band means over the RMS of the scores, "
-                "bias-corrected)",
+    "bias-corrected)",
     "uncertainty": "bootstrap over the groups of sequences",
     "predicted": "the same amplitude of the recursion of the model's stack (alpha 0, each layer's window and "
-                 "rope_theta, the head dimension as d)",
+    "rope_theta, the head dimension as d)",
     "predicted_seq_len": "the positions of the prediction",
     "replicates": "the bootstrap values (the same draws for every layer)",
 }
@@ -287,8 +297,7 @@ RUNTIMES = {
     "max_rss_mb": "peak memory (MB); empty for files written before the stages recorded it",
     "cpu_seconds": "CPU seconds; empty likewise",
     "device": "where it ran",
-    "source": "`benchmark` (a Snakemake benchmark file) or `stage metadata` (what a cached stage stored in its "
-              "output)",
+    "source": "`benchmark` (a Snakemake benchmark file) or `stage metadata` (what a cached stage stored in its output)",
 }
 
 LENGTH_SEEDS = {
@@ -298,7 +307,7 @@ LENGTH_SEEDS = {
     "heldout_loss_mean": "mean held-out loss over seeds (a pair row: of the paired difference)",
     "heldout_loss_sd": "its SD over seeds",
     "gap_mean": "mean gap to the training length (loss at the factor minus at 1x); a pair row: the paired mean "
-                "difference d (< 0: NoPE loses less)",
+    "difference d (< 0: NoPE loses less)",
     "gap_sd": "its SD over seeds",
     "gap_sem": "its standard error",
     "diff_ci_low": "95% confidence interval of the mean of d, low end (Student t, n - 1 degrees of freedom)",
@@ -306,7 +315,7 @@ LENGTH_SEEDS = {
     "t_stat": "paired t statistic",
     "t_p": "its two-sided p",
     "exact_p": "the exact sign-flip permutation test over all 2^n sign assignments, two-sided",
-    "exact_p_one_sided": "the same for \"NoPE loses less\"",
+    "exact_p_one_sided": 'the same for "NoPE loses less"',
     "exact_p_adjusted": "`exact_p_one_sided` Holm-adjusted over the lengths beyond 1x",
     "n_negative": "seeds with d < 0",
     "n_ties": "seeds with d exactly 0 (left out of the sign test)",

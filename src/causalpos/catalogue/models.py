@@ -84,7 +84,7 @@ TRAINED_RUNS = "(?:" + "|".join(TRAINED) + r")(?:_seed\d+)?"
 
 
 def kind_of(name: str) -> str:
-    """"trained" for a trained model or one of its seed runs, else "pretrained"."""
+    """ "trained" for a trained model or one of its seed runs, else "pretrained"."""
     return TRAINED_KIND if is_trained(name) else PRETRAINED_KIND
 
 

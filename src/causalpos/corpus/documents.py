@@ -36,8 +36,10 @@ log = logging.getLogger("causalpos")
 
 # ----------------------------------------------------------------------------- public API
 
-def sample_documents(sources: list[dict], heldout_fraction: float = 0.05, seed: int = 0,
-                     max_documents: int | None = None) -> pd.DataFrame:
+
+def sample_documents(
+    sources: list[dict], heldout_fraction: float = 0.05, seed: int = 0, max_documents: int | None = None
+) -> pd.DataFrame:
     """Read every source; return documents sorted by doc_id.
 
     Empty (whitespace-only) texts and exact duplicate texts are dropped; the
@@ -98,9 +100,11 @@ def check_sources(sources: list[dict]) -> None:
         except OSError as err:
             raise ValueError(f"{setting}: cannot read it: {err}") from None
         if found is None:
-            raise ValueError(f"{setting}: {source.get('paths', source.get('name'))} hold no text: every file is "
-                             f"empty or blank (.jsonl / .parquet: in column {source.get('text_column', 'text')!r}); "
-                             f"give files with text")
+            raise ValueError(
+                f"{setting}: {source.get('paths', source.get('name'))} hold no text: every file is "
+                f"empty or blank (.jsonl / .parquet: in column {source.get('text_column', 'text')!r}); "
+                f"give files with text"
+            )
 
 
 def split_of(text: str, heldout_fraction: float, seed: int = 0) -> str:
@@ -112,9 +116,11 @@ def split_of(text: str, heldout_fraction: float, seed: int = 0) -> str:
 
 def summarize(documents: pd.DataFrame) -> pd.DataFrame:
     """Documents and characters per source and split."""
-    return (documents.assign(characters=documents["text"].str.len())
-            .groupby(["source", "split"], as_index=False)
-            .agg(documents=("doc_id", "size"), characters=("characters", "sum")))
+    return (
+        documents.assign(characters=documents["text"].str.len())
+        .groupby(["source", "split"], as_index=False)
+        .agg(documents=("doc_id", "size"), characters=("characters", "sum"))
+    )
 
 
 def _unique_texts(records, seen_digests: set[bytes]):

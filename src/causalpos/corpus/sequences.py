@@ -35,9 +35,17 @@ class TooFewSequences(ValueError):
     """The documents give fewer distinct sequences than asked for; the message names the settings."""
 
 
-def llm_sequences(documents: pd.DataFrame, tokenizer, seq_len: int, n_sequences: int, seed: int = 0,
-                  splits=("heldout",), setting: str = "extraction.pretrained", prefix: list[int] = (),
-                  strict: bool = False) -> tuple[np.ndarray, pd.DataFrame]:
+def llm_sequences(
+    documents: pd.DataFrame,
+    tokenizer,
+    seq_len: int,
+    n_sequences: int,
+    seed: int = 0,
+    splits=("heldout",),
+    setting: str = "extraction.pretrained",
+    prefix: list[int] = (),
+    strict: bool = False,
+) -> tuple[np.ndarray, pd.DataFrame]:
     """The pretrained models' sequences (Section 5.2): the first `seq_len` tokens of documents (`prefix`, e.g.
     BOS, included), taken from `splits` in order (all of a split before any of the next; a seeded choice within
     the last split needed), distinct, then shuffled with the same seed.
@@ -75,19 +83,27 @@ def llm_sequences(documents: pd.DataFrame, tokenizer, seq_len: int, n_sequences:
             break
     counts = ", ".join(f"{n} {key}" for key, n in available.items()) or "none"
     if len(chosen) < n_sequences:
-        message = (f"{setting}.n_sequences = {n_sequences}: the documents of {setting}.splits = {list(splits)} give "
-                   f"only {len(chosen)} distinct sequences of {setting}.seq_len = {seq_len} tokens in this "
-                   f"tokenizer ({counts}); lower n_sequences or seq_len, allow another split, or add a source under "
-                   f"data.sources")
+        message = (
+            f"{setting}.n_sequences = {n_sequences}: the documents of {setting}.splits = {list(splits)} give "
+            f"only {len(chosen)} distinct sequences of {setting}.seq_len = {seq_len} tokens in this "
+            f"tokenizer ({counts}); lower n_sequences or seq_len, allow another split, or add a source under "
+            f"data.sources"
+        )
         if strict or not chosen:
             raise TooFewSequences(message)
         log.info("sequences: %s; using all", message)
     order = rng.permutation(len(chosen))
     chosen = [chosen[i] for i in order]
     tokens = np.array([r[4] for r in chosen], dtype=token_dtype(len(tokenizer))).reshape(len(chosen), seq_len)
-    table = pd.DataFrame({"row": np.arange(len(chosen)), "doc_id": [r[0] for r in chosen],
-                          "source": [r[1] for r in chosen], "split": [r[2] for r in chosen],
-                          "n_doc_tokens": np.array([r[3] for r in chosen], dtype=np.int64)})
+    table = pd.DataFrame(
+        {
+            "row": np.arange(len(chosen)),
+            "doc_id": [r[0] for r in chosen],
+            "source": [r[1] for r in chosen],
+            "split": [r[2] for r in chosen],
+            "n_doc_tokens": np.array([r[3] for r in chosen], dtype=np.int64),
+        }
+    )
     return tokens, table
 
 

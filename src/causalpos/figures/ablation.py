@@ -12,21 +12,38 @@ from causalpos.figures.style import length_axis, model_label, new_figure, requir
 from causalpos.figures.training import shared_legend
 from causalpos.models.pattern_ablation import CONDITIONS
 
-CONDITION_LABELS = {"none": "none (the model as it is)", "pattern": "non-relative pattern removed",
-                    "shuffled": "control: pattern shuffled within bands", "relative": "relative part removed",
-                    "pattern_sink": "pattern removed, key 0 too"}
+CONDITION_LABELS = {
+    "none": "none (the model as it is)",
+    "pattern": "non-relative pattern removed",
+    "shuffled": "control: pattern shuffled within bands",
+    "relative": "relative part removed",
+    "pattern_sink": "pattern removed, key 0 too",
+}
 LINEAR_WITHIN = 1e-3  # nats: a panel with larger effects is drawn on a symmetric log scale, linear within this
-NEEDS = ("model", "kind", "seed", "factor", "seq_len", "condition", "loss", "delta", "delta_sem", "effect",
-         "effect_sem")
+NEEDS = (
+    "model",
+    "kind",
+    "seed",
+    "factor",
+    "seq_len",
+    "condition",
+    "loss",
+    "delta",
+    "delta_sem",
+    "effect",
+    "effect_sem",
+)
 
 
 def over_seeds(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     """Per length and condition: the mean of `column` over seeds and its error bar, the SE over seeds (SD /
     sqrt n) with several seeds, else the one seed's SE over sequences (`column`_sem)."""
+
     def one(group: pd.DataFrame) -> pd.Series:
         n = len(group)
         error = group[column].std(ddof=1) / np.sqrt(n) if n > 1 else group[f"{column}_sem"].iloc[0]
         return pd.Series({"mean": group[column].mean(), "error": error, "n": n})
+
     return rows.groupby(["seq_len", "condition"], sort=True)[[column, f"{column}_sem"]].apply(one).reset_index()
 
 
@@ -52,10 +69,23 @@ def fig_pattern_ablation(tables: dict, options) -> Figure:
         summary = over_seeds(rows, "effect")
         for condition in [c for c in CONDITIONS if c in set(summary["condition"])]:
             line, dots = summary[summary["condition"] == condition], rows[rows["condition"] == condition]
-            ax.plot(dots["seq_len"] * offsets[condition], dots["effect"], "o", alpha=0.3, markersize=3,
-                    color=colours[condition])
-            ax.errorbar(line["seq_len"] * offsets[condition], line["mean"], yerr=line["error"], fmt="s",
-                        capsize=3, color=colours[condition], label=CONDITION_LABELS[condition])
+            ax.plot(
+                dots["seq_len"] * offsets[condition],
+                dots["effect"],
+                "o",
+                alpha=0.3,
+                markersize=3,
+                color=colours[condition],
+            )
+            ax.errorbar(
+                line["seq_len"] * offsets[condition],
+                line["mean"],
+                yerr=line["error"],
+                fmt="s",
+                capsize=3,
+                color=colours[condition],
+                label=CONDITION_LABELS[condition],
+            )
         ax.axhline(0.0, ls=":", color="gray")
         if (summary["mean"].abs() + summary["error"].fillna(0)).max() > 2 * LINEAR_WITHIN:
             ax.set_yscale("symlog", linthresh=LINEAR_WITHIN)  # the pattern's effects next to the relative part's
@@ -70,8 +100,15 @@ def fig_pattern_ablation(tables: dict, options) -> Figure:
         width = 0.8 / max(len(shown), 1)
         for i, condition in enumerate(shown):
             rows = pretrained[pretrained["condition"] == condition].set_index("model").reindex(names)
-            ax.bar(np.arange(len(names)) + (i - (len(shown) - 1) / 2) * width, rows["delta"], width,
-                   yerr=rows["delta_sem"], capsize=2, color=colours[condition], label=CONDITION_LABELS[condition])
+            ax.bar(
+                np.arange(len(names)) + (i - (len(shown) - 1) / 2) * width,
+                rows["delta"],
+                width,
+                yerr=rows["delta_sem"],
+                capsize=2,
+                color=colours[condition],
+                label=CONDITION_LABELS[condition],
+            )
         lengths = pretrained.groupby("model")["seq_len"].first()
         ax.set_xticks(range(len(names)), [f"{model_label(m, options)}\n{int(lengths[m])} tokens" for m in names])
         ax.set_yscale("symlog", linthresh=0.01)  # the relative part's removal is 100x the pattern's

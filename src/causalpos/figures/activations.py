@@ -77,8 +77,9 @@ def _by_layer(rows: pd.DataFrame) -> dict[int, pd.DataFrame]:
     return {int(layer): group for layer, group in rows.groupby("layer", sort=True)}
 
 
-def _wrapped_panels(container, panels: list[tuple[np.ndarray, str]], ncols: int, cmap: str,
-                    center: float | None, clip, max_size) -> None:
+def _wrapped_panels(
+    container, panels: list[tuple[np.ndarray, str]], ncols: int, cmap: str, center: float | None, clip, max_size
+) -> None:
     """Heatmaps in rows of ncols panels; unused cells of the last row are hidden. Only the first column
     names the query axis and only the bottom panel of each column the key axis."""
     nrows = math.ceil(len(panels) / ncols)
@@ -86,7 +87,7 @@ def _wrapped_panels(container, panels: list[tuple[np.ndarray, str]], ncols: int,
     for k, (ax, (matrix, title)) in enumerate(zip(axes, panels)):
         heatmap(ax, matrix, cmap, title, center=center, clip=clip, max_size=max_size)
         name_axes_once(ax, k % ncols == 0, k + ncols >= len(panels))
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_axis_off()
 
 
@@ -137,18 +138,29 @@ def fig_intermediates(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     # 2 rows of 5 (not the paper's 3 x 3): wider than tall, so the report shows it whole; narrower panels than
     # elsewhere, so that its text is as large as the other figures' in the report
     fig = build_figure(PANEL_SIZE[0] * 4.5, (PANEL_SIZE[1] + 0.3) * 2 + 0.6, HEATMAP_W_PAD)
-    suptitle(fig, f"{model_label(model, options)}: Gram matrices of the attention intermediates, "
-                 f"Layer {layer + 1} (a-g) into Layer {layer + 2} (h-i)", fontweight="bold")
+    suptitle(
+        fig,
+        f"{model_label(model, options)}: Gram matrices of the attention intermediates, "
+        f"Layer {layer + 1} (a-g) into Layer {layer + 2} (h-i)",
+        fontweight="bold",
+    )
     axes = fig.subplots(2, 5).ravel()
     axes[-1].set_axis_off()
     for ax, stage in zip(axes, "abcdefghi"):
         stage_layer = layer + (stage in "hi")
         panel = rows[(rows["stage"] == stage) & (rows["layer"] == stage_layer)]
         if panel.empty:
-            raise ValueError(f"intermediates table has no stage {stage!r} at layer {stage_layer} (0-based) "
-                             f"for model {model!r}")
-        heatmap(ax, maps(panel, "value"), score_cmap(options), stage_title(stage), clip=clip,
-                max_size=max_size_option(options))
+            raise ValueError(
+                f"intermediates table has no stage {stage!r} at layer {stage_layer} (0-based) for model {model!r}"
+            )
+        heatmap(
+            ax,
+            maps(panel, "value"),
+            score_cmap(options),
+            stage_title(stage),
+            clip=clip,
+            max_size=max_size_option(options),
+        )
         name_axes_once(ax, stage in "af", last_row=True)  # (a) and (f) begin the two rows
     return fig
 
@@ -192,12 +204,14 @@ def fig_llms(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     panels = {m: _layer_panels(r, "score_diagnorm")[:first] for m, r in rows}
     ncols = max(len(p) for p in panels.values())
     fig = build_figure(PANEL_SIZE[0] * ncols, (PANEL_SIZE[1] + 0.3) * len(rows) + 0.7, HEATMAP_W_PAD)
-    suptitle(fig, f"Pretrained models, first {ncols} layers: {DIAGNORM}\n{clip_text(clip)}".rstrip(),
-                 fontweight="bold")
+    suptitle(fig, f"Pretrained models, first {ncols} layers: {DIAGNORM}\n{clip_text(clip)}".rstrip(), fontweight="bold")
     subfigs = np.atleast_1d(fig.subfigures(len(rows), 1)).ravel()
     for sub, (model, model_rows) in zip(subfigs, rows):
-        suptitle(sub, f"{model_label(model, options)} (mean over {averaged_over(model_rows)} and every head)",
-                     fontweight="bold")
+        suptitle(
+            sub,
+            f"{model_label(model, options)} (mean over {averaged_over(model_rows)} and every head)",
+            fontweight="bold",
+        )
         _wrapped_panels(sub, panels[model], ncols, cmap, center, clip, max_size_option(options))
     return fig
 
@@ -226,7 +240,7 @@ def layer_pages(layers: list[int], options: dict) -> list[tuple[str, list[int]]]
     n_pages = math.ceil(len(layers) / per_page)
     sizes = [len(layers) // n_pages + (page < len(layers) % n_pages) for page in range(n_pages)]
     ends = np.cumsum(sizes)
-    runs = [layers[end - size:end] for size, end in zip(sizes, ends)]
+    runs = [layers[end - size : end] for size, end in zip(sizes, ends)]
     return [(kind, run) for kind in ALL_LAYERS_KINDS for run in runs]
 
 
@@ -256,8 +270,12 @@ def fig_all_layers(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     span = f"layer {layers[0] + 1}" if len(layers) == 1 else f"layers {layers[0] + 1}-{layers[-1] + 1}"
     # two lines: a page of three columns is too narrow for one (the title would run off both edges)
     total = int(options.get("n_layers") or len(by_layer))  # a page drawn from its own layers' rows alone
-    suptitle(fig, f"{model_label(model, options)}: {what}, {span} of {total}\n"
-                 f"{averaged_over(rows_of_model)}; {clip_text(clip)}".rstrip("; "), fontweight="bold")
+    suptitle(
+        fig,
+        f"{model_label(model, options)}: {what}, {span} of {total}\n"
+        f"{averaged_over(rows_of_model)}; {clip_text(clip)}".rstrip("; "),
+        fontweight="bold",
+    )
     cmap, center = diagnorm_style(options) if diagonal_normalised else (score_cmap(options), None)
     _wrapped_panels(fig, panels, ncols, cmap, center, clip, max_size_option(options))
     return fig
@@ -281,8 +299,9 @@ def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
     clip, size = clip_option(options, None), max_size_option(options)
     height = (PANEL_SIZE[1] + 0.1) * 3 + 0.4
     fig = build_figure(max(PANEL_SIZE[0] * len(layers), height / MAX_ASPECT), height, HEATMAP_W_PAD)
-    suptitle(fig, f"{la} vs {lb}: {DIAGNORM}; the {la} and {lb} panels of a layer share one colour scale",
-                 fontweight="bold")
+    suptitle(
+        fig, f"{la} vs {lb}: {DIAGNORM}; the {la} and {lb} panels of a layer share one colour scale", fontweight="bold"
+    )
     rows = np.atleast_1d(fig.subfigures(3, 1)).ravel()
     for sub, label in zip(rows, (la, lb, f"{la} − {lb}")):
         suptitle(sub, f"{label}, diagonal-normalised")
@@ -293,8 +312,7 @@ def fig_nope_vs_rope(tables: dict[str, pd.DataFrame], options: dict) -> Figure:
         shared = colour_limits(np.concatenate([norm_a.ravel(), norm_b.ravel()]), clip, center)
         heatmap(grid[0][col], norm_a, cmap, title, center=center, limits=shared, max_size=size)
         heatmap(grid[1][col], norm_b, cmap, title, center=center, limits=shared, max_size=size)
-        heatmap(grid[2][col], norm_a - norm_b, difference_cmap(options), title, center=0.0, clip=clip,
-                max_size=size)
+        heatmap(grid[2][col], norm_a - norm_b, difference_cmap(options), title, center=0.0, clip=clip, max_size=size)
     for row in grid:
         for col, ax in enumerate(row):
             name_axes_once(ax, col == 0, row is grid[-1])

@@ -53,18 +53,28 @@ def plot_convergence(frame: pd.DataFrame, options: dict | None = None):
             else:
                 _per_layer(ax, rows, z, colour)
             ax.axhline(float(first["threshold"]), ls="--", color="black", lw=1)
-            ax.set_title(f"{claim_id}, {model_label(model, options)} (S = {int(first['seq_len'])})",
-                         fontsize="small", loc="left")
+            ax.set_title(
+                f"{claim_id}, {model_label(model, options)} (S = {int(first['seq_len'])})", fontsize="small", loc="left"
+            )
             ax.set_ylabel(f"value ({first['direction']} {float(first['threshold']):g})", fontsize=SMALLEST)
             ax.tick_params(labelsize=SMALLEST)
-    handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()
-               if v != "by construction"]  # claim 8 is measured
+    handles = [
+        Line2D([], [], color=c, marker=m, linestyle="none", label=v)
+        for v, (c, m) in VERDICT_STYLE.items()
+        if v != "by construction"
+    ]  # claim 8 is measured
     handles += [Line2D([], [], color=colour[n], label=f"N = {n}") for n in sizes]
     handles.append(Line2D([], [], color="black", ls="--", label="threshold"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize="small",
-               title=f"error bars and bands: ±{interval_z(float(frame['alpha'].iloc[0])):.3g} bootstrap standard "
-                     "errors on the first groups of sequences\n(one-sided bounds, unadjusted; verdicts Holm-adjusted); "
-                     "ringed: the verdict changes with N", title_fontsize="small")
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=min(len(handles), 4),
+        fontsize="small",
+        title=f"error bars and bands: ±{interval_z(float(frame['alpha'].iloc[0])):.3g} bootstrap standard "
+        "errors on the first groups of sequences\n(one-sided bounds, unadjusted; verdicts Holm-adjusted); "
+        "ringed: the verdict changes with N",
+        title_fontsize="small",
+    )
     fig.suptitle("LLM claims as the number of sequences N grows", fontweight="bold")
     return fig
 
@@ -75,8 +85,16 @@ def _over_n(ax, rows: pd.DataFrame, z: float) -> None:
     for verdict, (colour, marker) in VERDICT_STYLE.items():
         pick = rows[rows["verdict"] == verdict]
         if len(pick):
-            ax.errorbar(pick["n_sequences"], pick["value"], yerr=(z * pick["uncertainty"]).fillna(0.0), fmt=marker,
-                        color=colour, ms=5, capsize=2, lw=1)
+            ax.errorbar(
+                pick["n_sequences"],
+                pick["value"],
+                yerr=(z * pick["uncertainty"]).fillna(0.0),
+                fmt=marker,
+                color=colour,
+                ms=5,
+                capsize=2,
+                lw=1,
+            )
     ax.set_xscale("log", base=2)
     ax.set_xticks(rows["n_sequences"], [str(n) for n in rows["n_sequences"]])
     ax.set_xlabel("sequences N", fontsize=SMALLEST)

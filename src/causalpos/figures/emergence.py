@@ -18,8 +18,7 @@ PANELS = [
     ("concordance", "f", "(f) LN(O): key-order concordance", "concordance, keys ≥ 1"),
     ("concordance", "i", "(i) next layer's scores: key-order concordance", "concordance, keys ≥ 1"),
     ("strength_ratio", "i", "(i): nearer-key advantage / α = 0 simulation's", "ratio (claim 7b)"),
-    ("nonrelative_amplitude", "scores", "non-relative amplitude by layer (dashed: α = 0 sim.)",
-     "amplitude, keys ≥ 1"),
+    ("nonrelative_amplitude", "scores", "non-relative amplitude by layer (dashed: α = 0 sim.)", "amplitude, keys ≥ 1"),
     ("heldout_loss", "", "Held-out loss", "nats/token"),
 ]
 PER_MODEL = "nonrelative_amplitude"
@@ -33,8 +32,9 @@ def fig_emergence(tables: dict, options) -> Figure:
     """Each metric of the emergence table against tokens seen (symmetric log axis: step 0 is at 0), ± one
     bootstrap SD, in COLUMNS columns so that the figure stays wide (MAX_ASPECT); dashed: the alpha = 0
     simulation's value (grey; per layer in the amplitude panels, in the layer's colour)."""
-    frame = require_table(tables, "emergence", ("model", "tokens_seen", "layer", "stage", "metric", "value",
-                                                 "uncertainty", "reference"))
+    frame = require_table(
+        tables, "emergence", ("model", "tokens_seen", "layer", "stage", "metric", "value", "uncertainty", "reference")
+    )
     models = ordered(frame["model"].unique()) or ["(none)"]
     panels = []  # (panel, the models it draws), in PANELS's order
     for panel in PANELS:
@@ -63,7 +63,7 @@ def fig_emergence(tables: dict, options) -> Figure:
             ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
         if rows_of.empty:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_axis_off()
     shared_legend(fig, [ax for ax, (panel, _) in zip(axes, panels) if panel[0] != PER_MODEL])
     return fig
@@ -87,14 +87,24 @@ def _draw_model(ax, rows, model: str, per_layer: bool) -> None:
     for layer in layers:
         line = (rows if layer is None else rows[rows["layer"] == layer]).sort_values("tokens_seen")
         label = f"layer {int(layer) + 1}" if layer is not None else model_label(model)
-        ax.errorbar(line["tokens_seen"], line["value"], yerr=line["uncertainty"].fillna(0.0), marker="o",
-                    markersize=3, capsize=2, color=colours[layer], label=label)
+        ax.errorbar(
+            line["tokens_seen"],
+            line["value"],
+            yerr=line["uncertainty"].fillna(0.0),
+            marker="o",
+            markersize=3,
+            capsize=2,
+            color=colours[layer],
+            label=label,
+        )
         reference = line["reference"].dropna()
         if not len(reference):
             continue
         if layer is not None:  # the simulation's amplitude of this layer
             ax.axhline(float(reference.iloc[0]), ls="--", lw=1, color=colours[layer])
-        elif not any(np.isclose(float(reference.iloc[0]), y) for y in _reference_levels(ax)):  # the same for every model
+        elif not any(
+            np.isclose(float(reference.iloc[0]), y) for y in _reference_levels(ax)
+        ):  # the same for every model
             # the ratio panel's line at 1 is the simulation's strength too: one key entry for both
             ax.axhline(float(reference.iloc[0]), ls="--", lw=1, color="gray", label="α = 0 simulation")
 

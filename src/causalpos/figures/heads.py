@@ -16,8 +16,16 @@ from matplotlib.figure import Figure
 
 from causalpos.catalogue.models import ordered
 from causalpos.catalogue.tables import HEADS_COLUMNS
-from causalpos.figures.style import (MAX_ASPECT, build_figure, built, difference_cmap, model_label, require_table,
-                                     score_cmap, tick_step)
+from causalpos.figures.style import (
+    MAX_ASPECT,
+    build_figure,
+    built,
+    difference_cmap,
+    model_label,
+    require_table,
+    score_cmap,
+    tick_step,
+)
 
 # metric -> (panel title, colour bar label, centred on 0)
 METRICS = {
@@ -75,8 +83,15 @@ def draw_panel(ax, matrix: np.ndarray, metric: str, title: str, options: dict) -
     else:
         top = float(finite.max()) if finite.size else 1.0
         limits, cmap = (0.0, top or 1.0), score_cmap(options)
-    image = ax.imshow(np.ma.masked_invalid(matrix), aspect="auto", cmap=cmap, vmin=limits[0], vmax=limits[1],
-                      interpolation="nearest", origin="upper")
+    image = ax.imshow(
+        np.ma.masked_invalid(matrix),
+        aspect="auto",
+        cmap=cmap,
+        vmin=limits[0],
+        vmax=limits[1],
+        interpolation="nearest",
+        origin="upper",
+    )
     bar = ax.figure.colorbar(image, ax=ax, fraction=0.08, pad=0.03)
     bar.set_label(bar_label, fontsize="small")
     one_based_ticks(ax.xaxis, matrix.shape[1])
@@ -96,8 +111,14 @@ def fig_heads(tables: dict, options: dict) -> Figure:
         fig = build_figure(6.0, 2.0)
         ax = fig.subplots()
         ax.set_axis_off()
-        ax.text(0.5, 0.5, "No per-head maps:\nthe extractions ran with extraction.per_head: false", ha="center",
-                va="center", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "No per-head maps:\nthe extractions ran with extraction.per_head: false",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         return fig
     widths = {m: panel_width(int(frame.loc[frame["model"] == m, "layer"].max()) + 1) for m in models}
     lines = lines_of(models, widths)
@@ -108,13 +129,22 @@ def fig_heads(tables: dict, options: dict) -> Figure:
     for block, line in zip(blocks, lines):
         ratios = [widths[m] for m in line]
         spare = width - sum(ratios)  # a shorter line keeps the panels' widths: an empty column at its end
-        axes = block.subplots(len(METRICS), len(line) + (spare > 0.1), squeeze=False,
-                              width_ratios=ratios + ([spare] if spare > 0.1 else []))
-        for ax in axes[:, len(line):].ravel():
+        axes = block.subplots(
+            len(METRICS),
+            len(line) + (spare > 0.1),
+            squeeze=False,
+            width_ratios=ratios + ([spare] if spare > 0.1 else []),
+        )
+        for ax in axes[:, len(line) :].ravel():
             ax.set_axis_off()
         for row, metric in enumerate(METRICS):
             for column, model in enumerate(line):
                 rows = frame[(frame["model"] == model) & (frame["metric"] == metric)]
-                draw_panel(axes[row, column], grid(rows), metric,
-                           f"{model_label(model, options)}: {METRICS[metric][0]}", options)
+                draw_panel(
+                    axes[row, column],
+                    grid(rows),
+                    metric,
+                    f"{model_label(model, options)}: {METRICS[metric][0]}",
+                    options,
+                )
     return fig

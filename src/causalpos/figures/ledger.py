@@ -15,8 +15,12 @@ from causalpos.analysis.claims.ledger import ledger_alpha
 from causalpos.figures.style import model_label, new_figure
 
 
-VERDICT_STYLE = {"supported": ("tab:green", "o"), "not supported": ("tab:red", "X"), "inconclusive": ("tab:gray", "s"),
-                 "by construction": ("tab:blue", "D")}
+VERDICT_STYLE = {
+    "supported": ("tab:green", "o"),
+    "not supported": ("tab:red", "X"),
+    "inconclusive": ("tab:gray", "s"),
+    "by construction": ("tab:blue", "D"),
+}
 PANEL = (2.6, 3.0)  # inches per panel, whatever the number of claims: the grid wraps, the panels keep their size
 COLUMNS = 5  # panels per row, and the width of every page (a page of fewer panels leaves the rest blank)
 MARGIN = 1.0  # inches for the page's title and the legend
@@ -36,7 +40,7 @@ def display_label(label, model, options: dict | None) -> str:
     """A setting's tick label with its model's key (the ledger's identifier) shown as people write the model."""
     label = str(label)
     if isinstance(model, str) and label.startswith(model):
-        return model_label(model, options) + label[len(model):]
+        return model_label(model, options) + label[len(model) :]
     return label
 
 
@@ -48,7 +52,7 @@ def page_rows(ledger: pd.DataFrame, page: str) -> pd.DataFrame:
 
 
 def page_title(claim_ids: list[str], page: str) -> str:
-    """"Claims ledger, claims 1a-3c: <their subjects>", from the claims the page shows (all of its claims'
+    """ "Claims ledger, claims 1a-3c: <their subjects>", from the claims the page shows (all of its claims'
     subjects when it shows none)."""
     shown = f"{claim_ids[0]}-{claim_ids[-1]}" if len(claim_ids) > 1 else "".join(claim_ids) or page
     numbers = list(dict.fromkeys(map(claim_number, claim_ids))) or list(PAGES[page])
@@ -78,8 +82,15 @@ def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
     axes = np.atleast_1d(fig.subplots(nrows, COLUMNS, squeeze=False)).ravel()
     if not claim_ids:
         claims = ", ".join(map(str, PAGES[page]))
-        axes[0].text(0, 0.5, f"This ledger has no rows of claims {claims}.", transform=axes[0].transAxes,
-                     ha="left", va="center", color="tab:gray")
+        axes[0].text(
+            0,
+            0.5,
+            f"This ledger has no rows of claims {claims}.",
+            transform=axes[0].transAxes,
+            ha="left",
+            va="center",
+            color="tab:gray",
+        )
     for ax, claim_id in zip(axes, claim_ids):
         rows = ledger[ledger["claim_id"] == claim_id].reset_index(drop=True)
         rows["value"] = rows["value"].astype(float).where(np.isfinite(rows["value"].astype(float)))
@@ -88,33 +99,54 @@ def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
             pick = (rows["verdict"] == verdict_name).to_numpy() & rows["value"].notna().to_numpy()
             if pick.any():
                 err = (z * rows.loc[pick, "uncertainty"].astype(float)).fillna(0.0).to_numpy()
-                ax.errorbar(x[pick], rows.loc[pick, "value"].astype(float), yerr=err, fmt=marker, color=colour,
-                            ms=5, capsize=2, lw=1)
+                ax.errorbar(
+                    x[pick],
+                    rows.loc[pick, "value"].astype(float),
+                    yerr=err,
+                    fmt=marker,
+                    color=colour,
+                    ms=5,
+                    capsize=2,
+                    lw=1,
+                )
         for threshold in rows["threshold"].unique():
             ax.axhline(threshold, ls="--", color="black", lw=1)
         if not rows["value"].notna().any():
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="tab:gray")
-        labels = [textwrap.shorten(display_label(label, model, options), LABEL_CHARS, placeholder="…")
-                  for label, model in zip(rows["label"], rows.get("model", [None] * len(rows)))]
+        labels = [
+            textwrap.shorten(display_label(label, model, options), LABEL_CHARS, placeholder="…")
+            for label, model in zip(rows["label"], rows.get("model", [None] * len(rows)))
+        ]
         step = max(1, math.ceil(len(rows) / MAX_LABELS))
         turn = len(rows) > 3 or max(len(label) for label in labels) > 10
-        ax.set_xticks(x[::step], labels[::step], rotation=50 if turn else 0, ha="right" if turn else "center",
-                      fontsize=SMALLEST)
+        ax.set_xticks(
+            x[::step], labels[::step], rotation=50 if turn else 0, ha="right" if turn else "center", fontsize=SMALLEST
+        )
         ax.set_xlim(-0.6, len(rows) - 0.4)
         first = rows.iloc[0]
         title = first["title"] if "title" in rows.columns and isinstance(first["title"], str) else first["statement"]
         # a long title on two lines: one line would run past the panel (off the page in the last column)
-        ax.set_title(textwrap.fill(textwrap.shorten(f"{claim_id}: {title}", 2 * TITLE_CHARS, placeholder="…"),
-                                   TITLE_CHARS), fontsize=SMALLEST, loc="left")
-        ax.set_ylabel(textwrap.fill(f"{first['unit']} ({first['direction']} {first['threshold']:g})", 26),
-                      fontsize=SMALLEST)
+        ax.set_title(
+            textwrap.fill(textwrap.shorten(f"{claim_id}: {title}", 2 * TITLE_CHARS, placeholder="…"), TITLE_CHARS),
+            fontsize=SMALLEST,
+            loc="left",
+        )
+        ax.set_ylabel(
+            textwrap.fill(f"{first['unit']} ({first['direction']} {first['threshold']:g})", 26), fontsize=SMALLEST
+        )
         ax.tick_params(axis="y", labelsize=SMALLEST)
-    for ax in axes[len(claim_ids):]:
+    for ax in axes[len(claim_ids) :]:
         ax.set_axis_off()
     handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()]
     handles.append(Line2D([], [], color="black", ls="--", label="threshold"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=SMALLEST,
-               title=f"error bars: ±{z:.3g} standard errors, {1 - alpha:.0%} one-sided bounds (unadjusted; "
-                     f"verdicts: Holm-adjusted, family-wise {alpha:g})", title_fontsize=SMALLEST)
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=len(handles),
+        fontsize=SMALLEST,
+        title=f"error bars: ±{z:.3g} standard errors, {1 - alpha:.0%} one-sided bounds (unadjusted; "
+        f"verdicts: Holm-adjusted, family-wise {alpha:g})",
+        title_fontsize=SMALLEST,
+    )
     fig.suptitle(page_title(claim_ids, page), fontweight="bold")
     return fig

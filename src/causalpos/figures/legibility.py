@@ -154,8 +154,9 @@ def clipped_texts(fig: Figure, renderer=None) -> list[Text]:
         clipped = []
         for text in visible_texts(fig):
             corners = text_corners(text, renderer)
-            if (corners.min(axis=0) < -TOLERANCE_PX).any() or (corners.max(axis=0) > np.array([width, height])
-                                                                + TOLERANCE_PX).any():
+            if (corners.min(axis=0) < -TOLERANCE_PX).any() or (
+                corners.max(axis=0) > np.array([width, height]) + TOLERANCE_PX
+            ).any():
                 clipped.append(text)
     return clipped
 
@@ -190,8 +191,11 @@ def data_paths(ax) -> list[np.ndarray]:
         if not collection.get_visible():
             continue
         if isinstance(collection, LineCollection) and collection.get_transform().contains_branch(ax.transData):
-            found += [run for segment in collection.get_segments()
-                      for run in finite_runs(collection.get_transform().transform(np.asarray(segment, float)))]
+            found += [
+                run
+                for segment in collection.get_segments()
+                for run in finite_runs(collection.get_transform().transform(np.asarray(segment, float)))
+            ]
         elif isinstance(collection, PathCollection):
             offsets = collection.get_offset_transform().transform(np.asarray(collection.get_offsets(), float))
             found += [point[None] for point in offsets if np.isfinite(point).all()]

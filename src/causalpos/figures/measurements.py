@@ -53,8 +53,9 @@ def fig_nonrelativeness(tables: dict[str, pd.DataFrame], options: dict) -> Figur
     ax_index.axhline(0.0, color="grey", lw=0.8)
     ax_index.set_ylabel("Var(diag.-normalised) / Var(scores)")
     ax_index.set_title("Non-relativeness index (0 = relative)")
-    legend_beside(ax_index, models, colours, [("-", "all keys"), ("--", "without key 0"),
-                                               (":", "sampling-noise floor")], options)
+    legend_beside(
+        ax_index, models, colours, [("-", "all keys"), ("--", "without key 0"), (":", "sampling-noise floor")], options
+    )
     ax_deficit.axhline(0.0, color="grey", lw=0.8)
     ax_deficit.set_ylabel("Mean diag.-normalised score, left region")
     ax_deficit.set_title("Left-region deficit (< 0: left darker)")
@@ -81,8 +82,9 @@ def fig_increasing_fraction(tables: dict[str, pd.DataFrame], options: dict) -> F
         rows = stats[stats["model"] == model].sort_values("layer")
         x, c = rows["layer"] + 1, colours[model]
         ax.errorbar(x, rows["fraction"], yerr=rows["fraction_sem"], fmt="o-", ms=4, capsize=2, color=c)
-        ax.errorbar(x + 0.1, rows["fraction_no_sink"], yerr=rows["fraction_no_sink_sem"], fmt="s--", ms=3,
-                    capsize=2, color=c)
+        ax.errorbar(
+            x + 0.1, rows["fraction_no_sink"], yerr=rows["fraction_no_sink_sem"], fmt="s--", ms=3, capsize=2, color=c
+        )
     ax.axhline(0.5, color="grey", lw=0.8)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("Fraction of steps j → j+1 with higher score")

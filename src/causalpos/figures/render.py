@@ -28,8 +28,10 @@ def drawer(figure_id: str):
 def render_figure(figure_id: str, tables: dict[str, pd.DataFrame], options: dict, outputs) -> None:
     """Draw figure `figure_id` and write it to every path in outputs (format from the suffix)."""
     if figure_spec(figure_id).beside:  # an unknown id: ValueError listing the known ones
-        raise ValueError(f"figure {figure_id!r} is drawn by the rule that writes its table "
-                         f"{figure_spec(figure_id).tables[0]!r}, not by render_figure")
+        raise ValueError(
+            f"figure {figure_id!r} is drawn by the rule that writes its table "
+            f"{figure_spec(figure_id).tables[0]!r}, not by render_figure"
+        )
     draw = drawer(figure_id)
     save_figure(lambda: draw(tables, options), options, outputs, figure_id)
 
@@ -54,6 +56,7 @@ def render_all_layers(tables: dict, options: dict, page_files) -> list:
 
         def rows_of(run):
             return tables
+
     written = []
     for kind, run in pages:
         outputs = list(page_files(kind, run[0] + 1, run[-1] + 1))

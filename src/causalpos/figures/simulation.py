@@ -95,13 +95,16 @@ def blocks_per_line(n_blocks: int, block_width: float, block_height: float) -> i
     """How many blocks (a labelled row of panels each) to set side by side: the narrowest figure whose
     height / width stays under MAX_ASPECT once blocks are widened to it (the report shows every figure
     equally wide, so the narrowest figure has the largest text)."""
+
     def width(per_line: int) -> float:
         return max(per_line * block_width, math.ceil(n_blocks / per_line) * block_height / MAX_ASPECT)
+
     return min(range(1, max(n_blocks, 1) + 1), key=lambda per_line: (width(per_line), per_line))
 
 
 class Block(NamedTuple):
     """A labelled row of heatmaps, one per layer: its colour map, centre and fixed limits (None: own range)."""
+
     label: str
     matrices: list
     cmap: str
@@ -131,8 +134,15 @@ def _layer_grid(blocks: list[Block]) -> Figure:
         axes = np.atleast_1d(sub.subplots(1, ncols)).ravel()
         for layer, ax in enumerate(axes):
             if layer < len(block.matrices):
-                heatmap(ax, block.matrices[layer], block.cmap, f"Layer {layer + 1}", center=block.center,
-                        limits=block.limits, max_size=None)
+                heatmap(
+                    ax,
+                    block.matrices[layer],
+                    block.cmap,
+                    f"Layer {layer + 1}",
+                    center=block.center,
+                    limits=block.limits,
+                    max_size=None,
+                )
                 name_axes_once(ax, layer == 0, index >= len(blocks) - per_line)
             else:
                 ax.set_axis_off()
@@ -167,8 +177,12 @@ def mechanism_panels(n: int, alpha: float, theory: pd.DataFrame | None = None) -
     norms = closed_form.h(np.arange(1, n + 1), alpha)
     scores2 = closed_form.layer2_scores(n, alpha)
     if theory is not None:  # use the table's top-left corner: g and h do not depend on seq_len
-        corner = theory[np.isclose(theory["alpha"], alpha) & theory["residual"].astype(bool)
-                        & (theory["query_pos"] < n) & (theory["key_pos"] <= theory["query_pos"])]
+        corner = theory[
+            np.isclose(theory["alpha"], alpha)
+            & theory["residual"].astype(bool)
+            & (theory["query_pos"] < n)
+            & (theory["key_pos"] <= theory["query_pos"])
+        ]
         if len(corner) == packed_size(n):
             scores2[corner["query_pos"].to_numpy(int), corner["key_pos"].to_numpy(int)] = corner["score"]
     return [
@@ -186,7 +200,9 @@ def fig_mechanism(tables: dict, options) -> Figure:
     upper = np.triu(np.ones((n, n), dtype=bool), k=1)
     fig = new_figure(PANEL_SIZE[0] * 4, PANEL_SIZE[1] + 0.4, HEATMAP_W_PAD)
     suptitle(fig, f"How the causal mask creates positional information, α = {alpha:g}", fontweight="bold")
-    for k, (ax, (matrix, title)) in enumerate(zip(fig.subplots(1, 4), mechanism_panels(n, alpha, tables.get("theory")))):
+    for k, (ax, (matrix, title)) in enumerate(
+        zip(fig.subplots(1, 4), mechanism_panels(n, alpha, tables.get("theory")))
+    ):
         draw_heatmap(ax, np.where(upper, np.nan, matrix), score_cmap(options), title, annot=True)
         if k in (1, 2):  # rows are positions i, columns the inputs x_j they are made of
             ax.set_xlabel("Input $x_j$, j")
@@ -214,10 +230,23 @@ def fig_rope(tables: dict, options) -> Figure:
         params = _params(table, name)
         label = variant_label(params)
         layers = range(_n_layers(table, name))
-        blocks.append(Block(f"{label}: scores", [layer_matrix(table, name, k) for k in layers],
-                            score_cmap(options), None, raw_limits(params, options)))
-        blocks.append(Block(f"{label}: scores minus their diagonal's mean",
-                            [layer_matrix(table, name, k, "score_diagnorm") for k in layers], cmap, center))
+        blocks.append(
+            Block(
+                f"{label}: scores",
+                [layer_matrix(table, name, k) for k in layers],
+                score_cmap(options),
+                None,
+                raw_limits(params, options),
+            )
+        )
+        blocks.append(
+            Block(
+                f"{label}: scores minus their diagonal's mean",
+                [layer_matrix(table, name, k, "score_diagnorm") for k in layers],
+                cmap,
+                center,
+            )
+        )
     return _layer_grid(blocks)
 
 
@@ -228,11 +257,17 @@ def fig_mc_vs_closed_form(tables: dict, options) -> Figure:
     if theory is None:
         raise ValueError("this figure needs the theory table, got None")
     params = table.drop_duplicates("variant").set_index("variant").loc[names]
-    wrong = params[(params["norm"] != "l2") | (params["scale"] != "none") | (params["pe"] != "none")
-                   | (params["mask"] != "causal") | (params["n_layers"] < 2)].index.tolist()
+    wrong = params[
+        (params["norm"] != "l2")
+        | (params["scale"] != "none")
+        | (params["pe"] != "none")
+        | (params["mask"] != "causal")
+        | (params["n_layers"] < 2)
+    ].index.tolist()
     if wrong:
-        raise ValueError(f"variant(s) {wrong} are not l2/no scaling/no PE/causal with >= 2 layers: "
-                         "the closed form does not apply")
+        raise ValueError(
+            f"variant(s) {wrong} are not l2/no scaling/no PE/causal with >= 2 layers: the closed form does not apply"
+        )
     for key in ("alpha", "residual", "seq_len"):
         if params[key].nunique() != 1:
             raise ValueError(f"the variants must share {key}, got {params[key].to_dict()}")
@@ -245,8 +280,9 @@ def fig_mc_vs_closed_form(tables: dict, options) -> Figure:
     mc = table[(table["layer"] == 1) & (table["key_pos"] < table["query_pos"])]
     mc = mc.join(cf.rename("closed_form"), on=["query_pos", "key_pos"])
     if mc["closed_form"].isna().any():
-        raise ValueError(f"theory table has no closed form for alpha = {alpha:g}, residual = {residual} "
-                         f"at every pair of seq_len {n}")
+        raise ValueError(
+            f"theory table has no closed form for alpha = {alpha:g}, residual = {residual} at every pair of seq_len {n}"
+        )
     mc = mc.assign(error=(mc["score_mean"] - mc["closed_form"]).abs())
 
     fig = new_figure(11.0, 4.2)
@@ -257,8 +293,17 @@ def fig_mc_vs_closed_form(tables: dict, options) -> Figure:
     for k, (name, colour) in enumerate(zip(order, colours)):
         rows = last[last["variant"] == name].sort_values("key_pos")
         shift = 0.5 * (k - (len(order) - 1) / 2) / len(order)  # small offset so error bars do not overlap
-        left.errorbar(rows["key_pos"] + shift, rows["score_mean"], yerr=rows["score_sem"], fmt="o", ms=3,
-                      capsize=2, lw=1, color=colour, label=f"d = {params.loc[name, 'd']}")
+        left.errorbar(
+            rows["key_pos"] + shift,
+            rows["score_mean"],
+            yerr=rows["score_sem"],
+            fmt="o",
+            ms=3,
+            capsize=2,
+            lw=1,
+            color=colour,
+            label=f"d = {params.loc[name, 'd']}",
+        )
     line = last.drop_duplicates("key_pos").sort_values("key_pos")
     left.plot(line["key_pos"], line["closed_form"], color="black", lw=1.5, label="closed form (Eq. 4)")
     left.set_xlabel("Key position")
@@ -290,13 +335,13 @@ RECURSION_ROWS = ("Monte Carlo", "Recursion (d → ∞)", "MC − recursion")
 # axis and the two colour bars (width). Two blocks of four layers fit a line the report shows with 8 px text.
 RECURSION_PANEL = 1.45
 RECURSION_EXTRA = (1.3, 0.9)
-SAME_SETTINGS = ("norm", "scale", "alpha", "pe", "rope_theta", "mask", "residual", "seq_len", "d", "n_layers",
-                 "window")
+SAME_SETTINGS = ("norm", "scale", "alpha", "pe", "rope_theta", "mask", "residual", "seq_len", "d", "n_layers", "window")
 
 
 def _same_settings(sim: pd.Series, rec: pd.Series) -> bool:
     def same(a, b) -> bool:
         return (pd.isna(a) and pd.isna(b)) if pd.isna(a) or pd.isna(b) else a == b
+
     return all(same(sim[key], rec[key]) for key in SAME_SETTINGS if key in sim.index and key in rec.index)
 
 
@@ -322,8 +367,14 @@ def _recursion_block(sub, label: str, panels: list, score_limits, cmap: str, div
     for row, (name, matrices) in enumerate(zip(RECURSION_ROWS, panels)):
         for layer, (ax, matrix) in enumerate(zip(axes[row], matrices)):
             n = matrix.shape[0]
-            image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap if row < 2 else diverging,
-                              vmin=limits[row][0], vmax=limits[row][1], interpolation="nearest", rasterized=True)
+            image = ax.imshow(
+                np.ma.masked_invalid(matrix),
+                cmap=cmap if row < 2 else diverging,
+                vmin=limits[row][0],
+                vmax=limits[row][1],
+                interpolation="nearest",
+                rasterized=True,
+            )
             ticks = np.arange(0, n, tick_step(n))
             ax.set_xticks(ticks, [str(t) for t in ticks])
             ax.set_yticks(ticks, [str(t) for t in ticks])
@@ -352,8 +403,10 @@ def fig_recursion(tables: dict, options) -> Figure:
     for name in names:
         params = _params(simulation, name)
         if not _same_settings(params, _params(recursion, name)):
-            raise ValueError(f"variant {name!r}: the recursion table was made with other settings than the "
-                             "simulation's; rerun rule recursion")
+            raise ValueError(
+                f"variant {name!r}: the recursion table was made with other settings than the "
+                "simulation's; rerun rule recursion"
+            )
         panels = recursion_panels(simulation, recursion, name)
         limits = raw_limits(params, options)
         if limits is None:  # colour_limits "panel": both score rows on their own common range

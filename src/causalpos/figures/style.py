@@ -92,6 +92,7 @@ def built(function):
         fig = function(tables, options)
         fig.set_dpi(matplotlib.rcParams["figure.dpi"])
         return fig
+
     return wrapper
 
 
@@ -144,7 +145,6 @@ def length_axis(ax, seq_lens) -> None:
     ax.set_xlabel("Sequence length (tokens)")
 
 
-
 # ---------------------------------------------------------------- heatmaps
 
 
@@ -157,8 +157,15 @@ def tick_step(n: int, max_ticks: int = MAX_TICKS) -> int:
     return next((s for s in steps if math.ceil(n / s) <= max_ticks), math.ceil(n / max_ticks))
 
 
-def draw_heatmap(ax, matrix: np.ndarray, cmap: str, title: str | None = None, center: float | None = None,
-                 annot: bool = False, one_based: bool = False) -> None:
+def draw_heatmap(
+    ax,
+    matrix: np.ndarray,
+    cmap: str,
+    title: str | None = None,
+    center: float | None = None,
+    annot: bool = False,
+    one_based: bool = False,
+) -> None:
     """Seaborn heatmap of a [query, key] matrix with NaN cells blank and its own colour bar."""
     n = matrix.shape[1]
     kwargs = {}
@@ -172,8 +179,17 @@ def draw_heatmap(ax, matrix: np.ndarray, cmap: str, title: str | None = None, ce
     else:
         kwargs.update(rasterized=True)  # keeps the PDF small: one image per panel
     labels = np.arange(1, n + 1) if one_based else tick_step(n)
-    sns.heatmap(matrix, ax=ax, mask=~np.isfinite(matrix), cmap=cmap, square=True, cbar=True,
-                xticklabels=labels, yticklabels=labels, **kwargs)
+    sns.heatmap(
+        matrix,
+        ax=ax,
+        mask=~np.isfinite(matrix),
+        cmap=cmap,
+        square=True,
+        cbar=True,
+        xticklabels=labels,
+        yticklabels=labels,
+        **kwargs,
+    )
     colorbar = ax.collections[0].colorbar
     # matplotlib rasterises colour bars of 50+ colours, and in a PDF each rasterised artist costs a
     # raster of the whole figure: gigabytes for a 60-panel figure. Its 256 colours stay vector.
@@ -231,8 +247,16 @@ def colour_limits(matrix: np.ndarray, clip, center: float | None):
     return (low, high) if high > low else None
 
 
-def heatmap(ax, matrix: np.ndarray, cmap: str, title: str, center: float | None = None, clip=None,
-            limits=None, max_size: int | None = 256) -> tuple[float, float] | None:
+def heatmap(
+    ax,
+    matrix: np.ndarray,
+    cmap: str,
+    title: str,
+    center: float | None = None,
+    clip=None,
+    limits=None,
+    max_size: int | None = 256,
+) -> tuple[float, float] | None:
     """draw_heatmap, plus colour limits (clip quantiles or given) and block-averaging of big matrices.
 
     Limits are computed on the full matrix before any block-averaging; returns the limits used.
@@ -245,8 +269,14 @@ def heatmap(ax, matrix: np.ndarray, cmap: str, title: str, center: float | None 
         # set_clim still apply): a rasterised mesh costs the PDF backend a full-figure raster per
         # panel, gigabytes for a 30-layer model, where an image is embedded as it is.
         mesh, n = ax.collections[0], shown.shape[0]
-        ax.imshow(np.ma.masked_invalid(shown), cmap=mesh.get_cmap(), norm=mesh.norm, extent=(0, n, n, 0),
-                  interpolation="nearest", zorder=mesh.get_zorder())
+        ax.imshow(
+            np.ma.masked_invalid(shown),
+            cmap=mesh.get_cmap(),
+            norm=mesh.norm,
+            extent=(0, n, n, 0),
+            interpolation="nearest",
+            zorder=mesh.get_zorder(),
+        )
         mesh.set_visible(False)
         ax.set_xlim(0, n)
         ax.set_ylim(n, 0)
@@ -286,7 +316,6 @@ def fixed_limits(options: dict) -> bool:
 def max_size_option(options: dict):
     size = options.get("heatmap_max_size", 256)
     return int(size) if size else None
-
 
 
 # ---------------------------------------------------------------- saving
@@ -338,4 +367,3 @@ def save_figure(draw, options: dict, outputs, label: str = "figure") -> None:
         finally:
             for tmp in temps:
                 tmp.unlink(missing_ok=True)
-

@@ -32,14 +32,24 @@ def run(job) -> None:
     settings, options, claim = p.settings, p.options, p.claim
     start = time.perf_counter()
     inputs = {name: list(paths) for name, paths in job.input.items()}
-    tables = {name: (PartTable(paths, name) if name in PART_TABLES else read_tables(paths)) if paths else None
-              for name, paths in inputs.items()}
-    ledger = build_ledger(tables.get("simulations"), tables.get("theory"), tables.get("scores"),
-                          tables.get("intermediates"), tables.get("groups"),
-                          thresholds=settings.get("thresholds") or None,
-                          n_bootstrap=settings["n_bootstrap"], seed=settings["seed"],
-                          simulation_groups=tables.get("simulation_groups"), recursion=tables.get("recursion"),
-                          window_test=tables.get("window_test"), pattern_ablation=tables.get("pattern_ablation"))
+    tables = {
+        name: (PartTable(paths, name) if name in PART_TABLES else read_tables(paths)) if paths else None
+        for name, paths in inputs.items()
+    }
+    ledger = build_ledger(
+        tables.get("simulations"),
+        tables.get("theory"),
+        tables.get("scores"),
+        tables.get("intermediates"),
+        tables.get("groups"),
+        thresholds=settings.get("thresholds") or None,
+        n_bootstrap=settings["n_bootstrap"],
+        seed=settings["seed"],
+        simulation_groups=tables.get("simulation_groups"),
+        recursion=tables.get("recursion"),
+        window_test=tables.get("window_test"),
+        pattern_ablation=tables.get("pattern_ablation"),
+    )
     if claim is not None:
         ledger = ledger[ledger["claim"] == claim].reset_index(drop=True)
     ledger = note_flips(ledger, tables.get("convergence"))
@@ -50,11 +60,20 @@ def run(job) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for page, files in claims_pages(folder, ledger_pages(claim), options.get("formats") or ["pdf", "png"]).items():
-        save_figure(lambda page=page: plot_ledger(ledger, page, options), options, files,
-                    label=f"{CLAIMS_FIGURE} page {page}")
+        save_figure(
+            lambda page=page: plot_ledger(ledger, page, options), options, files, label=f"{CLAIMS_FIGURE} page {page}"
+        )
         written += [Path(f) for f in files]
     for stale in set(folder.glob(CLAIMS_PAGE.format(claims="*", ext="*"))) - set(written):
         stale.unlink()
     counts = ledger["verdict"].value_counts().to_dict()
-    log.info("claims: %d rows (%s) in %.1f s -> %s, %s, %d page files in %s", len(ledger), counts,
-             time.perf_counter() - start, job.output.table, job.output.markdown, len(written), folder)
+    log.info(
+        "claims: %d rows (%s) in %.1f s -> %s, %s, %d page files in %s",
+        len(ledger),
+        counts,
+        time.perf_counter() - start,
+        job.output.table,
+        job.output.markdown,
+        len(written),
+        folder,
+    )

@@ -16,6 +16,8 @@ log = logging.getLogger("causalpos")
 def run(job) -> None:
     text = yaml.safe_dump(job.params.config, sort_keys=False, default_flow_style=None)
     with atomic_path(job.output[0]) as tmp:
-        tmp.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>Configuration</title></head>"
-                       f"<body><pre>{html.escape(text)}</pre></body></html>")
+        tmp.write_text(
+            "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Configuration</title></head>"
+            f"<body><pre>{html.escape(text)}</pre></body></html>"
+        )
     log.info("configuration -> %s", job.output[0])

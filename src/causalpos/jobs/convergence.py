@@ -18,11 +18,21 @@ log = logging.getLogger("causalpos")
 def run(job) -> None:
     settings, options = job.params.settings, job.params.options
     start = time.perf_counter()
-    frame = convergence_frame(PartTable(list(job.input.scores), "scores"), PartTable(list(job.input.groups), "groups"),
-                              thresholds=settings.get("thresholds") or None, n_bootstrap=settings["n_bootstrap"],
-                              seed=settings["seed"], min_groups=settings["convergence_min_groups"])
+    frame = convergence_frame(
+        PartTable(list(job.input.scores), "scores"),
+        PartTable(list(job.input.groups), "groups"),
+        thresholds=settings.get("thresholds") or None,
+        n_bootstrap=settings["n_bootstrap"],
+        seed=settings["seed"],
+        min_groups=settings["convergence_min_groups"],
+    )
     write_parquet(frame, job.output.table, {"stage": "convergence", "settings": settings, "version": __version__})
     save_figure(lambda: plot_convergence(frame, options), options, list(job.output.figures))
-    log.info("convergence: %d rows at N = %s, %d verdicts change with N, in %.1f s -> %s", len(frame),
-             sorted(frame["n_sequences"].unique().tolist()), flip_count(frame), time.perf_counter() - start,
-             job.output.table)
+    log.info(
+        "convergence: %d rows at N = %s, %d verdicts change with N, in %.1f s -> %s",
+        len(frame),
+        sorted(frame["n_sequences"].unique().tolist()),
+        flip_count(frame),
+        time.perf_counter() - start,
+        job.output.table,
+    )

@@ -19,8 +19,15 @@ def run(job) -> None:
     start = time.perf_counter()
     tables = {name: read_tables(list(job.input[name])).drop(columns="table", errors="ignore") for name in TABLES}
     simulations, groups = list(job.input.simulations), list(job.input.simulation_groups)
-    frame = emergence_frame(tables["scores"], tables["intermediates"], tables["groups"], tables["losses"],
-                            read_tables(simulations) if simulations else None, n_bootstrap=settings["n_bootstrap"],
-                            seed=settings["seed"], simulation_groups=read_tables(groups) if groups else None)
+    frame = emergence_frame(
+        tables["scores"],
+        tables["intermediates"],
+        tables["groups"],
+        tables["losses"],
+        read_tables(simulations) if simulations else None,
+        n_bootstrap=settings["n_bootstrap"],
+        seed=settings["seed"],
+        simulation_groups=read_tables(groups) if groups else None,
+    )
     write_parquet(frame, job.output[0], {"stage": "emergence_summary", "settings": settings, "version": __version__})
     log.info("emergence summary: %d rows in %.1f s -> %s", len(frame), time.perf_counter() - start, job.output[0])

@@ -18,7 +18,9 @@ log = logging.getLogger("causalpos")
 
 def run(job) -> None:
     versions = job.params.versions
-    frame = pd.DataFrame([{"name": name, "version": str(version)} for name, version in versions.items()],
-                         columns=list(table("environment").columns))
+    frame = pd.DataFrame(
+        [{"name": name, "version": str(version)} for name, version in versions.items()],
+        columns=list(table("environment").columns),
+    )
     write_parquet(frame, job.output[0], {"stage": "environment", "version": __version__})
     log.info("environment: %s -> %s", ", ".join(f"{n} {v}" for n, v in versions.items()), job.output[0])

@@ -27,29 +27,66 @@ def run(job) -> None:
     pretrained = settings["kind"] == "pretrained"  # trained models read token ids: no tokenizer needed
     setting = f"extraction.pretrained.models.{name}" if pretrained else f"model {name}"
     device = resolve_device(p.device, "extraction.device")
-    meta = {"stage": "extract", "model": name, "location": location, "settings": settings, "device": str(device),
-            "version": __version__}
+    meta = {
+        "stage": "extract",
+        "model": name,
+        "location": location,
+        "settings": settings,
+        "device": str(device),
+        "version": __version__,
+    }
     if not pretrained:
         tokens = read_array(job.input.tokens)
     else:
         tokenizer = load_tokenizer_for_extraction(location, setting)
-        tokens, table = llm_sequences(read_table(job.input.documents), tokenizer, settings["seq_len"],
-                                      settings["n_sequences"], seed=p.seed, splits=settings["splits"],
-                                      setting=settings["setting"], prefix=bos_prefix(tokenizer), strict=True)
+        tokens, table = llm_sequences(
+            read_table(job.input.documents),
+            tokenizer,
+            settings["seq_len"],
+            settings["n_sequences"],
+            seed=p.seed,
+            splits=settings["splits"],
+            setting=settings["setting"],
+            prefix=bos_prefix(tokenizer),
+            strict=True,
+        )
         # which documents the sequences are, and how many of each source and split (docs/models.md)
         meta["sequences"] = {"counts": sequence_counts(table), "doc_ids": table["doc_id"].tolist()}
         log.info("extract %s: sequences by source and split: %s", name, meta["sequences"]["counts"])
     started = time.perf_counter()
     model, _ = load_for_extraction(location, setting, device, ATTENTION_NAME, with_tokenizer=False)
-    log.info("extract %s: %s loaded from %s on %s in %.1f s", name, type(model).__name__, location, device,
-             time.perf_counter() - started)
+    log.info(
+        "extract %s: %s loaded from %s on %s in %.1f s",
+        name,
+        type(model).__name__,
+        location,
+        device,
+        time.perf_counter() - started,
+    )
     log.info("extract %s: %d sequences of %d tokens, batch %d", name, *tokens.shape, settings["batch_size"])
     outputs = dict(job.output.items())
-    seconds = extract_to_files(model, tokens, name, settings["kind"], outputs, metadata=meta, state_dir=p.state,
-                               code=p.get("code", ""), progress=sys.stderr.isatty(),
-                               batch_size=settings["batch_size"], intermediates_layer=settings["intermediates_layer"],
-                               probe_sequences=settings["probe_sequences"], probe_positions=settings["probe_positions"],
-                               seed=p.seed, n_groups=settings["bootstrap_groups"],
-                               per_head=settings.get("per_head", False))
-    log.info("extract %s: %.1f s (%.0f tokens/s) -> %s", name, seconds, tokens.size / seconds,
-             ", ".join(map(str, outputs.values())))
+    seconds = extract_to_files(
+        model,
+        tokens,
+        name,
+        settings["kind"],
+        outputs,
+        metadata=meta,
+        state_dir=p.state,
+        code=p.get("code", ""),
+        progress=sys.stderr.isatty(),
+        batch_size=settings["batch_size"],
+        intermediates_layer=settings["intermediates_layer"],
+        probe_sequences=settings["probe_sequences"],
+        probe_positions=settings["probe_positions"],
+        seed=p.seed,
+        n_groups=settings["bootstrap_groups"],
+        per_head=settings.get("per_head", False),
+    )
+    log.info(
+        "extract %s: %.1f s (%.0f tokens/s) -> %s",
+        name,
+        seconds,
+        tokens.size / seconds,
+        ", ".join(map(str, outputs.values())),
+    )

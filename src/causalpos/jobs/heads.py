@@ -19,5 +19,11 @@ def run(job) -> None:
     frame = heads_frame(table.read(dict(zip(KEYS, key))) for key in table.keys(KEYS))
     write_parquet(frame, job.output[0], {"stage": "heads", "version": __version__})
     models = frame["model"].nunique()
-    log.info("heads: %d rows (%d models) in %.1f s -> %s%s", len(frame), models, time.perf_counter() - start,
-             job.output[0], "" if models else " (no per-head maps: extraction.per_head is off)")
+    log.info(
+        "heads: %d rows (%d models) in %.1f s -> %s%s",
+        len(frame),
+        models,
+        time.perf_counter() - start,
+        job.output[0],
+        "" if models else " (no per-head maps: extraction.per_head is off)",
+    )

@@ -15,7 +15,12 @@ log = logging.getLogger("causalpos")
 
 def run(job) -> None:
     p = job.params
-    frame = evaluate_lengths(os.path.dirname(job.input.model), os.path.dirname(job.input.blocks), factors=p.factors,
-                             max_sequences=p.max_sequences, device=p.device)
+    frame = evaluate_lengths(
+        os.path.dirname(job.input.model),
+        os.path.dirname(job.input.blocks),
+        factors=p.factors,
+        max_sequences=p.max_sequences,
+        device=p.device,
+    )
     write_parquet(frame, job.output[0], {"stage": "length_eval", "version": __version__})
     log.info("length generalisation:\n%s", frame.to_string(index=False))

@@ -18,11 +18,13 @@ log = logging.getLogger("causalpos")
 
 def run(job) -> None:
     runs = [(model, int(seed), path) for (model, seed), path in zip(job.params.runs, job.input.runs)]
-    per_seed = pd.concat([read_table(path).assign(model=model, seed=seed) for model, seed, path in runs],
-                         ignore_index=True)
+    per_seed = pd.concat(
+        [read_table(path).assign(model=model, seed=seed) for model, seed, path in runs], ignore_index=True
+    )
     frame = length_seed_frame(per_seed)
-    write_parquet(frame, job.output.table, {"stage": "length_seeds", "runs": [[m, s] for m, s, _ in runs],
-                                            "version": __version__})
+    write_parquet(
+        frame, job.output.table, {"stage": "length_seeds", "runs": [[m, s] for m, s, _ in runs], "version": __version__}
+    )
     gaps = with_gaps(per_seed)
     tables = {"length_seeds": frame, "length_eval": gaps, "length_pairs": paired_differences(gaps)}
     options = job.params.options

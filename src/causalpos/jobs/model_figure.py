@@ -20,11 +20,18 @@ def run(job) -> None:
     folder = Path(job.output[0])
     folder.mkdir(parents=True, exist_ok=True)
     formats = options.get("formats") or ["pdf", "png"]
-    written = render_all_layers({"scores": PartTable([job.input.scores], "scores")}, options,
-                                lambda kind, first, last: [all_layers_page(folder, kind, first, last, fmt)
-                                                           for fmt in formats])
+    written = render_all_layers(
+        {"scores": PartTable([job.input.scores], "scores")},
+        options,
+        lambda kind, first, last: [all_layers_page(folder, kind, first, last, fmt) for fmt in formats],
+    )
     stale = set(folder.glob(ALL_LAYERS_PAGE.format(kind="*", layers="*", ext="*"))) - {Path(p) for p in written}
     for path in stale:
         path.unlink()
-    log.info("fig_all_layers %s: %d files in %.1f s -> %s", options.get("model"), len(written),
-             time.perf_counter() - start, folder)
+    log.info(
+        "fig_all_layers %s: %d files in %.1f s -> %s",
+        options.get("model"),
+        len(written),
+        time.perf_counter() - start,
+        folder,
+    )

@@ -22,10 +22,27 @@ def run(job) -> None:
     training_seed = p.training_seed if seed is None else seed
     start = time.perf_counter()
     device = resolve_device(p.device, "training.device")
-    frame = ablate_trained(os.path.dirname(job.input.model), os.path.dirname(job.input.blocks), p.factors,
-                           p.max_sequences, p.n_estimate, p.seed, device=device, model_name=model,
-                           training_seed=training_seed)
-    write_parquet(frame, job.output[0], {"stage": "pattern_ablation", "seed": p.seed, "training_seed": training_seed,
-                                         "device": str(device), "seconds": time.perf_counter() - start,
-                                         "version": __version__})
+    frame = ablate_trained(
+        os.path.dirname(job.input.model),
+        os.path.dirname(job.input.blocks),
+        p.factors,
+        p.max_sequences,
+        p.n_estimate,
+        p.seed,
+        device=device,
+        model_name=model,
+        training_seed=training_seed,
+    )
+    write_parquet(
+        frame,
+        job.output[0],
+        {
+            "stage": "pattern_ablation",
+            "seed": p.seed,
+            "training_seed": training_seed,
+            "device": str(device),
+            "seconds": time.perf_counter() - start,
+            "version": __version__,
+        },
+    )
     log.info("pattern ablation in %.1f s:\n%s", time.perf_counter() - start, frame.to_string(index=False))

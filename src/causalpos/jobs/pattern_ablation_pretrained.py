@@ -24,17 +24,35 @@ def run(job) -> None:
     setting = f"extraction.pretrained.models.{name}"
     tokenizer = load_tokenizer_for_extraction(location, setting)
     try:
-        tokens, _ = llm_sequences(read_table(job.input.documents), tokenizer, settings["seq_len"],
-                                  p.n_estimate + p.n_evaluate, seed=p.seed, splits=settings["splits"],
-                                  setting=settings["setting"], prefix=bos_prefix(tokenizer), strict=True)
+        tokens, _ = llm_sequences(
+            read_table(job.input.documents),
+            tokenizer,
+            settings["seq_len"],
+            p.n_estimate + p.n_evaluate,
+            seed=p.seed,
+            splits=settings["splits"],
+            setting=settings["setting"],
+            prefix=bos_prefix(tokenizer),
+            strict=True,
+        )
     except TooFewSequences as err:
-        raise TooFewSequences(f"pattern ablation of {name}: evaluation.ablation_sequences + "
-                              f"evaluation.length_sequences = {p.n_estimate + p.n_evaluate} sequences wanted; {err}") \
-            from None
+        raise TooFewSequences(
+            f"pattern ablation of {name}: evaluation.ablation_sequences + "
+            f"evaluation.length_sequences = {p.n_estimate + p.n_evaluate} sequences wanted; {err}"
+        ) from None
     device = resolve_device(p.device, "extraction.device")
     model, _ = load_for_extraction(location, setting, device, ABLATION_ATTENTION, with_tokenizer=False)
     frame = ablate_pretrained(model, tokens, name, p.n_estimate, p.seed, settings["batch_size"], device)
-    write_parquet(frame, job.output[0], {"stage": "pattern_ablation_pretrained", "location": location,
-                                         "settings": settings, "device": str(device),
-                                         "seconds": time.perf_counter() - start, "version": __version__})
+    write_parquet(
+        frame,
+        job.output[0],
+        {
+            "stage": "pattern_ablation_pretrained",
+            "location": location,
+            "settings": settings,
+            "device": str(device),
+            "seconds": time.perf_counter() - start,
+            "version": __version__,
+        },
+    )
     log.info("pattern ablation %s in %.1f s:\n%s", name, time.perf_counter() - start, frame.to_string(index=False))

@@ -19,8 +19,14 @@ def run(job) -> None:
     tables = list(job.input.tables)
     frame = require_columns(read_tables(tables), ABLATION_COLUMNS, "pattern_ablation")[ABLATION_COLUMNS]
     frame = frame.sort_values(["kind", "model", "seed", "factor"], kind="stable", ignore_index=True)
-    write_parquet(frame, job.output.table, {"stage": "pattern_ablation_summary", "tables": [str(t) for t in tables],
-                                            "version": __version__})
-    save_figure(lambda: fig_pattern_ablation({"pattern_ablation": frame}, job.params.options), job.params.options,
-                list(job.output.figures))
+    write_parquet(
+        frame,
+        job.output.table,
+        {"stage": "pattern_ablation_summary", "tables": [str(t) for t in tables], "version": __version__},
+    )
+    save_figure(
+        lambda: fig_pattern_ablation({"pattern_ablation": frame}, job.params.options),
+        job.params.options,
+        list(job.output.figures),
+    )
     log.info("pattern ablation: %d rows of %d models -> %s", len(frame), frame["model"].nunique(), job.output.table)

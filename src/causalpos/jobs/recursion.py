@@ -20,8 +20,17 @@ def run(job) -> None:
     built = {name: Variant(**params) for name, params in variants.items()}
     frame = recursion_table(built)
     seconds = time.perf_counter() - start
-    write_parquet(frame, job.output[0], {"stage": "recursion", "variants": variants, "seconds": seconds,
-                                         "device": "cpu", "version": __version__})  # numpy: the run-time table's
+    write_parquet(
+        frame,
+        job.output[0],
+        {"stage": "recursion", "variants": variants, "seconds": seconds, "device": "cpu", "version": __version__},
+    )  # numpy: the run-time table's
     corrected = [name for name, v in built.items() if cheap_correction(v)]
-    log.info("recursion: %d variants (%d with the finite-d correction), %d rows in %.1f s -> %s", len(built),
-             len(corrected), len(frame), seconds, job.output[0])
+    log.info(
+        "recursion: %d variants (%d with the finite-d correction), %d rows in %.1f s -> %s",
+        len(built),
+        len(corrected),
+        len(frame),
+        seconds,
+        job.output[0],
+    )

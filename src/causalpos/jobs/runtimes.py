@@ -23,5 +23,10 @@ def run(job) -> None:
     write_parquet(frame, job.output.table, {"stage": "runtimes", "version": __version__})
     with atomic_path(job.output.html) as tmp:
         tmp.write_text(runtime_html(frame))
-    log.info("runtimes: %d jobs, %.0f s in all -> %s, %s", len(frame), frame["seconds"].sum(), job.output.table,
-             job.output.html)
+    log.info(
+        "runtimes: %d jobs, %.0f s in all -> %s, %s",
+        len(frame),
+        frame["seconds"].sum(),
+        job.output.table,
+        job.output.html,
+    )

@@ -14,9 +14,19 @@ log = logging.getLogger("causalpos")
 
 def run(job) -> None:
     p = job.params
-    documents = sample_documents(p.sources, heldout_fraction=p.heldout_fraction, seed=p.seed,
-                                 max_documents=p.max_documents)
-    write_parquet(documents, job.output[0], {"stage": "sample", "sources": p.sources, "seed": p.seed,
-                                             "heldout_fraction": p.heldout_fraction, "version": __version__})
+    documents = sample_documents(
+        p.sources, heldout_fraction=p.heldout_fraction, seed=p.seed, max_documents=p.max_documents
+    )
+    write_parquet(
+        documents,
+        job.output[0],
+        {
+            "stage": "sample",
+            "sources": p.sources,
+            "seed": p.seed,
+            "heldout_fraction": p.heldout_fraction,
+            "version": __version__,
+        },
+    )
     log.info("documents per source and split:\n%s", summarize(documents).to_string(index=False))
     log.info("sample: %d documents -> %s", len(documents), job.output[0])

@@ -32,10 +32,25 @@ def run(job) -> None:
 
     cpu_start = time.process_time()
     result = simulate(variant, device=job.params.device, chunk_size=job.params.chunk_size, progress=progress)
-    metadata = {"stage": "simulate", "variant": name, "params": variant.params(), "sampler": result.sampler,
-                "device": result.device, "seconds": result.seconds, **usage_since(cpu_start), "version": __version__}
+    metadata = {
+        "stage": "simulate",
+        "variant": name,
+        "params": variant.params(),
+        "sampler": result.sampler,
+        "device": result.device,
+        "seconds": result.seconds,
+        **usage_since(cpu_start),
+        "version": __version__,
+    }
     write_parquet(groups_frame(result, name), job.output.groups, metadata)
     write_parquet(result_frame(result, name), job.output.table, metadata)
     rate = variant.n_samples / max(result.seconds, 1e-9)
-    log.info("simulate %s: %.2f s (%.0f samples/s, %s sampler, %s) -> %s",
-             name, result.seconds, rate, result.sampler, result.device, job.output.table)
+    log.info(
+        "simulate %s: %.2f s (%.0f samples/s, %s sampler, %s) -> %s",
+        name,
+        result.seconds,
+        rate,
+        result.sampler,
+        result.device,
+        job.output.table,
+    )

@@ -13,6 +13,7 @@ log = logging.getLogger("causalpos")
 
 
 def run(job) -> None:
-    written = write_summaries(PartTable(list(job.input.scores), "scores"), read_tables(list(job.input.probe)),
-                              os.path.dirname(job.output[0]))
+    written = write_summaries(
+        PartTable(list(job.input.scores), "scores"), read_tables(list(job.input.probe)), os.path.dirname(job.output[0])
+    )
     log.info("summary -> %s", ", ".join(map(str, written.values())))

@@ -14,5 +14,10 @@ log = logging.getLogger("causalpos")
 def run(job) -> None:
     frame = theory_frame(job.params.seq_len, job.params.alphas)
     write_parquet(frame, job.output[0], {"stage": "theory", "version": __version__})
-    log.info("theory: %d rows for alphas %s, seq_len %d -> %s", len(frame), list(job.params.alphas),
-             job.params.seq_len, job.output[0])
+    log.info(
+        "theory: %d rows for alphas %s, seq_len %d -> %s",
+        len(frame),
+        list(job.params.alphas),
+        job.params.seq_len,
+        job.output[0],
+    )

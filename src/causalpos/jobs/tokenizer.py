@@ -26,7 +26,11 @@ def run(job) -> None:
     tokenizer.save_pretrained(os.path.dirname(job.output.tokenizer))
     tokens_dir = os.path.dirname(job.output.blocks)
     info = write_token_blocks(documents, tokenizer, p.block_len, tokens_dir)
-    write_snippets(documents, tokenizer, job.output.snippets, snippet_len=p.snippet_len, n_snippets=p.n_snippets,
-                   seed=p.seed)
-    log.info("tokens: train unigram entropy %.3f nats/token; %s", info["train_unigram_entropy"],
-             {k: v["n_blocks"] for k, v in info["splits"].items()})
+    write_snippets(
+        documents, tokenizer, job.output.snippets, snippet_len=p.snippet_len, n_snippets=p.n_snippets, seed=p.seed
+    )
+    log.info(
+        "tokens: train unigram entropy %.3f nats/token; %s",
+        info["train_unigram_entropy"],
+        {k: v["n_blocks"] for k, v in info["splits"].items()},
+    )

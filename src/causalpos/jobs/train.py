@@ -35,21 +35,47 @@ def run(job) -> None:
     tokens_dir, tokenizer_dir = os.path.dirname(job.input.blocks), os.path.dirname(job.input.tokenizer)
     out_dir = os.path.dirname(job.output.model)
     with one_writer(out_dir, f"training {run_name}"):  # two writers of one model folder: the second is refused
-        checkpoints = checkpoint_folder(job.params.checkpoints, run_name, settings, job.input.blocks,
-                                        job.params.get("code", ""))
+        checkpoints = checkpoint_folder(
+            job.params.checkpoints, run_name, settings, job.input.blocks, job.params.get("code", "")
+        )
         log.info("train %s: %s; checkpoints in %s", run_name, settings, checkpoints)
         if job.params.processes == 1:
             from causalpos.models.train import train
 
-            train(model, uses_rope(model), tokens_dir, out_dir, checkpoints, settings, tokenizer_dir=tokenizer_dir,
-                  log=log)
+            train(
+                model,
+                uses_rope(model),
+                tokens_dir,
+                out_dir,
+                checkpoints,
+                settings,
+                tokenizer_dir=tokenizer_dir,
+                log=log,
+            )
             return
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump(settings, fh)
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   f"--nproc_per_node={job.params.processes}", "-m", "causalpos.models.train", "--model", model,
-                   "--blocks", str(tokens_dir), "--out", str(out_dir),
-                   "--checkpoints", checkpoints, "--config", fh.name, "--tokenizer", str(tokenizer_dir)]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={job.params.processes}",
+            "-m",
+            "causalpos.models.train",
+            "--model",
+            model,
+            "--blocks",
+            str(tokens_dir),
+            "--out",
+            str(out_dir),
+            "--checkpoints",
+            checkpoints,
+            "--config",
+            fh.name,
+            "--tokenizer",
+            str(tokenizer_dir),
+        ]
         log.info("launch: %s", " ".join(command))
         try:
             code = run_stoppable(command)

@@ -32,16 +32,33 @@ def run(job) -> None:
         data = LedgerInputs(None, None, scores, None, groups, settings["n_bootstrap"], settings["seed"])
         size = longest_seq_len(scores)
         predicted = predicted_scores(stack, max(size, 2 * stack.window))
-        common = {"model": name, "source": spec["source"], "seq_len": size,
-                  "n_sequences": int(group_sizes(groups).sum())}
+        common = {
+            "model": name,
+            "source": spec["source"],
+            "seq_len": size,
+            "n_sequences": int(group_sizes(groups).sum()),
+        }
         for layer in data.score_layers(name):
             field = data.score_field(name, layer)
             rows += [{**common, **r} for r in layer_rows(field, layer, stack, predicted[layer])]
             del field
-        log.info("window test: %s (%s tables, S = %d, window %d, %d layers) in %.0f s", name, spec["source"], size,
-                 stack.window, len(stack.windows), time.perf_counter() - start)
+        log.info(
+            "window test: %s (%s tables, S = %d, window %d, %d layers) in %.0f s",
+            name,
+            spec["source"],
+            size,
+            stack.window,
+            len(stack.windows),
+            time.perf_counter() - start,
+        )
     frame = window_frame(rows)
-    write_parquet(frame, job.output[0], {"stage": "window_test", "models": models, "settings": settings,
-                                         "version": __version__})
-    log.info("window test: %d rows, %d models in %.1f s -> %s", len(frame), frame["model"].nunique(),
-             time.perf_counter() - start, job.output[0])
+    write_parquet(
+        frame, job.output[0], {"stage": "window_test", "models": models, "settings": settings, "version": __version__}
+    )
+    log.info(
+        "window test: %d rows, %d models in %.1f s -> %s",
+        len(frame),
+        frame["model"].nunique(),
+        time.perf_counter() - start,
+        job.output[0],
+    )

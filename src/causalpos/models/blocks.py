@@ -40,8 +40,10 @@ class Blocks:
             raise ValueError(f"{path}: dtype {array.dtype} is not an integer type")
         low, high = int(array.min()), int(array.max())  # one pass; an id out of range would crash mid-run
         if low < 0 or high >= self.vocab_size:
-            raise ValueError(f"{path}: token ids {low}..{high} outside the vocabulary 0..{self.vocab_size - 1} "
-                             f"of {self.dir / TABLES['blocks'].filename}")
+            raise ValueError(
+                f"{path}: token ids {low}..{high} outside the vocabulary 0..{self.vocab_size - 1} "
+                f"of {self.dir / TABLES['blocks'].filename}"
+            )
         return array
 
 
@@ -62,7 +64,7 @@ class TrainOrder:
         while count > 0:
             epoch, offset = divmod(start, self.n)
             take = min(count, self.n - offset)
-            parts.append(self.permutation(epoch)[offset:offset + take])
+            parts.append(self.permutation(epoch)[offset : offset + take])
             start, count = start + take, count - take
         return np.concatenate(parts)
 

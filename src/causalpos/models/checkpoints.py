@@ -30,8 +30,11 @@ class CheckpointError(UserError, RuntimeError):
 def rng_states() -> dict:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     # plain types and tensors only, so the checkpoint loads with weights_only=True
-    states = {"torch": torch.get_rng_state(), "python": random.getstate(),
-              "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)]}
+    states = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+    }
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
@@ -73,32 +76,44 @@ def load_checkpoint(path) -> dict:
     raw = Path(path).read_bytes()
     head, sep, data = raw.partition(b"\n")
     if not sep or not head.startswith(CHECKPOINT_MAGIC):
-        raise CheckpointError(f"checkpoint {path} is damaged: no causalpos checkpoint header "
-                              f"(delete it to train from the start)")
-    expected = head[len(CHECKPOINT_MAGIC):].decode(errors="replace")
+        raise CheckpointError(
+            f"checkpoint {path} is damaged: no causalpos checkpoint header (delete it to train from the start)"
+        )
+    expected = head[len(CHECKPOINT_MAGIC) :].decode(errors="replace")
     actual = hashlib.sha256(data).hexdigest()
     if actual != expected:
-        raise CheckpointError(f"checkpoint {path} is damaged: SHA-256 of its {len(data)} payload bytes is "
-                              f"{actual}, its header says {expected} (delete it to train from the start)")
+        raise CheckpointError(
+            f"checkpoint {path} is damaged: SHA-256 of its {len(data)} payload bytes is "
+            f"{actual}, its header says {expected} (delete it to train from the start)"
+        )
     return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
 def fingerprint(model_name: str, rope: bool, cfg: dict, blocks, world: int) -> dict:
     """What a checkpoint must share with the run that resumes from it."""
     kept = {k: v for k, v in cfg.items() if k not in RESUMABLE_CHANGES}
-    return json.loads(json.dumps({
-        "model_name": model_name, "rope": bool(rope), "training": kept,
-        "global_batch": cfg["micro_batch"] * cfg["grad_accum"] * world,
-        "block_len": blocks.block_len, "vocab_size": blocks.vocab_size, "n_train_blocks": len(blocks.train),
-    }))
+    return json.loads(
+        json.dumps(
+            {
+                "model_name": model_name,
+                "rope": bool(rope),
+                "training": kept,
+                "global_batch": cfg["micro_batch"] * cfg["grad_accum"] * world,
+                "block_len": blocks.block_len,
+                "vocab_size": blocks.vocab_size,
+                "n_train_blocks": len(blocks.train),
+            }
+        )
+    )
 
 
 def check_fingerprint(saved: dict, current: dict, path) -> None:
     if saved != current:
         keys = sorted(k for k in set(saved) | set(current) if saved.get(k) != current.get(k))
         detail = "; ".join(f"{k}: checkpoint {saved.get(k)!r}, now {current.get(k)!r}" for k in keys)
-        raise CheckpointError(f"checkpoint {path} was written by a different run ({detail}); "
-                              f"delete it to train from the start")
+        raise CheckpointError(
+            f"checkpoint {path} was written by a different run ({detail}); delete it to train from the start"
+        )
 
 
 def remove_stale_temporaries(checkpoint_dir: Path) -> None:

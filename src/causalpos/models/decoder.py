@@ -37,8 +37,11 @@ SANDWICH = Layout("sandwich", "post_attention_layernorm", "pre_feedforward_layer
 
 
 def layout_of(layer) -> Layout:
-    return SANDWICH if hasattr(layer, "pre_feedforward_layernorm") and hasattr(layer, "post_feedforward_layernorm") \
+    return (
+        SANDWICH
+        if hasattr(layer, "pre_feedforward_layernorm") and hasattr(layer, "post_feedforward_layernorm")
         else PRE_NORM
+    )
 
 
 def layer_modules(model, name: str):
@@ -46,8 +49,10 @@ def layer_modules(model, name: str):
     layers = getattr(getattr(model, "model", None), "layers", None)
     needed = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
     if layers is None or len(layers) == 0 or not all(all(hasattr(layer, a) for a in needed) for layer in layers):
-        raise ExtractionError(f"model {name!r} ({type(model).__name__}) has no decoder layers the extractor "
-                              f"understands (model.model.layers with {', '.join(needed)})")
+        raise ExtractionError(
+            f"model {name!r} ({type(model).__name__}) has no decoder layers the extractor "
+            f"understands (model.model.layers with {', '.join(needed)})"
+        )
     if not all(hasattr(layer.self_attn, "o_proj") and hasattr(layer.self_attn, "layer_idx") for layer in layers):
         raise ExtractionError(f"model {name!r}: its attention modules lack o_proj / layer_idx")
     return layers
@@ -66,7 +71,7 @@ def layer_io(layers, keep: set, probe_index: torch.Tensor | None):
 
     def rows(state):
         index = probe_index[..., None].expand(-1, -1, state.shape[-1])
-        return state[:len(probe_index)].gather(1, index).float()
+        return state[: len(probe_index)].gather(1, index).float()
 
     def keep_input(index):
         def hook(module, args, kwargs):
@@ -75,6 +80,7 @@ def layer_io(layers, keep: set, probe_index: torch.Tensor | None):
                 seen[("in", index)] = state
             if probe_index is not None:
                 seen[("probe", index)] = rows(state)
+
         return hook
 
     def keep_output(index):
@@ -84,6 +90,7 @@ def layer_io(layers, keep: set, probe_index: torch.Tensor | None):
                 seen[("out", index)] = state
             if probe_index is not None and index == len(layers) - 1:
                 seen[("probe", len(layers))] = rows(state)
+
         return hook
 
     handles = []
@@ -104,8 +111,9 @@ def gram_sum(x: torch.Tensor) -> torch.Tensor:
     return torch.einsum("bqh,bkh->qk", x, x).double()
 
 
-def intermediates_of_batch(layers, layer: int, x: torch.Tensor, av: torch.Tensor, model_output: torch.Tensor,
-                           name: str) -> dict:
+def intermediates_of_batch(
+    layers, layer: int, x: torch.Tensor, av: torch.Tensor, model_output: torch.Tensor, name: str
+) -> dict:
     """Stages (a), (d)-(h) of this batch as Gram sums [S, S], recomputed with the layer's own modules one
     sequence at a time (the FFN's hidden activations of a whole batch would cost more than the rest)."""
     sums = {}
@@ -126,8 +134,14 @@ def _intermediates_of_sequence(layers, layer, x, av, model_output, name) -> dict
     ln_o = getattr(block, layout.ffn_in)(o)
     x_next = norm(layout.ffn_out, block.mlp(ln_o)) + o
     _check_recomputed(x_next, model_output, layer, layout, name)
-    return {"a": gram_sum(y), "d": gram_sum(added), "e": gram_sum(o), "f": gram_sum(ln_o), "g": gram_sum(x_next),
-            "h": gram_sum(following.input_layernorm(x_next))}
+    return {
+        "a": gram_sum(y),
+        "d": gram_sum(added),
+        "e": gram_sum(o),
+        "f": gram_sum(ln_o),
+        "g": gram_sum(x_next),
+        "h": gram_sum(following.input_layernorm(x_next)),
+    }
 
 
 def _check_recomputed(x_next, model_output, layer: int, layout: Layout, name: str) -> None:
@@ -136,8 +150,11 @@ def _check_recomputed(x_next, model_output, layer: int, layout: Layout, name: st
     scale = model_output.float().abs().max().item() or 1.0
     error = (x_next.float() - model_output.float()).abs().max().item()
     if not error <= tolerance * scale:
-        formula = ("FFN(LN(AV W_O + X)) + AV W_O + X" if layout is PRE_NORM
-                   else "LN(FFN(LN(O))) + O with O = LN(AV W_O) + X")
-        raise ExtractionError(f"model {name!r}, layer {layer}: X' recomputed as {formula} differs from the "
-                              f"model's own output of the layer by {error:.3g} (scale {scale:.3g}); its decoder "
-                              f"layer is not the {layout.name} layout the intermediates assume")
+        formula = (
+            "FFN(LN(AV W_O + X)) + AV W_O + X" if layout is PRE_NORM else "LN(FFN(LN(O))) + O with O = LN(AV W_O) + X"
+        )
+        raise ExtractionError(
+            f"model {name!r}, layer {layer}: X' recomputed as {formula} differs from the "
+            f"model's own output of the layer by {error:.3g} (scale {scale:.3g}); its decoder "
+            f"layer is not the {layout.name} layout the intermediates assume"
+        )

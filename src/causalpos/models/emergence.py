@@ -31,6 +31,7 @@ EMERGENCE_TABLES = SNAPSHOT_TABLES  # the extraction's tables kept per snapshot
 @contextmanager
 def _quiet_extraction():
     """Without the extraction's progress lines (one line per 5% of every snapshot would drown the log)."""
+
     def keep(record) -> bool:
         return not str(record.msg).startswith("extract ")
 
@@ -44,13 +45,27 @@ def _quiet_extraction():
 def tokens_per_step(info: dict) -> int:
     """Training tokens per optimizer step from a model's training.json: global batch x block length."""
     cfg = info["training"]
-    return int(cfg["micro_batch"]) * int(cfg["grad_accum"]) * int(info.get("world_size", 1)) \
+    return (
+        int(cfg["micro_batch"])
+        * int(cfg["grad_accum"])
+        * int(info.get("world_size", 1))
         * int(info["blocks"]["block_len"])
+    )
 
 
-def emergence_tables(model_dir, snapshots: dict, tokens: np.ndarray, blocks_dir, metrics: pd.DataFrame, name: str,
-                     device, batch_size: int = 8, intermediates_layer: int | None = 0, n_groups: int = 16,
-                     seed: int = 0) -> tuple[dict, float]:
+def emergence_tables(
+    model_dir,
+    snapshots: dict,
+    tokens: np.ndarray,
+    blocks_dir,
+    metrics: pd.DataFrame,
+    name: str,
+    device,
+    batch_size: int = 8,
+    intermediates_layer: int | None = 0,
+    n_groups: int = 16,
+    seed: int = 0,
+) -> tuple[dict, float]:
     """{table: frame} for EMERGENCE_TABLES (the extraction's columns plus step and tokens_seen) and "losses"
     (LOSS_COLUMNS), over `snapshots` {step: file}; and the seconds it took. `device` a torch.device."""
     from transformers import AutoModelForCausalLM
@@ -81,9 +96,18 @@ def emergence_tables(model_dir, snapshots: dict, tokens: np.ndarray, blocks_dir,
         path = snapshots[step]
         load_snapshot(model, path)
         with _quiet_extraction():
-            result = extract(model, tokens, name, "trained", batch_size=batch_size,
-                             intermediates_layer=intermediates_layer, probe_sequences=0, seed=seed, progress=False,
-                             n_groups=n_groups)
+            result = extract(
+                model,
+                tokens,
+                name,
+                "trained",
+                batch_size=batch_size,
+                intermediates_layer=intermediates_layer,
+                probe_sequences=0,
+                seed=seed,
+                progress=False,
+                n_groups=n_groups,
+            )
         seen = step * per_step
         for table in EMERGENCE_TABLES:
             frames[table].append(getattr(result, table).assign(step=step, tokens_seen=seen))
@@ -94,8 +118,15 @@ def emergence_tables(model_dir, snapshots: dict, tokens: np.ndarray, blocks_dir,
             loss = heldout_loss(scorer, blocks.heldout, cfg, ctx) if cfg["eval_batches"] else math.nan
             source = "computed"
         losses.append({"model": name, "step": step, "tokens_seen": seen, "heldout_loss": loss, "source": source})
-        log.info("emergence %s: step %d (%d tokens): extraction %.1f s, held-out loss %.4f (%s)", name, step, seen,
-                 result.seconds, loss, source)
+        log.info(
+            "emergence %s: step %d (%d tokens): extraction %.1f s, held-out loss %.4f (%s)",
+            name,
+            step,
+            seen,
+            result.seconds,
+            loss,
+            source,
+        )
     tables = {table: pd.concat(parts, ignore_index=True) for table, parts in frames.items()}
     tables["losses"] = pd.DataFrame(losses, columns=LOSS_COLUMNS)
     return tables, time.perf_counter() - started

@@ -40,8 +40,18 @@ from causalpos.catalogue.tables import ACTIVATION_TABLES, TABLES
 from causalpos.tril import packed_pairs
 from causalpos.runtime.devices import usage_since
 
-__all__ = ["ATTENTION_NAME", "Extraction", "ExtractionError", "ExtractionRun", "ExtractionSettings", "ScoreRecorder",
-           "batch_groups", "check_request", "extract", "extract_to_files"]
+__all__ = [
+    "ATTENTION_NAME",
+    "Extraction",
+    "ExtractionError",
+    "ExtractionRun",
+    "ExtractionSettings",
+    "ScoreRecorder",
+    "batch_groups",
+    "check_request",
+    "extract",
+    "extract_to_files",
+]
 
 log = logging.getLogger("causalpos")
 
@@ -73,11 +83,14 @@ def check_request(model, name: str, seq_len: int, intermediates_layer: int | Non
     n_layers = len(layer_modules(model, name))
     context = getattr(model.config, "max_position_embeddings", None)
     if context is not None and seq_len > context:
-        raise ExtractionError(f"sequence length {seq_len} exceeds model {name!r}'s context "
-                              f"(max_position_embeddings = {context})")
+        raise ExtractionError(
+            f"sequence length {seq_len} exceeds model {name!r}'s context (max_position_embeddings = {context})"
+        )
     if intermediates_layer is not None and not 0 <= intermediates_layer < n_layers - 1:
-        raise ExtractionError(f"extraction.intermediates_layer = {intermediates_layer} is out of range for model "
-                              f"{name!r}: it needs layer l and l + 1, so 0 <= l <= {n_layers - 2}")
+        raise ExtractionError(
+            f"extraction.intermediates_layer = {intermediates_layer} is out of range for model "
+            f"{name!r}: it needs layer l and l + 1, so 0 <= l <= {n_layers - 2}"
+        )
 
 
 def batch_groups(n_batches: int, n_groups: int) -> np.ndarray:
@@ -92,8 +105,9 @@ def choose_probe_positions(n_probe: int, seq_len: int, wanted: int, seed: int) -
     if seq_len <= wanted:
         return np.tile(np.arange(seq_len), (n_probe, 1))
     rng = np.random.default_rng(seed)
-    return np.array([np.sort(rng.choice(seq_len, wanted, replace=False)) for _ in range(n_probe)],
-                    dtype=np.int64).reshape(n_probe, wanted)
+    return np.array(
+        [np.sort(rng.choice(seq_len, wanted, replace=False)) for _ in range(n_probe)], dtype=np.int64
+    ).reshape(n_probe, wanted)
 
 
 class ExtractionRun:
@@ -108,15 +122,22 @@ class ExtractionRun:
         self.device = next(model.parameters()).device
         n_sequences, seq_len = tokens.shape
         self.layer = settings.intermediates_layer
-        self.recorder = ScoreRecorder(len(self.layers), seq_len, self.device,
-                                      capture_layers=() if self.layer is None else (self.layer,),
-                                      per_head=settings.per_head)
+        self.recorder = ScoreRecorder(
+            len(self.layers),
+            seq_len,
+            self.device,
+            capture_layers=() if self.layer is None else (self.layer,),
+            per_head=settings.per_head,
+        )
         self.n_batches = -(-n_sequences // settings.batch_size)
         self.group_of_batch = batch_groups(self.n_batches, settings.n_groups)
         self.n_probe = min(settings.probe_sequences, n_sequences)
         self.positions = choose_probe_positions(self.n_probe, seq_len, settings.probe_positions, settings.seed)
-        self.probe = (StreamingProbe(len(self.layers) + 1, model.config.hidden_size, self.n_probe, device=self.device)
-                      if self.n_probe else None)
+        self.probe = (
+            StreamingProbe(len(self.layers) + 1, model.config.hidden_size, self.n_probe, device=self.device)
+            if self.n_probe
+            else None
+        )
         query, key = packed_pairs(seq_len)
         self.packed = torch.from_numpy(query * seq_len + key).to(self.device)  # flat [S, S] index of each packed pair
         self.grams, self.gram_total = {}, {}  # stage -> packed float64 sums: open group, closed groups
@@ -128,9 +149,9 @@ class ExtractionRun:
         """Forward the next batch, add its sums; returns its number of sequences."""
         size = self.settings.batch_size
         start = self.next_batch * size
-        ids = torch.from_numpy(self.tokens[start:start + size].astype(np.int64)).to(self.device)
+        ids = torch.from_numpy(self.tokens[start : start + size].astype(np.int64)).to(self.device)
         probed = range(start, min(start + len(ids), self.n_probe))
-        probe_index = torch.from_numpy(self.positions[probed.start:probed.stop]).to(self.device) if probed else None
+        probe_index = torch.from_numpy(self.positions[probed.start : probed.stop]).to(self.device) if probed else None
         keep = set() if self.layer is None else {self.layer}
         with layer_io(self.layers, keep, probe_index) as seen:
             self.model.model(input_ids=ids, use_cache=False, causalpos_recorder=self.recorder)  # no LM head
@@ -138,14 +159,15 @@ class ExtractionRun:
             self._add_intermediates(seen)
         if probed:  # the batch's probed sequences at once, on the device
             features = [seen[("probe", state)] for state in range(len(self.layers) + 1)]
-            self.probe.add_batch(probed.start, features, self.positions[probed.start:probed.stop])
+            self.probe.add_batch(probed.start, features, self.positions[probed.start : probed.stop])
         self.next_batch += 1
         return len(ids)
 
     def _add_intermediates(self, seen: dict) -> None:
         layer = self.layer
-        grams = intermediates_of_batch(self.layers, layer, seen[("in", layer)], self.recorder.outputs.pop(layer),
-                                       seen[("out", layer)], self.name)
+        grams = intermediates_of_batch(
+            self.layers, layer, seen[("in", layer)], self.recorder.outputs.pop(layer), seen[("out", layer)], self.name
+        )
         grams["c"] = self.recorder.av_gram.pop(layer)
         for stage, gram in grams.items():  # in place: fresh buffers every batch would fragment the heap
             packed = gram.view(-1)[self.packed]
@@ -173,8 +195,9 @@ class ExtractionRun:
     def close_group(self, part: Path) -> None:
         """Write the open group's rows to `part`, fold its sums into the totals, open the next group."""
         group = int(self.group_of_batch[self.next_batch - 1])
-        outputs.write_group_part(part, self.group_rows(), self.name, self.kind, group, self.recorder.group_n,
-                                 self.recorder.seq_len)
+        outputs.write_group_part(
+            part, self.group_rows(), self.name, self.kind, group, self.recorder.group_n, self.recorder.seq_len
+        )
         for stage, gram in self.grams.items():
             if stage in self.gram_total:
                 self.gram_total[stage] += gram
@@ -198,10 +221,18 @@ class ExtractionRun:
     def state(self) -> dict:
         """Everything a restart needs, saved between groups (the open group's sums are then zero)."""
         recorder = self.recorder
-        return {"next_batch": self.next_batch, "groups_done": self.groups_done, "seconds": self.seconds,
-                "total": recorder.total, "total_sq": recorder.total_sq, "n_sequences": recorder.n_sequences,
-                "hidden": recorder.hidden, "gram_total": self.gram_total, "probe": self.probe,
-                "head_total": recorder.head_total}
+        return {
+            "next_batch": self.next_batch,
+            "groups_done": self.groups_done,
+            "seconds": self.seconds,
+            "total": recorder.total,
+            "total_sq": recorder.total_sq,
+            "n_sequences": recorder.n_sequences,
+            "hidden": recorder.hidden,
+            "gram_total": self.gram_total,
+            "probe": self.probe,
+            "head_total": recorder.head_total,
+        }
 
     def restore(self, state: dict) -> None:
         self.next_batch, self.groups_done, self.seconds = state["next_batch"], state["groups_done"], state["seconds"]
@@ -214,20 +245,33 @@ class ExtractionRun:
 
 def _checked_tokens(model, tokens, name: str, settings: ExtractionSettings) -> np.ndarray:
     if model.config._attn_implementation != ATTENTION_NAME:
-        raise ExtractionError(f"model {name!r} was loaded with attention {model.config._attn_implementation!r}; "
-                              f"load it with attn_implementation={ATTENTION_NAME!r}")
+        raise ExtractionError(
+            f"model {name!r} was loaded with attention {model.config._attn_implementation!r}; "
+            f"load it with attn_implementation={ATTENTION_NAME!r}"
+        )
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or len(tokens) == 0:
-        raise ExtractionError(f"model {name!r}: tokens must be a non-empty [sequences, positions] array, "
-                              f"got shape {tokens.shape}")
+        raise ExtractionError(
+            f"model {name!r}: tokens must be a non-empty [sequences, positions] array, got shape {tokens.shape}"
+        )
     check_request(model, name, tokens.shape[1], settings.intermediates_layer)
     batch_groups(1, settings.n_groups)
     return tokens
 
 
 @torch.no_grad()
-def extract_to_files(model, tokens: np.ndarray, name: str, kind: str, paths: dict, metadata: dict | None = None,
-                     state_dir=None, code: str | None = None, progress: bool | None = None, **settings) -> float:
+def extract_to_files(
+    model,
+    tokens: np.ndarray,
+    name: str,
+    kind: str,
+    paths: dict,
+    metadata: dict | None = None,
+    state_dir=None,
+    code: str | None = None,
+    progress: bool | None = None,
+    **settings,
+) -> float:
     """Scores of every layer over all `tokens` [n_sequences, S], the intermediates and the probe on them too,
     written to `paths` {table: file} for the tables of causalpos.catalogue.tables.ACTIVATION_TABLES; returns the seconds.
 
@@ -252,16 +296,26 @@ def extract_to_files(model, tokens: np.ndarray, name: str, kind: str, paths: dic
     return _extract(run, ExtractionState(state_dir, key), True, paths, metadata, progress)
 
 
-def _extract(run: ExtractionRun, state_folder: ExtractionState, resumable: bool, paths: dict, metadata,
-             progress) -> float:
+def _extract(
+    run: ExtractionRun, state_folder: ExtractionState, resumable: bool, paths: dict, metadata, progress
+) -> float:
     state = state_folder.load(run.device) if resumable else None
     if state is not None:
         run.restore(state)
-        log.info("extract %s: resuming after %d of %d batches (%d groups done)", run.name, run.next_batch,
-                 run.n_batches, run.groups_done)
+        log.info(
+            "extract %s: resuming after %d of %d batches (%d groups done)",
+            run.name,
+            run.next_batch,
+            run.n_batches,
+            run.groups_done,
+        )
     n_sequences = len(run.tokens)
-    bar = Progress(n_sequences, min(run.next_batch * run.settings.batch_size, n_sequences), f"extract {run.name}",
-                   terminal=progress)
+    bar = Progress(
+        n_sequences,
+        min(run.next_batch * run.settings.batch_size, n_sequences),
+        f"extract {run.name}",
+        terminal=progress,
+    )
     started, cpu_start = time.perf_counter(), time.process_time()
     while run.next_batch < run.n_batches:
         bar.update(run.run_batch())
@@ -284,25 +338,44 @@ def _write_tables(run: ExtractionRun, state_folder: ExtractionState, paths: dict
     mean, sem = run.recorder.mean_and_sem()
     n, seq_len = run.recorder.n_sequences, run.recorder.seq_len
     outputs.write_scores(paths["scores"], mean, sem, run.name, run.kind, n, metadata)
-    outputs.write_intermediates(paths["intermediates"], run.intermediate_means(mean), run.layer, run.name, n,
-                                metadata)
+    outputs.write_intermediates(paths["intermediates"], run.intermediate_means(mean), run.layer, run.name, n, metadata)
     probe = run.probe.results() if run.probe is not None else []
     outputs.write_probe(paths["probe"], probe, run.name, run.kind, seq_len, metadata)
     outputs.join_group_parts(paths["groups"], [state_folder.part(g) for g in range(run.groups_done)], metadata)
     if "head_scores" in paths:  # no rows without per_head
-        outputs.write_head_scores(paths["head_scores"], run.recorder.head_means(), run.name, run.kind, n, seq_len,
-                                  metadata)
+        outputs.write_head_scores(
+            paths["head_scores"], run.recorder.head_means(), run.name, run.kind, n, seq_len, metadata
+        )
 
 
-def extract(model, tokens: np.ndarray, name: str, kind: str, batch_size: int = 8, intermediates_layer: int | None = 0,
-            probe_sequences: int = 200, probe_positions: int = 32, seed: int = 0, progress: bool | None = False,
-            n_groups: int = 16, per_head: bool = False) -> Extraction:
+def extract(
+    model,
+    tokens: np.ndarray,
+    name: str,
+    kind: str,
+    batch_size: int = 8,
+    intermediates_layer: int | None = 0,
+    probe_sequences: int = 200,
+    probe_positions: int = 32,
+    seed: int = 0,
+    progress: bool | None = False,
+    n_groups: int = 16,
+    per_head: bool = False,
+) -> Extraction:
     """extract_to_files into a temporary folder, the tables read back as frames (without the `table` column)."""
-    settings = dict(batch_size=batch_size, intermediates_layer=intermediates_layer, probe_sequences=probe_sequences,
-                    probe_positions=probe_positions, seed=seed, n_groups=n_groups, per_head=per_head)
+    settings = dict(
+        batch_size=batch_size,
+        intermediates_layer=intermediates_layer,
+        probe_sequences=probe_sequences,
+        probe_positions=probe_positions,
+        seed=seed,
+        n_groups=n_groups,
+        per_head=per_head,
+    )
     with tempfile.TemporaryDirectory(prefix="causalpos-extract-") as folder:
         paths = {table: Path(folder) / TABLES[table].filename for table in ACTIVATION_TABLES}
         seconds = extract_to_files(model, tokens, name, kind, paths, progress=progress, **settings)
         frames = {table: pq.read_table(path).to_pandas().drop(columns="table") for table, path in paths.items()}
-    return Extraction(frames["scores"], frames["intermediates"], frames["probe"], seconds, frames["groups"],
-                      frames["head_scores"])
+    return Extraction(
+        frames["scores"], frames["intermediates"], frames["probe"], seconds, frames["groups"], frames["head_scores"]
+    )

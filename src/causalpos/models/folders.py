@@ -28,13 +28,17 @@ VOCABULARIES = (("vocab.json", "merges.txt"), ("vocab.txt",))  # a slow tokenize
 CLASS_FILES = ("tokenizer_config.json", "config.json")  # name the class that reads a slow tokenizer's files
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
-TOKENIZER_FOLDER = ("a tokenizer folder (what tokenizer.save_pretrained writes) holds tokenizer.json, or a "
-                    "SentencePiece or tiktoken model (tokenizer.model), or vocabulary files (vocab.json and "
-                    "merges.txt, or vocab.txt) with tokenizer_config.json or config.json naming the tokenizer's class")
-MODEL_FOLDER = (f"a model folder holds what save_pretrained of the model and of its tokenizer write: config.json, the "
-                f"weights ({', '.join(WEIGHTS[:-1])} or {WEIGHTS[-1]}, with the shards an index names) and the "
-                f"tokenizer (tokenizer.json, tokenizer.model, or vocabulary files with tokenizer_config.json or "
-                f"config.json)")
+TOKENIZER_FOLDER = (
+    "a tokenizer folder (what tokenizer.save_pretrained writes) holds tokenizer.json, or a "
+    "SentencePiece or tiktoken model (tokenizer.model), or vocabulary files (vocab.json and "
+    "merges.txt, or vocab.txt) with tokenizer_config.json or config.json naming the tokenizer's class"
+)
+MODEL_FOLDER = (
+    f"a model folder holds what save_pretrained of the model and of its tokenizer write: config.json, the "
+    f"weights ({', '.join(WEIGHTS[:-1])} or {WEIGHTS[-1]}, with the shards an index names) and the "
+    f"tokenizer (tokenizer.json, tokenizer.model, or vocabulary files with tokenizer_config.json or "
+    f"config.json)"
+)
 # a Hugging Face repo id: [namespace/]name of letters, digits, - _ . neither starting nor ending with - or .
 # (huggingface_hub's validate_repo_id, which also refuses -- and .. and a name ending in .git)
 PART = r"[\w](?:[\w.-]{0,94}[\w])?"
@@ -81,8 +85,10 @@ def source_problem(key: str, value: str, kind: str, hub: bool = True) -> str | N
     if not value.strip():
         return f"{key}: an empty name; give a {kind} folder" + (", a Hugging Face id" if hub else "")
     if value.startswith("~"):
-        return (f"{key}: {value} starts with ~, which transformers does not expand (it takes the name for a Hugging "
-                f"Face id); write the folder's full path, {Path(value).expanduser()}")
+        return (
+            f"{key}: {value} starts with ~, which transformers does not expand (it takes the name for a Hugging "
+            f"Face id); write the folder's full path, {Path(value).expanduser()}"
+        )
     path = Path(value)
     if path.exists():
         problem = check(path)
@@ -90,17 +96,21 @@ def source_problem(key: str, value: str, kind: str, hub: bool = True) -> str | N
     if not hub:
         return f"{key}: folder {value} does not exist"
     if looks_like_path(value):
-        return (f"{key}: folder {value} does not exist (a local path, not a Hugging Face id); give a {kind} folder, "
-                f"a Hugging Face id (org/name)" + (" or null to train a byte-level BPE" if kind == "tokenizer" else ""))
+        return (
+            f"{key}: folder {value} does not exist (a local path, not a Hugging Face id); give a {kind} folder, "
+            f"a Hugging Face id (org/name)" + (" or null to train a byte-level BPE" if kind == "tokenizer" else "")
+        )
     if not hub_offline():
         return None
     from huggingface_hub import constants
 
     snapshot = cached_snapshot(value, CLASS_FILES + (FAST_TOKENIZER,))
     if snapshot is None:
-        return (f"{key} = {value!r}: no such folder here, and HF_HUB_OFFLINE is set while the local Hugging Face "
-                f"cache ({constants.HF_HUB_CACHE}) has no copy of it; download it where the hub is reachable "
-                f"(hf download {value}) or give a folder")
+        return (
+            f"{key} = {value!r}: no such folder here, and HF_HUB_OFFLINE is set while the local Hugging Face "
+            f"cache ({constants.HF_HUB_CACHE}) has no copy of it; download it where the hub is reachable "
+            f"(hf download {value}) or give a folder"
+        )
     problem = check(snapshot)
     if problem is None:
         return None
@@ -161,9 +171,11 @@ def _tokenizer_gap(names: set[str]) -> str | None:
     if model is not None:
         if _importable("tiktoken") or (_importable("sentencepiece") and _importable("google.protobuf")):
             return None
-        return (f"a tokenizer it can read here: its {model} needs the packages sentencepiece and protobuf (or "
-                f"tiktoken), not installed (pip install sentencepiece protobuf; or save the tokenizer with its "
-                f"tokenizer.json)")
+        return (
+            f"a tokenizer it can read here: its {model} needs the packages sentencepiece and protobuf (or "
+            f"tiktoken), not installed (pip install sentencepiece protobuf; or save the tokenizer with its "
+            f"tokenizer.json)"
+        )
     vocabulary = next((files for files in VOCABULARIES if set(files) <= names), None)
     if vocabulary is None:
         return "a tokenizer"

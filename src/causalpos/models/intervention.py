@@ -32,27 +32,45 @@ from causalpos.models.errors import ExtractionError
 from causalpos.models.model_files import checked_again_on_failure, verify_model_folder
 from causalpos.models.recorder import ScoreRecorder
 from causalpos.models.blocks import Blocks, to_tokens
-from causalpos.models.pattern_ablation import (CONDITIONS, PRETRAINED_SEED, ablation_rows, bias_rms, condition_biases,
-                                        square)
+from causalpos.models.pattern_ablation import (
+    CONDITIONS,
+    PRETRAINED_SEED,
+    ablation_rows,
+    bias_rms,
+    condition_biases,
+    square,
+)
 
 log = logging.getLogger("causalpos")
 ABLATION_ATTENTION = "causalpos_ablation"
 
 
-def ablating_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                       causalpos_recorder: ScoreRecorder | None = None, causalpos_bias: torch.Tensor | None = None,
-                       **kwargs):
+def ablating_attention(
+    module,
+    query,
+    key,
+    value,
+    attention_mask,
+    scaling=None,
+    dropout=0.0,
+    causalpos_recorder: ScoreRecorder | None = None,
+    causalpos_bias: torch.Tensor | None = None,
+    **kwargs,
+):
     """transformers attention function: SDPA with `causalpos_bias[layer]` subtracted from the logits."""
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     if kwargs.get("softcap") is not None:  # capping acts on the logits: a bias before or after it differs
-        raise ExtractionError(f"{type(module).__name__} caps its attention logits (softcap = {kwargs['softcap']}); "
-                              f"the ablation subtracts from uncapped logits only")
+        raise ExtractionError(
+            f"{type(module).__name__} caps its attention logits (softcap = {kwargs['softcap']}); "
+            f"the ablation subtracts from uncapped logits only"
+        )
     if causalpos_recorder is not None:
         causalpos_recorder.record_scores(module.layer_idx, query, key, scale, attention_mask)
     if causalpos_bias is not None:
         attention_mask = biased_mask(causalpos_bias[module.layer_idx], attention_mask, query.shape[2], query.dtype)
-    output, _ = ALL_ATTENTION_FUNCTIONS["sdpa"](module, query, key, value, attention_mask, dropout=dropout,
-                                                scaling=scale, **kwargs)
+    output, _ = ALL_ATTENTION_FUNCTIONS["sdpa"](
+        module, query, key, value, attention_mask, dropout=dropout, scaling=scale, **kwargs
+    )
     return output, None
 
 
@@ -85,19 +103,23 @@ def mean_score_maps(model, tokens: np.ndarray, batch_size: int, device: torch.de
     recorder = ScoreRecorder(model.config.num_hidden_layers, tokens.shape[1], device)
     for start in range(0, len(tokens), batch_size):
         with _autocast(device):
-            model(input_ids=to_tokens(tokens[start:start + batch_size], device), causalpos_recorder=recorder,
-                  use_cache=False)
+            model(
+                input_ids=to_tokens(tokens[start : start + batch_size], device),
+                causalpos_recorder=recorder,
+                use_cache=False,
+            )
     mean, _ = recorder.mean_and_sem()
     return mean
 
 
 @torch.no_grad()
-def sequence_losses(model, tokens: np.ndarray, bias: torch.Tensor | None, batch_size: int,
-                    device: torch.device) -> np.ndarray:
+def sequence_losses(
+    model, tokens: np.ndarray, bias: torch.Tensor | None, batch_size: int, device: torch.device
+) -> np.ndarray:
     """Each sequence's mean next-token loss, float64 [n], with `bias` [layers, S, S] subtracted (None: none)."""
     per_sequence = []
     for start in range(0, len(tokens), batch_size):
-        batch = to_tokens(tokens[start:start + batch_size], device)
+        batch = to_tokens(tokens[start : start + batch_size], device)
         with _autocast(device):
             logits = model(input_ids=batch, causalpos_bias=bias, use_cache=False).logits
         losses = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="none")
@@ -105,13 +127,22 @@ def sequence_losses(model, tokens: np.ndarray, bias: torch.Tensor | None, batch_
     return torch.cat(per_sequence).numpy()
 
 
-def ablate(model, estimate: np.ndarray, evaluate: np.ndarray, batch_size: int, device: torch.device,
-           seed: int, conditions=CONDITIONS) -> tuple[dict, dict]:
+def ablate(
+    model,
+    estimate: np.ndarray,
+    evaluate: np.ndarray,
+    batch_size: int,
+    device: torch.device,
+    seed: int,
+    conditions=CONDITIONS,
+) -> tuple[dict, dict]:
     """({condition: per-sequence losses of `evaluate`}, {condition: bias RMS}), the biases from the mean maps
     of `estimate` (sequences of the same length)."""
     if estimate.shape[1] != evaluate.shape[1]:
-        raise ValueError(f"estimation sequences of {estimate.shape[1]} tokens for evaluation ones of "
-                         f"{evaluate.shape[1]}: the maps are estimated at the evaluation length")
+        raise ValueError(
+            f"estimation sequences of {estimate.shape[1]} tokens for evaluation ones of "
+            f"{evaluate.shape[1]}: the maps are estimated at the evaluation length"
+        )
     mean = mean_score_maps(model, estimate, batch_size, device)
     biases = condition_biases(mean, seed)
     losses, sizes = {}, {}
@@ -131,15 +162,26 @@ def split_heldout(n_blocks: int, factors: list[int], max_sequences: int, n_estim
     estimate = n_estimate * longest
     evaluate = min(max_sequences * longest, (n_blocks - estimate) // longest * longest)
     if evaluate < longest:
-        raise ValueError(f"{n_blocks} held-out blocks: evaluation.ablation_sequences = {n_estimate} sequences of "
-                         f"{longest} blocks for the maps leave none of the longest length to evaluate on; lower "
-                         f"evaluation.ablation_sequences or evaluation.length_factors")
+        raise ValueError(
+            f"{n_blocks} held-out blocks: evaluation.ablation_sequences = {n_estimate} sequences of "
+            f"{longest} blocks for the maps leave none of the longest length to evaluate on; lower "
+            f"evaluation.ablation_sequences or evaluation.length_factors"
+        )
     return evaluate, estimate
 
 
-def ablate_trained(model_dir, blocks_dir, factors, max_sequences: int, n_estimate: int, seed: int,
-                   batch_size: int = 8, device: torch.device | None = None, model_name: str | None = None,
-                   training_seed: int = 0) -> pd.DataFrame:
+def ablate_trained(
+    model_dir,
+    blocks_dir,
+    factors,
+    max_sequences: int,
+    n_estimate: int,
+    seed: int,
+    batch_size: int = 8,
+    device: torch.device | None = None,
+    model_name: str | None = None,
+    training_seed: int = 0,
+) -> pd.DataFrame:
     """The ablation table of one trained model at every length factor (pattern_ablation.ABLATION_COLUMNS)."""
     from transformers import AutoModelForCausalLM
 
@@ -153,30 +195,44 @@ def ablate_trained(model_dir, blocks_dir, factors, max_sequences: int, n_estimat
     model.eval()
     longest = factors[-1] * blocks.block_len
     if longest > model.config.max_position_embeddings:
-        raise ValueError(f"factor {factors[-1]} needs sequences of {longest} tokens, beyond max_position_embeddings "
-                         f"= {model.config.max_position_embeddings} of {model_dir} (training.model.context)")
+        raise ValueError(
+            f"factor {factors[-1]} needs sequences of {longest} tokens, beyond max_position_embeddings "
+            f"= {model.config.max_position_embeddings} of {model_dir} (training.model.context)"
+        )
     heldout = np.asarray(blocks.heldout)
     losses, sizes, seq_lens = {}, {}, {}
     for factor in factors:
         length = factor * blocks.block_len
         evaluate = heldout[:n_eval].reshape(-1, length)
-        estimate = heldout[len(heldout) - n_est:][:n_estimate * factor].reshape(-1, length)
+        estimate = heldout[len(heldout) - n_est :][: n_estimate * factor].reshape(-1, length)
         per_condition, rms = ablate(model, estimate, evaluate, batch_size, device, seed)
         for condition in per_condition:
             losses[(factor, condition)], sizes[(factor, condition)] = per_condition[condition], rms[condition]
         seq_lens[factor] = length
-        log.info("pattern ablation %s x%d: %s", model_dir, factor,
-                 ", ".join(f"{c} {np.mean(v):.4f}" for c, v in per_condition.items()))
+        log.info(
+            "pattern ablation %s x%d: %s",
+            model_dir,
+            factor,
+            ", ".join(f"{c} {np.mean(v):.4f}" for c, v in per_condition.items()),
+        )
     name = model_name or Path(model_dir).name
     return ablation_rows(losses, sizes, seq_lens, name, "trained", training_seed, n_estimate)
 
 
-def ablate_pretrained(model, tokens: np.ndarray, name: str, n_estimate: int, seed: int, batch_size: int,
-                      device: torch.device) -> pd.DataFrame:
+def ablate_pretrained(
+    model, tokens: np.ndarray, name: str, n_estimate: int, seed: int, batch_size: int, device: torch.device
+) -> pd.DataFrame:
     """The ablation table of a pretrained model at its sequences' length: the first `n_estimate` of `tokens`
     [n, S] estimate the maps, the rest are evaluated (factor 1 only: no gaps)."""
     if not 0 < n_estimate < len(tokens) - 1:
         raise ValueError(f"{len(tokens)} sequences cannot give {n_estimate} for the maps and >= 2 to evaluate")
     losses, sizes = ablate(model, tokens[:n_estimate], tokens[n_estimate:], batch_size, device, seed)
-    return ablation_rows({(1, c): v for c, v in losses.items()}, {(1, c): v for c, v in sizes.items()},
-                         {1: tokens.shape[1]}, name, "pretrained", PRETRAINED_SEED, n_estimate)
+    return ablation_rows(
+        {(1, c): v for c, v in losses.items()},
+        {(1, c): v for c, v in sizes.items()},
+        {1: tokens.shape[1]},
+        name,
+        "pretrained",
+        PRETRAINED_SEED,
+        n_estimate,
+    )

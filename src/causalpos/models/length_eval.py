@@ -19,9 +19,17 @@ from causalpos.runtime.devices import resolve_device
 
 
 @torch.no_grad()
-def evaluate_lengths(model_dir, blocks_dir, factors=(1, 2, 4), max_sequences: int = 64, batch_size: int = 8,
-                     device: str = "auto", threads: int | None = None, model_name: str | None = None,
-                     beyond_context: bool = False) -> pd.DataFrame:
+def evaluate_lengths(
+    model_dir,
+    blocks_dir,
+    factors=(1, 2, 4),
+    max_sequences: int = 64,
+    batch_size: int = 8,
+    device: str = "auto",
+    threads: int | None = None,
+    model_name: str | None = None,
+    beyond_context: bool = False,
+) -> pd.DataFrame:
     """Held-out loss of a trained model on sequences of factor x block_len tokens.
 
     Factor k joins k consecutive held-out blocks into one sequence (Kazemnejad et
@@ -52,8 +60,10 @@ def evaluate_lengths(model_dir, blocks_dir, factors=(1, 2, 4), max_sequences: in
     limit = model.config.max_position_embeddings
     longest = factors[-1] * blocks.block_len
     if longest > limit and not beyond_context:
-        raise ValueError(f"factor {factors[-1]} needs sequences of {longest} tokens, beyond max_position_embeddings "
-                         f"= {limit} of {model_dir} (training.model.context)")
+        raise ValueError(
+            f"factor {factors[-1]} needs sequences of {longest} tokens, beyond max_position_embeddings "
+            f"= {limit} of {model_dir} (training.model.context)"
+        )
     n_blocks = min(max_sequences * factors[-1], len(blocks.heldout) // factors[-1] * factors[-1])
     if n_blocks == 0:
         raise ValueError(f"{blocks.dir}: {len(blocks.heldout)} held-out blocks, fewer than factor {factors[-1]}")
@@ -65,13 +75,20 @@ def evaluate_lengths(model_dir, blocks_dir, factors=(1, 2, 4), max_sequences: in
         per_sequence = []
         for start in range(0, len(sequences), batch_size):
             with autocast:
-                losses = token_losses(model, to_tokens(sequences[start:start + batch_size], dev))
+                losses = token_losses(model, to_tokens(sequences[start : start + batch_size], dev))
             per_sequence.append(losses.double().mean(dim=1).cpu())
         per_sequence = torch.cat(per_sequence).numpy()
         sem = per_sequence.std(ddof=1) / math.sqrt(len(per_sequence)) if len(per_sequence) > 1 else math.nan
-        rows.append({"model": name, "factor": factor, "seq_len": factor * blocks.block_len,
-                     "n_sequences": len(per_sequence), "heldout_loss": float(per_sequence.mean()),
-                     "heldout_loss_sem": float(sem)})
+        rows.append(
+            {
+                "model": name,
+                "factor": factor,
+                "seq_len": factor * blocks.block_len,
+                "n_sequences": len(per_sequence),
+                "heldout_loss": float(per_sequence.mean()),
+                "heldout_loss_sem": float(sem),
+            }
+        )
     return pd.DataFrame(rows, columns=LENGTH_EVAL_COLUMNS)
 
 

@@ -33,8 +33,25 @@ TOKENIZER = "tokenizer.json"
 TOKENIZER_JSON = ("tokenizer_config.json", "special_tokens_map.json")
 MAX_HEADER = 100_000_000  # safetensors' own limit on a header's length
 # bytes per element of the safetensors dtypes of a byte or more (the sub-byte ones are not size-checked)
-DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
-               "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "C64": 8, "I64": 8, "U64": 8, "F64": 8}
+DTYPE_BYTES = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E5M2": 1,
+    "F8_E4M3": 1,
+    "F8_E8M0": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "C64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
 
 
 class DamagedModelFileError(DamagedFileError):
@@ -51,8 +68,9 @@ def _moved_by_another_job(path: Path, companion) -> None:
     moved it aside (a file inside a directory() output goes with its folder)."""
     for moved, what in ((path, companion), (path.parent, None)):
         if Path(f"{moved}{DAMAGED_SUFFIX}").exists() and not moved.exists():
-            raise DamagedModelFileError(moved, "another job reading it found it damaged and moved it aside",
-                                        what) from None
+            raise DamagedModelFileError(
+                moved, "another job reading it found it damaged and moved it aside", what
+            ) from None
 
 
 def _read_bytes(path: Path, companion) -> bytes | None:
@@ -100,8 +118,10 @@ def verify_safetensors(path, companion=None) -> dict | None:
                 raise damaged(f"{size} bytes, shorter than the 8 bytes giving its header's length: truncated")
             (length,) = struct.unpack("<Q", fh.read(8))
             if length > min(size - 8, MAX_HEADER):
-                raise damaged(f"its header of {length} bytes does not fit in the {size - 8} bytes after its "
-                              f"length: truncated, or its first bytes are corrupt")
+                raise damaged(
+                    f"its header of {length} bytes does not fit in the {size - 8} bytes after its "
+                    f"length: truncated, or its first bytes are corrupt"
+                )
             raw = fh.read(length)
     except FileNotFoundError:
         _moved_by_another_job(path, companion)
@@ -121,27 +141,35 @@ def verify_safetensors(path, companion=None) -> dict | None:
             if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in [*shape, begin, end]):
                 raise ValueError
         except (TypeError, KeyError, ValueError):
-            raise damaged(f"its header's entry of tensor {name!r} lacks a dtype, a shape or two data_offsets: "
-                          f"{str(entry)[:200]}") from None
+            raise damaged(
+                f"its header's entry of tensor {name!r} lacks a dtype, a shape or two data_offsets: {str(entry)[:200]}"
+            ) from None
         if end < begin:
             raise damaged(f"tensor {name!r} ends (byte {end}) before it begins (byte {begin})")
         if dtype in DTYPE_BYTES and end - begin != math.prod(shape) * DTYPE_BYTES[dtype]:
-            raise damaged(f"tensor {name!r} of {dtype} {list(shape)} needs {math.prod(shape) * DTYPE_BYTES[dtype]} "
-                          f"bytes, its data_offsets give {end - begin}")
+            raise damaged(
+                f"tensor {name!r} of {dtype} {list(shape)} needs {math.prod(shape) * DTYPE_BYTES[dtype]} "
+                f"bytes, its data_offsets give {end - begin}"
+            )
         spans.append((begin, end, name))
     data = size - 8 - length
     position = 0
     for begin, end, name in sorted(spans):
         if begin != position:
-            raise damaged(f"tensor {name!r} begins at byte {begin} of the data, not at {position} where the one "
-                          f"before it ends")
+            raise damaged(
+                f"tensor {name!r} begins at byte {begin} of the data, not at {position} where the one before it ends"
+            )
         position = end
     if position > data:
-        raise damaged(f"its tensors end at byte {position} of the data, but the file holds {data} bytes after its "
-                      f"header: truncated")
+        raise damaged(
+            f"its tensors end at byte {position} of the data, but the file holds {data} bytes after its "
+            f"header: truncated"
+        )
     if position < data:
-        raise damaged(f"{data - position} bytes after its last tensor (the data ends at byte {position} of "
-                      f"{data}): bytes appended or a corrupt header")
+        raise damaged(
+            f"{data - position} bytes after its last tensor (the data ends at byte {position} of "
+            f"{data}): bytes appended or a corrupt header"
+        )
     return header
 
 
@@ -159,8 +187,7 @@ def verify_model_folder(folder) -> None:
         return
     shards = index.get("weight_map")
     if not isinstance(shards, dict):
-        raise DamagedModelFileError(folder / WEIGHTS_INDEX, "no weight_map object naming the weights' shards",
-                                    weights)
+        raise DamagedModelFileError(folder / WEIGHTS_INDEX, "no weight_map object naming the weights' shards", weights)
     for shard in sorted(set(map(str, shards.values()))):
         verify_safetensors(folder / shard, companion=weights)
 

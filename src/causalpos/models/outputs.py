@@ -23,16 +23,44 @@ from causalpos.tril import packed_pairs, seq_len_of_packed
 
 TEXT, I32, I64, F64 = pa.large_string(), pa.int32(), pa.int64(), pa.float64()
 TYPES = {  # the types pandas gave these columns when the tables were built as frames
-    "scores": dict(model=TEXT, kind=TEXT, layer=I32, query_pos=I32, key_pos=I32, score_mean=F64, score_sem=F64,
-                   score_diagnorm=F64, n_sequences=I32, seq_len=I32),
-    "intermediates": dict(model=TEXT, layer=I64, stage=TEXT, query_pos=I64, key_pos=I64, value=F64,
-                          n_sequences=I64, seq_len=I64),
-    "probe": dict(model=TEXT, kind=TEXT, layer=I64, mae=F64, mae_baseline=F64, n_train=I64, n_test=I64,
-                  seq_len=I64),
-    "groups": dict(model=TEXT, kind=TEXT, quantity=TEXT, stage=TEXT, layer=I64, group=I64, n_sequences=I64,
-                   seq_len=I64, sums=pa.list_(pa.float32())),
-    "head_scores": dict(model=TEXT, kind=TEXT, layer=I32, head=I32, query_pos=I32, key_pos=I32, score_mean=F64,
-                        n_sequences=I32, seq_len=I32),
+    "scores": dict(
+        model=TEXT,
+        kind=TEXT,
+        layer=I32,
+        query_pos=I32,
+        key_pos=I32,
+        score_mean=F64,
+        score_sem=F64,
+        score_diagnorm=F64,
+        n_sequences=I32,
+        seq_len=I32,
+    ),
+    "intermediates": dict(
+        model=TEXT, layer=I64, stage=TEXT, query_pos=I64, key_pos=I64, value=F64, n_sequences=I64, seq_len=I64
+    ),
+    "probe": dict(model=TEXT, kind=TEXT, layer=I64, mae=F64, mae_baseline=F64, n_train=I64, n_test=I64, seq_len=I64),
+    "groups": dict(
+        model=TEXT,
+        kind=TEXT,
+        quantity=TEXT,
+        stage=TEXT,
+        layer=I64,
+        group=I64,
+        n_sequences=I64,
+        seq_len=I64,
+        sums=pa.list_(pa.float32()),
+    ),
+    "head_scores": dict(
+        model=TEXT,
+        kind=TEXT,
+        layer=I32,
+        head=I32,
+        query_pos=I32,
+        key_pos=I32,
+        score_mean=F64,
+        n_sequences=I32,
+        seq_len=I32,
+    ),
 }
 CHUNK = 1 << 17  # rows per record batch (and row group) of the long tables: ~10 MB of columns at a time
 COLUMNS = {table: list(TABLES[table].columns) for table in ACTIVATION_TABLES}
@@ -50,8 +78,10 @@ def table_writer(path, table: str, metadata: dict | None):
         fields = fields.with_metadata({b"causalpos": json.dumps(metadata, default=str).encode()})
     # dictionary encoding only where values repeat: tried on the float columns it costs ~10x the write time
     repeating = [f.name for f in fields if not (pa.types.is_floating(f.type) or pa.types.is_list(f.type))]
-    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, fields, write_page_checksum=True,
-                                                    use_dictionary=repeating) as writer:
+    with (
+        atomic_path(path) as tmp,
+        pq.ParquetWriter(tmp, fields, write_page_checksum=True, use_dictionary=repeating) as writer,
+    ):
         yield writer
 
 
@@ -85,8 +115,9 @@ def diagonal_normalised(values: np.ndarray, query: np.ndarray, key: np.ndarray, 
     return values - (sums / np.maximum(counts, 1))[offset]
 
 
-def write_scores(path, mean: np.ndarray, sem: np.ndarray, name: str, kind: str, n_sequences: int,
-                 metadata: dict | None) -> None:
+def write_scores(
+    path, mean: np.ndarray, sem: np.ndarray, name: str, kind: str, n_sequences: int, metadata: dict | None
+) -> None:
     """scores.parquet from the packed means and standard errors [layers, pairs], layer by layer."""
     seq_len = seq_len_of_packed(mean.shape[1])
     query, key = packed_pairs(seq_len)
@@ -94,29 +125,66 @@ def write_scores(path, mean: np.ndarray, sem: np.ndarray, name: str, kind: str, 
         for layer in range(len(mean)):
             diagnorm = diagonal_normalised(mean[layer], query, key, seq_len)
             for rows in _chunks(len(query)):
-                writer.write_batch(batch("scores", rows.stop - rows.start, model=name, kind=kind, layer=layer,
-                                         query_pos=query[rows], key_pos=key[rows], score_mean=mean[layer, rows],
-                                         score_sem=sem[layer, rows], score_diagnorm=diagnorm[rows],
-                                         n_sequences=n_sequences, seq_len=seq_len))
+                writer.write_batch(
+                    batch(
+                        "scores",
+                        rows.stop - rows.start,
+                        model=name,
+                        kind=kind,
+                        layer=layer,
+                        query_pos=query[rows],
+                        key_pos=key[rows],
+                        score_mean=mean[layer, rows],
+                        score_sem=sem[layer, rows],
+                        score_diagnorm=diagnorm[rows],
+                        n_sequences=n_sequences,
+                        seq_len=seq_len,
+                    )
+                )
 
 
-def write_head_scores(path, mean: np.ndarray | None, name: str, kind: str, n_sequences: int, seq_len: int,
-                      metadata: dict | None) -> None:
+def write_head_scores(
+    path, mean: np.ndarray | None, name: str, kind: str, n_sequences: int, seq_len: int, metadata: dict | None
+) -> None:
     """head_scores.parquet from each head's packed means [layers, heads, pairs], layer by layer and head by
     head; None (extraction.per_head off): the table with no rows, so the stage's outputs are always the same."""
     query, key = packed_pairs(seq_len)
     with table_writer(path, "head_scores", metadata) as writer:
         if mean is None:
-            writer.write_batch(batch("head_scores", 0, model=name, kind=kind, layer=0, head=0, query_pos=0,
-                                     key_pos=0, score_mean=0.0, n_sequences=n_sequences, seq_len=seq_len))
+            writer.write_batch(
+                batch(
+                    "head_scores",
+                    0,
+                    model=name,
+                    kind=kind,
+                    layer=0,
+                    head=0,
+                    query_pos=0,
+                    key_pos=0,
+                    score_mean=0.0,
+                    n_sequences=n_sequences,
+                    seq_len=seq_len,
+                )
+            )
             return
         for layer in range(mean.shape[0]):
             for head in range(mean.shape[1]):  # a row group has one layer and head (io.PartTable reads by them)
                 for rows in _chunks(len(query)):
-                    writer.write_batch(batch("head_scores", rows.stop - rows.start, model=name, kind=kind,
-                                             layer=layer, head=head, query_pos=query[rows], key_pos=key[rows],
-                                             score_mean=mean[layer, head, rows], n_sequences=n_sequences,
-                                             seq_len=seq_len))
+                    writer.write_batch(
+                        batch(
+                            "head_scores",
+                            rows.stop - rows.start,
+                            model=name,
+                            kind=kind,
+                            layer=layer,
+                            head=head,
+                            query_pos=query[rows],
+                            key_pos=key[rows],
+                            score_mean=mean[layer, head, rows],
+                            n_sequences=n_sequences,
+                            seq_len=seq_len,
+                        )
+                    )
 
 
 def _chunks(n: int):
@@ -124,34 +192,61 @@ def _chunks(n: int):
     return (slice(start, min(n, start + CHUNK)) for start in range(0, n, CHUNK))
 
 
-def write_intermediates(path, matrices: dict, layer: int | None, name: str, n_sequences: int,
-                        metadata: dict | None) -> None:
+def write_intermediates(
+    path, matrices: dict, layer: int | None, name: str, n_sequences: int, metadata: dict | None
+) -> None:
     """intermediates.parquet from packed stage means {stage: [pairs]} (none: an empty table)."""
     with table_writer(path, "intermediates", metadata) as writer:
         for stage in sorted(matrices):
             seq_len = seq_len_of_packed(len(matrices[stage]))
             query, key = packed_pairs(seq_len)
             for rows in _chunks(len(query)):
-                writer.write_batch(batch("intermediates", rows.stop - rows.start, model=name,
-                                         layer=layer + (stage in "hi"), stage=stage, query_pos=query[rows],
-                                         key_pos=key[rows], value=matrices[stage][rows], n_sequences=n_sequences,
-                                         seq_len=seq_len))
+                writer.write_batch(
+                    batch(
+                        "intermediates",
+                        rows.stop - rows.start,
+                        model=name,
+                        layer=layer + (stage in "hi"),
+                        stage=stage,
+                        query_pos=query[rows],
+                        key_pos=key[rows],
+                        value=matrices[stage][rows],
+                        n_sequences=n_sequences,
+                        seq_len=seq_len,
+                    )
+                )
 
 
 def write_probe(path, results: list, name: str, kind: str, seq_len: int, metadata: dict | None) -> None:
     """probe.parquet: one row per hidden state (0 = the embeddings), none without a probe."""
     columns = {key: [row[key] for row in results] for key in ("mae", "mae_baseline", "n_train", "n_test")}
     with table_writer(path, "probe", metadata) as writer:
-        writer.write_batch(batch("probe", len(results), model=name, kind=kind, layer=np.arange(len(results)),
-                                 seq_len=seq_len, **columns))
+        writer.write_batch(
+            batch(
+                "probe", len(results), model=name, kind=kind, layer=np.arange(len(results)), seq_len=seq_len, **columns
+            )
+        )
 
 
 def write_group_part(path, rows, name: str, kind: str, group: int, n: int, seq_len: int) -> None:
     """One group's rows (quantity, stage, layer, packed float32 sums), one row group each."""
     with table_writer(path, "groups", None) as writer:
         for quantity, stage, layer, sums in rows:
-            writer.write_batch(batch("groups", 1, model=name, kind=kind, quantity=quantity, stage=stage,
-                                     layer=layer, group=group, n_sequences=n, seq_len=seq_len, sums=sums[None]))
+            writer.write_batch(
+                batch(
+                    "groups",
+                    1,
+                    model=name,
+                    kind=kind,
+                    quantity=quantity,
+                    stage=stage,
+                    layer=layer,
+                    group=group,
+                    n_sequences=n,
+                    seq_len=seq_len,
+                    sums=sums[None],
+                )
+            )
 
 
 def join_group_parts(path, parts: list, metadata: dict | None) -> None:

@@ -71,8 +71,9 @@ def band_split(mean: np.ndarray, keys_from: int = KEYS_FROM) -> tuple[np.ndarray
     return relative, nonrelative
 
 
-def shuffle_within_bands(part: np.ndarray, visible: np.ndarray, rng: np.random.Generator,
-                         keys_from: int = KEYS_FROM) -> np.ndarray:
+def shuffle_within_bands(
+    part: np.ndarray, visible: np.ndarray, rng: np.random.Generator, keys_from: int = KEYS_FROM
+) -> np.ndarray:
     """`part` [layers, pairs] with its values at the `visible` pairs (bool, same shape) of key >= keys_from
     permuted at random within each band q - k; the other pairs as they are."""
     query, key = packed_pairs(seq_len_of_packed(part.shape[-1]))
@@ -92,9 +93,13 @@ def condition_biases(mean: np.ndarray, seed: int) -> dict[str, np.ndarray]:
     visible = np.isfinite(mean)
     relative, nonrelative = band_split(mean)
     _, with_sink = band_split(mean, keys_from=0)
-    return {"none": np.zeros_like(relative), "pattern": nonrelative,
-            "shuffled": shuffle_within_bands(nonrelative, visible, np.random.default_rng(seed)),
-            "relative": relative, "pattern_sink": with_sink}
+    return {
+        "none": np.zeros_like(relative),
+        "pattern": nonrelative,
+        "shuffled": shuffle_within_bands(nonrelative, visible, np.random.default_rng(seed)),
+        "relative": relative,
+        "pattern_sink": with_sink,
+    }
 
 
 def bias_rms(bias: np.ndarray, mean: np.ndarray, keys_from: int = KEYS_FROM) -> float:
@@ -126,8 +131,9 @@ def block_means(per_block: np.ndarray, factor: int) -> np.ndarray:
     return np.asarray(per_block[:usable]).reshape(-1, factor).mean(axis=1)
 
 
-def ablation_rows(losses: dict, biases_rms: dict, seq_lens: dict, model: str, kind: str, seed: int,
-                  n_estimate: int) -> pd.DataFrame:
+def ablation_rows(
+    losses: dict, biases_rms: dict, seq_lens: dict, model: str, kind: str, seed: int, n_estimate: int
+) -> pd.DataFrame:
     """ABLATION_COLUMNS from per-sequence losses: `losses[(factor, condition)]` the mean next-token loss of each
     evaluation sequence (the same sequences under every condition; at factor k, sequence i made of the blocks
     k i .. k i + k - 1 of factor 1's), `biases_rms[(factor, condition)]`, `seq_lens[factor]`."""
@@ -138,18 +144,27 @@ def ablation_rows(losses: dict, biases_rms: dict, seq_lens: dict, model: str, ki
             if (factor, condition) not in losses:
                 continue
             x = np.asarray(losses[(factor, condition)], dtype=np.float64)
-            row = {"model": model, "kind": kind, "seed": int(seed), "factor": int(factor),
-                   "seq_len": int(seq_lens[factor]), "condition": condition, "n_sequences": len(x),
-                   "n_estimate": int(n_estimate), "bias_rms": float(biases_rms[(factor, condition)])}
+            row = {
+                "model": model,
+                "kind": kind,
+                "seed": int(seed),
+                "factor": int(factor),
+                "seq_len": int(seq_lens[factor]),
+                "condition": condition,
+                "n_sequences": len(x),
+                "n_estimate": int(n_estimate),
+                "bias_rms": float(biases_rms[(factor, condition)]),
+            }
             row["loss"], row["loss_sem"] = _mean_sem(x)
             row["delta"], row["delta_sem"] = _mean_sem(x - np.asarray(losses[(factor, "none")], dtype=np.float64))
             gap = effect = None
             if (1, condition) in losses and len(losses[(1, condition)]) >= factor * len(x):
-                gap = x - block_means(np.asarray(losses[(1, condition)], dtype=np.float64), factor)[:len(x)]
+                gap = x - block_means(np.asarray(losses[(1, condition)], dtype=np.float64), factor)[: len(x)]
                 if factor != 1 and (factor, CONTROL) in losses:
                     control = np.asarray(losses[(factor, CONTROL)], dtype=np.float64)
-                    effect = gap - (control - block_means(np.asarray(losses[(1, CONTROL)], dtype=np.float64),
-                                                          factor)[:len(x)])
+                    effect = gap - (
+                        control - block_means(np.asarray(losses[(1, CONTROL)], dtype=np.float64), factor)[: len(x)]
+                    )
             row["gap"], row["gap_sem"] = _mean_sem(gap) if gap is not None else (math.nan, math.nan)
             row["effect"], row["effect_sem"] = _mean_sem(effect) if effect is not None else (math.nan, math.nan)
             rows.append(row)

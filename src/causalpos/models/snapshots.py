@@ -22,7 +22,6 @@ from causalpos.io import atomic_path
 PATTERN = re.compile(r"step_(\d+)\.safetensors")
 
 
-
 def step_of(path) -> int:
     """The step of a snapshot file, from its name."""
     match = PATTERN.fullmatch(Path(path).name)

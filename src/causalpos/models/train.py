@@ -50,9 +50,19 @@ from causalpos.errors import UserError
 from causalpos.catalogue.models import TRAINED, uses_rope
 from causalpos.catalogue.tables import METRIC_COLUMNS, TABLES
 from causalpos.io import atomic_path, usual_mode, write_parquet
-from causalpos.models.checkpoints import (CHECKPOINT_MAGIC, CHECKPOINT_NAME, RESUMABLE_CHANGES,  # noqa: F401
-                                          CheckpointError, check_fingerprint, fingerprint, load_checkpoint,
-                                          remove_stale_temporaries, rng_states, save_checkpoint, set_rng_states)
+from causalpos.models.checkpoints import (
+    CHECKPOINT_MAGIC,
+    CHECKPOINT_NAME,
+    RESUMABLE_CHANGES,  # noqa: F401
+    CheckpointError,
+    check_fingerprint,
+    fingerprint,
+    load_checkpoint,
+    remove_stale_temporaries,
+    rng_states,
+    save_checkpoint,
+    set_rng_states,
+)
 from causalpos.models.blocks import Blocks, TrainOrder, lm_loss, micro_batch_blocks, to_tokens, token_losses
 from causalpos.models.model import build_model, count_parameters
 from causalpos.models.model_files import verify_tokenizer_folder
@@ -71,8 +81,10 @@ class TrainingInterrupted(UserError, RuntimeError):
 
     def __init__(self, signum: int, step: int, path):
         self.signum, self.step = signum, step
-        super().__init__(f"stopped by {signal.Signals(signum).name} at step {step}; checkpoint {path} written: "
-                         f"run the same command again to resume from it")
+        super().__init__(
+            f"stopped by {signal.Signals(signum).name} at step {step}; checkpoint {path} written: "
+            f"run the same command again to resume from it"
+        )
 
 
 # ---------------------------------------------------------------- settings
@@ -181,8 +193,10 @@ class StopRequest:
 def make_optimizer(model: torch.nn.Module, cfg: dict) -> torch.optim.AdamW:
     # decay matrices and embeddings, not norm gains (nanoGPT)
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg["weight_decay"]},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg["weight_decay"]},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=cfg["lr"], betas=tuple(cfg["betas"]))
 
 
@@ -194,8 +208,8 @@ def heldout_loss(model, heldout: np.ndarray, cfg: dict, ctx: Context) -> float:
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
-    for start in list(starts)[ctx.rank::ctx.world]:  # ranks split the batches
-        tokens = to_tokens(heldout[start:min(n, start + cfg["micro_batch"])], ctx.device)
+    for start in list(starts)[ctx.rank :: ctx.world]:  # ranks split the batches
+        tokens = to_tokens(heldout[start : min(n, start + cfg["micro_batch"])], ctx.device)
         with ctx.autocast():
             losses = token_losses(model, tokens)
         total += losses.double().sum().item()
@@ -213,6 +227,7 @@ class Progress:
         self.bar = None
         if enabled and sys.stderr.isatty():
             from tqdm.auto import tqdm
+
             self.bar = tqdm(total=total, initial=initial, desc=name, unit="step", dynamic_ncols=True)
         self.enabled, self.total = enabled, total
 
@@ -228,17 +243,33 @@ class Progress:
             if not math.isnan(row["heldout_loss"]):
                 self.bar.write(f"{self.name} step {row['step']}: heldout loss {row['heldout_loss']:.4f}")
             return
-        self.log.info("%s step %d/%d tokens %d train_loss %.4f heldout_loss %.4f lr %.2e %.0f tokens/s",
-                      self.name, row["step"], self.total, row["tokens_seen"], row["train_loss"],
-                      row["heldout_loss"], row["lr"], row["tokens_per_s"])
+        self.log.info(
+            "%s step %d/%d tokens %d train_loss %.4f heldout_loss %.4f lr %.2e %.0f tokens/s",
+            self.name,
+            row["step"],
+            self.total,
+            row["tokens_seen"],
+            row["train_loss"],
+            row["heldout_loss"],
+            row["lr"],
+            row["tokens_per_s"],
+        )
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
 
 
-def train(model_name: str, rope: bool, blocks_dir, out_dir, checkpoint_dir, cfg: dict,
-          tokenizer_dir=None, log: logging.Logger | None = None) -> pd.DataFrame:
+def train(
+    model_name: str,
+    rope: bool,
+    blocks_dir,
+    out_dir,
+    checkpoint_dir,
+    cfg: dict,
+    tokenizer_dir=None,
+    log: logging.Logger | None = None,
+) -> pd.DataFrame:
     """Train one decoder and write it to `out_dir`; returns the metrics table.
 
     `cfg` is a complete training section (causalpos.models.settings.TrainingSettings, with its `model`; the
@@ -261,22 +292,34 @@ def train(model_name: str, rope: bool, blocks_dir, out_dir, checkpoint_dir, cfg:
     if tokenizer_dir is not None:  # saved with the model at the end: a damaged one stops the run before training
         verify_tokenizer_folder(tokenizer_dir)
     if blocks.block_len > cfg["model"]["context"]:
-        raise ValueError(f"block_len = {blocks.block_len} of {blocks.dir} exceeds "
-                         f"training.model.context = {cfg['model']['context']}")
+        raise ValueError(
+            f"block_len = {blocks.block_len} of {blocks.dir} exceeds training.model.context = {cfg['model']['context']}"
+        )
     threads = torch.get_num_threads()
     ctx = setup(cfg)
     try:
         with StopRequest() as stop:
-            return _train(ctx, model_name, rope, blocks, Path(out_dir), Path(checkpoint_dir), cfg, tokenizer_dir,
-                          log, stop)
+            return _train(
+                ctx, model_name, rope, blocks, Path(out_dir), Path(checkpoint_dir), cfg, tokenizer_dir, log, stop
+            )
     finally:
         torch.set_num_threads(threads)  # leave the caller's process as it was
         if ctx.owns_group:
             dist.destroy_process_group()
 
 
-def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkpoint_dir: Path, cfg: dict,
-           tokenizer_dir, log, stop: StopRequest) -> pd.DataFrame:
+def _train(
+    ctx: Context,
+    model_name,
+    rope,
+    blocks: Blocks,
+    out_dir: Path,
+    checkpoint_dir: Path,
+    cfg: dict,
+    tokenizer_dir,
+    log,
+    stop: StopRequest,
+) -> pd.DataFrame:
     seed_everything(cfg["seed"])  # same seed on every rank: same initial weights
     model = build_model(cfg["model"], blocks.vocab_size, rope, blocks.eos_token_id).to(ctx.device)
     model.train()
@@ -295,9 +338,18 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
             snapshots.write(model, 0)  # the initial weights
     if ctx.main:
         sizes = count_parameters(model)
-        log.info("%s: %s at step %d; %d parameters (%d outside the embedding), rope=%s, %d ranks on %s, %d threads",
-                 model_name, f"resuming from {ckpt_path}" if step else "training from scratch", step,
-                 sizes["total"], sizes["non_embedding"], rope, ctx.world, ctx.device, torch.get_num_threads())
+        log.info(
+            "%s: %s at step %d; %d parameters (%d outside the embedding), rope=%s, %d ranks on %s, %d threads",
+            model_name,
+            f"resuming from {ckpt_path}" if step else "training from scratch",
+            step,
+            sizes["total"],
+            sizes["non_embedding"],
+            rope,
+            ctx.world,
+            ctx.device,
+            torch.get_num_threads(),
+        )
     wrapped = model
     if ctx.world > 1:
         from torch.nn.parallel import DistributedDataParallel
@@ -312,9 +364,15 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
 
     def add_row(train_loss: float, lr: float, seconds: float, steps_done: int, evaluate: bool) -> None:
         heldout = heldout_loss(model, blocks.heldout, cfg, ctx) if evaluate else math.nan
-        row = {"model": model_name, "step": step, "tokens_seen": step * batch_tokens, "train_loss": train_loss,
-               "heldout_loss": heldout, "lr": lr,
-               "tokens_per_s": steps_done * batch_tokens / seconds if seconds > 0 else math.nan}
+        row = {
+            "model": model_name,
+            "step": step,
+            "tokens_seen": step * batch_tokens,
+            "train_loss": train_loss,
+            "heldout_loss": heldout,
+            "lr": lr,
+            "tokens_per_s": steps_done * batch_tokens / seconds if seconds > 0 else math.nan,
+        }
         metrics.append(row)
         progress.row(row)
 
@@ -322,10 +380,20 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
         # with the loss sum since the last row (so that row is as without a stop): all ranks, rank 0 writes
         loss_sum = ctx.all_mean([interval[0]])[0]
         if ctx.main:
-            save_checkpoint({"fingerprint": identity, "step": step, "position": step * identity["global_batch"],
-                             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                             "scheduler": scheduler.state_dict(), "rng": rng_states(), "metrics": metrics,
-                             "interval": [loss_sum, *interval[1:]]}, ckpt_path)
+            save_checkpoint(
+                {
+                    "fingerprint": identity,
+                    "step": step,
+                    "position": step * identity["global_batch"],
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(),
+                    "rng": rng_states(),
+                    "metrics": metrics,
+                    "interval": [loss_sum, *interval[1:]],
+                },
+                ckpt_path,
+            )
         if ctx.world > 1:
             dist.barrier()
 
@@ -335,8 +403,7 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
     while step < cfg["steps"]:
         started = time.perf_counter()
         lr = scheduler.get_last_lr()[0]
-        interval[0] += train_step(wrapped, model, optimizer, scheduler, blocks.train, order, step, cfg, ctx,
-                                  consumed)
+        interval[0] += train_step(wrapped, model, optimizer, scheduler, blocks.train, order, step, cfg, ctx, consumed)
         step += 1
         interval[1] += 1
         interval[2] += time.perf_counter() - started
@@ -363,9 +430,21 @@ def _train(ctx: Context, model_name, rope, blocks: Blocks, out_dir: Path, checkp
     frame = metrics_frame(metrics)
     if ctx.main:
         snapshots.publish(out_dir)
-        write_outputs(model, frame, out_dir, tokenizer_dir, {
-            "model_name": model_name, "rope": bool(rope), "training": cfg, "world_size": ctx.world,
-            "device": str(ctx.device), "blocks": blocks.meta, "blocks_dir": str(blocks.dir)})
+        write_outputs(
+            model,
+            frame,
+            out_dir,
+            tokenizer_dir,
+            {
+                "model_name": model_name,
+                "rope": bool(rope),
+                "training": cfg,
+                "world_size": ctx.world,
+                "device": str(ctx.device),
+                "blocks": blocks.meta,
+                "blocks_dir": str(blocks.dir),
+            },
+        )
         log.info("%s: wrote %s (final heldout loss %.4f)", model_name, out_dir, frame["heldout_loss"].iloc[-1])
     return frame
 
@@ -376,8 +455,10 @@ def check_snapshots(snapshots: Snapshots, step: int, ckpt_path: Path) -> None:
         tmp.unlink(missing_ok=True)
     missing = snapshots.missing(step) if step else []
     if missing:
-        raise CheckpointError(f"checkpoint {ckpt_path} is at step {step}, but the snapshots of steps {missing} are "
-                              f"missing from {snapshots.folder}; delete the checkpoint to train from the start")
+        raise CheckpointError(
+            f"checkpoint {ckpt_path} is at step {step}, but the snapshots of steps {missing} are "
+            f"missing from {snapshots.folder}; delete the checkpoint to train from the start"
+        )
 
 
 def resume(path: Path, identity: dict, model, optimizer, scheduler) -> tuple[int, list, list]:
@@ -388,8 +469,10 @@ def resume(path: Path, identity: dict, model, optimizer, scheduler) -> tuple[int
     check_fingerprint(state["fingerprint"], identity, path)
     step = state["step"]
     if state["position"] != step * identity["global_batch"]:
-        raise CheckpointError(f"checkpoint {path}: data position {state['position']} does not match "
-                              f"step {step} x global batch {identity['global_batch']}")
+        raise CheckpointError(
+            f"checkpoint {path}: data position {state['position']} does not match "
+            f"step {step} x global batch {identity['global_batch']}"
+        )
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
@@ -397,8 +480,18 @@ def resume(path: Path, identity: dict, model, optimizer, scheduler) -> tuple[int
     return step, state["metrics"], list(state.get("interval", [0.0, 0, 0.0]))  # older checkpoints: none
 
 
-def train_step(wrapped, model, optimizer, scheduler, train_blocks, order: TrainOrder, step: int, cfg: dict,
-               ctx: Context, consumed: list | None) -> float:
+def train_step(
+    wrapped,
+    model,
+    optimizer,
+    scheduler,
+    train_blocks,
+    order: TrainOrder,
+    step: int,
+    cfg: dict,
+    ctx: Context,
+    consumed: list | None,
+) -> float:
     """One optimizer step over this rank's share of global batch `step`; its mean loss on this rank."""
     step_loss = torch.zeros((), device=ctx.device)
     for micro in range(cfg["grad_accum"]):
@@ -423,8 +516,16 @@ def train_step(wrapped, model, optimizer, scheduler, train_blocks, order: TrainO
 
 def metrics_frame(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=METRIC_COLUMNS)
-    return frame.astype({"step": "int64", "tokens_seen": "int64", "train_loss": "float64",
-                         "heldout_loss": "float64", "lr": "float64", "tokens_per_s": "float64"})
+    return frame.astype(
+        {
+            "step": "int64",
+            "tokens_seen": "int64",
+            "train_loss": "float64",
+            "heldout_loss": "float64",
+            "lr": "float64",
+            "tokens_per_s": "float64",
+        }
+    )
 
 
 def write_outputs(model, frame: pd.DataFrame, out_dir: Path, tokenizer_dir, info: dict) -> None:
@@ -446,8 +547,11 @@ def write_outputs(model, frame: pd.DataFrame, out_dir: Path, tokenizer_dir, info
     usual_mode(out_dir)  # safetensors writes model.safetensors 0600: unreadable to others sharing the folder
     with atomic_path(out_dir / "training.json") as tmp:
         tmp.write_text(json.dumps(info, indent=1, default=str) + "\n")
-    write_parquet(frame, out_dir / TABLES["metrics"].filename, {"stage": "train", "model": info["model_name"],
-                                                       "device": info.get("device")})
+    write_parquet(
+        frame,
+        out_dir / TABLES["metrics"].filename,
+        {"stage": "train", "model": info["model_name"], "device": info.get("device")},
+    )
 
 
 def write_debug(debug_dir: Path, rank: int, consumed: list, model) -> None:
@@ -466,20 +570,31 @@ def main(argv=None) -> int:
     parser.add_argument("--blocks", required=True, help="token-blocks folder (train.npy, heldout.npy, blocks.json)")
     parser.add_argument("--out", required=True, help="folder for the trained model and its training curve")
     parser.add_argument("--checkpoints", required=True, help="folder for last.ckpt (resumed from if present)")
-    parser.add_argument("--config", required=True,
-                        help="JSON file: complete training settings, or an object with them under `training` (a "
-                             "trained model's training.json; the workflow writes one for torchrun)")
+    parser.add_argument(
+        "--config",
+        required=True,
+        help="JSON file: complete training settings, or an object with them under `training` (a "
+        "trained model's training.json; the workflow writes one for torchrun)",
+    )
     parser.add_argument("--model", required=True, choices=list(TRAINED), help="which decoder to train")
     parser.add_argument("--tokenizer", help="tokenizer folder to save with the model")
     args = parser.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING,
-                        format=f"%(asctime)s [rank {rank}] %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if rank == 0 else logging.WARNING, format=f"%(asctime)s [rank {rank}] %(message)s"
+    )
     cfg = json.loads(Path(args.config).read_text())
     cfg = cfg.get("training", cfg)
     try:
-        train(args.model, uses_rope(args.model), args.blocks, args.out, args.checkpoints, cfg,
-              tokenizer_dir=args.tokenizer)
+        train(
+            args.model,
+            uses_rope(args.model),
+            args.blocks,
+            args.out,
+            args.checkpoints,
+            cfg,
+            tokenizer_dir=args.tokenizer,
+        )
     except (ValueError, CheckpointError, FileNotFoundError, TrainingInterrupted) as err:
         print(f"causalpos.models.train: {err}", file=sys.stderr)
         # stopped by a signal: the status of a process it killed, as shells and torchrun read it

@@ -60,8 +60,10 @@ def one_writer(folder, what: str):
         except BlockingIOError:
             fh.seek(0)
             holder = fh.read().strip() or "unknown"
-            raise OutputLocked(f"{folder} is being written by another process ({what}, pid {holder}, lock {path}); "
-                               f"wait for it to end or stop it, then run this again") from None
+            raise OutputLocked(
+                f"{folder} is being written by another process ({what}, pid {holder}, lock {path}); "
+                f"wait for it to end or stop it, then run this again"
+            ) from None
         fh.seek(0)
         fh.truncate()
         fh.write(f"{os.getpid()}\n")
@@ -93,9 +95,11 @@ def run_stoppable(command: list[str]) -> int:
     with _handling(forward):
         code = proc.wait()
     if code and forwarded:  # expected: the ranks wrote their checkpoints (models.train); no traceback to show
-        raise StoppedBySignal(f"stopped by {signal.Signals(forwarded[0]).name} (torchrun exit status {code}); "
-                              f"the checkpoint of the last step reached is written: run the same command again "
-                              f"to resume from it")
+        raise StoppedBySignal(
+            f"stopped by {signal.Signals(forwarded[0]).name} (torchrun exit status {code}); "
+            f"the checkpoint of the last step reached is written: run the same command again "
+            f"to resume from it"
+        )
     return code
 
 

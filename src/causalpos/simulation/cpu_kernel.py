@@ -17,8 +17,16 @@ from llvmlite import ir as llvm_ir
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from causalpos.simulation.sampling import (block_generator, block_groups, block_sizes, chi_dof, has_shared_direction,
-                                           mean_sem, reduced_shape, rope_tables)
+from causalpos.simulation.sampling import (
+    block_generator,
+    block_groups,
+    block_sizes,
+    chi_dof,
+    has_shared_direction,
+    mean_sem,
+    reduced_shape,
+    rope_tables,
+)
 from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 
 # # The kernel runs the decoder one sample at a time with every buffer small
@@ -90,14 +98,18 @@ def _vconst(value):
 
 def _broadcast(builder, scalar):
     lane0 = builder.insert_element(llvm_ir.Constant(_LLVM_VEC, llvm_ir.Undefined), scalar, _I32(0))
-    return builder.shuffle_vector(lane0, llvm_ir.Constant(_LLVM_VEC, llvm_ir.Undefined),
-                                  llvm_ir.Constant(llvm_ir.VectorType(_I32, _PAD), [0] * _PAD))
+    return builder.shuffle_vector(
+        lane0,
+        llvm_ir.Constant(_LLVM_VEC, llvm_ir.Undefined),
+        llvm_ir.Constant(llvm_ir.VectorType(_I32, _PAD), [0] * _PAD),
+    )
 
 
 def _vintrinsic(builder, name, *args):
     """Call the LLVM vector intrinsic llvm.<name>.v8f32."""
     fn = cgutils.get_or_insert_function(
-        builder.module, llvm_ir.FunctionType(_LLVM_VEC, [_LLVM_VEC] * len(args)), f"llvm.{name}.v{_PAD}f32")
+        builder.module, llvm_ir.FunctionType(_LLVM_VEC, [_LLVM_VEC] * len(args)), f"llvm.{name}.v{_PAD}f32"
+    )
     return builder.call(fn, list(args))
 
 
@@ -117,27 +129,33 @@ def _exp_lanes(builder, x):
         p = _vintrinsic(builder, "fma", p, r, _vconst(c))
     p = _vintrinsic(builder, "fma", p, builder.fmul(r, r), builder.fadd(r, _vconst(1.0)))
     int_vec = llvm_ir.VectorType(_I32, _PAD)
-    exponent = builder.shl(builder.add(builder.fptosi(n, int_vec), llvm_ir.Constant(int_vec, [127] * _PAD)),
-                           llvm_ir.Constant(int_vec, [23] * _PAD))
+    exponent = builder.shl(
+        builder.add(builder.fptosi(n, int_vec), llvm_ir.Constant(int_vec, [127] * _PAD)),
+        llvm_ir.Constant(int_vec, [23] * _PAD),
+    )
     return builder.fmul(p, builder.bitcast(exponent, _LLVM_VEC))  # p * 2^n
 
 
 @intrinsic
 def vload(typingctx, array, row, col):
     """array[row, col:col + 8] as a vector."""
+
     def codegen(context, builder, signature, args):
         ptr = _vector_pointer(context, builder, signature.args[0], *args)
         return _as_tuple(context, builder, builder.load(ptr, align=4))
+
     return _VEC(array, row, col), codegen
 
 
 @intrinsic
 def vstore(typingctx, array, row, col, vec):
     """array[row, col:col + 8] = vec."""
+
     def codegen(context, builder, signature, args):
         ptr = _vector_pointer(context, builder, signature.args[0], *args[:3])
         builder.store(_as_vector(builder, args[3]), ptr, align=4)
         return context.get_dummy_value()
+
     return numba.types.none(array, row, col, _VEC), codegen
 
 
@@ -145,16 +163,20 @@ def vstore(typingctx, array, row, col, vec):
 def _vzero(typingctx):
     def codegen(context, builder, signature, args):
         return _as_tuple(context, builder, llvm_ir.Constant(_LLVM_VEC, [0.0] * _PAD))
+
     return _VEC(), codegen
 
 
 @intrinsic
 def _vfma(typingctx, scalar, vec, acc):
     """acc + scalar * vec (one fused multiply-add per lane)."""
+
     def codegen(context, builder, signature, args):
-        result = _vintrinsic(builder, "fma", _broadcast(builder, args[0]), _as_vector(builder, args[1]),
-                             _as_vector(builder, args[2]))
+        result = _vintrinsic(
+            builder, "fma", _broadcast(builder, args[0]), _as_vector(builder, args[1]), _as_vector(builder, args[2])
+        )
         return _as_tuple(context, builder, result)
+
     return _VEC(numba.float32, _VEC, _VEC), codegen
 
 
@@ -162,6 +184,7 @@ def _vfma(typingctx, scalar, vec, acc):
 def _vadd(typingctx, a, b):
     def codegen(context, builder, signature, args):
         return _as_tuple(context, builder, builder.fadd(_as_vector(builder, args[0]), _as_vector(builder, args[1])))
+
     return _VEC(_VEC, _VEC), codegen
 
 
@@ -169,33 +192,44 @@ def _vadd(typingctx, a, b):
 def _vscale(typingctx, vec, scalar):
     def codegen(context, builder, signature, args):
         return _as_tuple(context, builder, builder.fmul(_as_vector(builder, args[0]), _broadcast(builder, args[1])))
+
     return _VEC(_VEC, numba.float32), codegen
 
 
 @intrinsic
 def _vsum(typingctx, vec):
     """Sum of the 8 lanes, in a fixed pairwise order."""
+
     def codegen(context, builder, signature, args):
         lanes = [builder.extract_value(args[0], lane) for lane in range(_PAD)]
         while len(lanes) > 1:
             lanes = [builder.fadd(lanes[k], lanes[k + 1]) for k in range(0, len(lanes), 2)]
         return lanes[0]
+
     return numba.float32(_VEC), codegen
 
 
 @intrinsic
 def vexp(typingctx, vec, scale, shift):
     """exp(vec * scale - shift) per lane."""
+
     def codegen(context, builder, signature, args):
-        x = _vintrinsic(builder, "fma", _as_vector(builder, args[0]), _broadcast(builder, args[1]),
-                        builder.fneg(_broadcast(builder, args[2])))
+        x = _vintrinsic(
+            builder,
+            "fma",
+            _as_vector(builder, args[0]),
+            _broadcast(builder, args[1]),
+            builder.fneg(_broadcast(builder, args[2])),
+        )
         return _as_tuple(context, builder, _exp_lanes(builder, x))
+
     return _VEC(_VEC, numba.float32, numba.float32), codegen
 
 
 @intrinsic
 def _vmoments(typingctx, values, scale, shift, acc1, acc2, row, col):
     """With d = values[row, col:col+8] * scale - shift[...]: acc1[...] += d, acc2[...] += d * d."""
+
     def codegen(context, builder, signature, args):
         types = signature.args
         row_col = args[5:7]
@@ -205,6 +239,7 @@ def _vmoments(typingctx, values, scale, shift, acc1, acc2, row, col):
         builder.store(builder.fadd(a1, d), ptrs[2], align=4)
         builder.store(_vintrinsic(builder, "fma", d, d, a2), ptrs[3], align=4)
         return context.get_dummy_value()
+
     return numba.types.none(values, numba.float32, shift, acc1, acc2, row, col), codegen
 
 
@@ -518,8 +553,27 @@ def _set_widths(w, wp, lo8, triangular, lead, D):
 
 
 @_kernel
-def _decode_block(normals, chi, law, shared, consts, d, D, n_layers, layernorm, ln_eps, inv_div,
-                  causal, window, residual, rope_cos, rope_sin, use_rope, shift, acc):
+def _decode_block(
+    normals,
+    chi,
+    law,
+    shared,
+    consts,
+    d,
+    D,
+    n_layers,
+    layernorm,
+    ln_eps,
+    inv_div,
+    causal,
+    window,
+    residual,
+    rope_cos,
+    rope_sin,
+    use_rope,
+    shift,
+    acc,
+):
     """Run the decoder on every sample of one block (inputs as `_build`); add shifted moments to acc.
 
     window: the sliding window (query i sees keys i - window < j <= i; causal only), 0 for every key. The
@@ -620,9 +674,27 @@ class KernelPlan:
         acc = np.zeros((v.n_layers, 4, v.seq_len, self.n_pad), np.float32)
         # eps and the window are arguments, not globals: numba's cache would keep a global of another module
         # stale (window 0: every key; Variant normalises a window >= seq_len to None)
-        _decode_block(normals, chi, self.law, self.shared, self.consts, v.d, self.width, v.n_layers,
-                      v.norm == "layernorm", _F32(LAYERNORM_EPS), _F32(1.0 / v.score_divisor), v.mask == "causal",
-                      v.window or 0, v.residual, self.cos, self.sin, v.pe == "rope", shift, acc)
+        _decode_block(
+            normals,
+            chi,
+            self.law,
+            self.shared,
+            self.consts,
+            v.d,
+            self.width,
+            v.n_layers,
+            v.norm == "layernorm",
+            _F32(LAYERNORM_EPS),
+            _F32(1.0 / v.score_divisor),
+            v.mask == "causal",
+            v.window or 0,
+            v.residual,
+            self.cos,
+            self.sin,
+            v.pe == "rope",
+            shift,
+            acc,
+        )
         return acc
 
 
@@ -651,8 +723,9 @@ def simulate_blocks(v: Variant, sampler: str, threads: int, progress):
     group_sizes = np.zeros(group_total.shape[0], np.int64)
     done = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
-        for (block, size), acc in zip(blocks, _in_order(pool, lambda b, s: plan.run_block(b, s, shift),
-                                                        blocks, 2 * threads)):
+        for (block, size), acc in zip(
+            blocks, _in_order(pool, lambda b, s: plan.run_block(b, s, shift), blocks, 2 * threads)
+        ):
             total += acc  # in block order: bitwise independent of threads and chunking
             group_total[groups[block]] += acc[:, 0]
             group_sizes[groups[block]] += size

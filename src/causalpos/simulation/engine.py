@@ -34,8 +34,15 @@ import torch
 from causalpos.runtime.devices import resolve_device
 from causalpos.matrices import diagonal_normalise, visible_pairs
 from causalpos.simulation.cpu_kernel import simulate_blocks
-from causalpos.simulation.sampling import (INPUT_SAMPLERS, RNG_BLOCK, block_generator, block_groups, block_sizes,
-                                           mean_sem, rope_tables)
+from causalpos.simulation.sampling import (
+    INPUT_SAMPLERS,
+    RNG_BLOCK,
+    block_generator,
+    block_groups,
+    block_sizes,
+    mean_sem,
+    rope_tables,
+)
 from causalpos.catalogue.tables import SIMULATION_GROUP_COLUMNS
 from causalpos.tril import packed_pairs
 from causalpos.simulation.variant import LAYERNORM_EPS, Variant
@@ -151,9 +158,10 @@ def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int
         group_sums = torch.zeros((v.n_layers, len(group_sizes), n, n), dtype=torch.float64, device=dev)
         per_chunk = chunk_size // RNG_BLOCK
         for first in range(0, len(blocks), per_chunk):
-            chunk = blocks[first:first + per_chunk]
-            sample_group = torch.as_tensor(np.repeat(groups[first:first + len(chunk)], [s for _, s in chunk]),
-                                           device=dev)
+            chunk = blocks[first : first + per_chunk]
+            sample_group = torch.as_tensor(
+                np.repeat(groups[first : first + len(chunk)], [s for _, s in chunk]), device=dev
+            )
             for layer, ((score_m, prob_m), (scores, probs)) in enumerate(zip(moments, run(chunk))):
                 score_m.add(scores)
                 prob_m.add(probs)
@@ -163,18 +171,28 @@ def _simulate_torch(v: Variant, sampler: str, dev: torch.device, chunk_size: int
     score = [m[0].mean_sem() for m in moments]
     prob = [m[1].mean_sem() for m in moments]
     shifts = torch.stack([m[0].shift for m in moments]).double()  # [layer, n, n]
-    sums = (group_sums + torch.as_tensor(group_sizes, device=dev, dtype=torch.float64)[None, :, None, None]
-            * shifts[:, None]).transpose(0, 1)
-    return ((np.stack([s[0] for s in score]), np.stack([s[1] for s in score])),
-            (np.stack([p[0] for p in prob]), np.stack([p[1] for p in prob])),
-            (sums.cpu().numpy(), group_sizes))
+    sums = (
+        group_sums
+        + torch.as_tensor(group_sizes, device=dev, dtype=torch.float64)[None, :, None, None] * shifts[:, None]
+    ).transpose(0, 1)
+    return (
+        (np.stack([s[0] for s in score]), np.stack([s[1] for s in score])),
+        (np.stack([p[0] for p in prob]), np.stack([p[1] for p in prob])),
+        (sums.cpu().numpy(), group_sizes),
+    )
 
 
 # ---------------------------------------------------------------- entry point
 
 
-def simulate(v: Variant, device: str | None = "auto", chunk_size: int = 1024,
-             progress=None, backend: str = "auto", threads: int | None = None) -> SimulationResult:
+def simulate(
+    v: Variant,
+    device: str | None = "auto",
+    chunk_size: int = 1024,
+    progress=None,
+    backend: str = "auto",
+    threads: int | None = None,
+) -> SimulationResult:
     """Average scores and probabilities of every layer over v.n_samples samples.
 
     The input law is v.sampler's (the result's `sampler` names the one drawn).
@@ -229,17 +247,21 @@ def result_frame(result: SimulationResult, name: str) -> pd.DataFrame:
     diagnorm = diagonal_normalise(result.score_mean, shown)
     frames = []
     for layer in range(v.n_layers):
-        frames.append(pd.DataFrame({
-            "variant": name,
-            "layer": layer,
-            "query_pos": query,
-            "key_pos": key,
-            "score_mean": result.score_mean[layer][query, key],
-            "score_sem": result.score_sem[layer][query, key],
-            "score_diagnorm": diagnorm[layer][query, key],
-            "prob_mean": result.prob_mean[layer][query, key],
-            "prob_sem": result.prob_sem[layer][query, key],
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "variant": name,
+                    "layer": layer,
+                    "query_pos": query,
+                    "key_pos": key,
+                    "score_mean": result.score_mean[layer][query, key],
+                    "score_sem": result.score_sem[layer][query, key],
+                    "score_diagnorm": diagnorm[layer][query, key],
+                    "prob_mean": result.prob_mean[layer][query, key],
+                    "prob_sem": result.prob_sem[layer][query, key],
+                }
+            )
+        )
     frame = pd.concat(frames, ignore_index=True)
     for key_name, value in v.params().items():
         frame[key_name] = value
@@ -259,7 +281,16 @@ def groups_frame(result: SimulationResult, name: str) -> pd.DataFrame:
     hidden = ~visible(v)[query, key]
     sums = result.group_score_sums[:, :, query, key]  # [group, layer, pair], a copy
     sums[:, :, hidden] = np.nan
-    rows = [{"variant": name, "layer": layer, "group": group, "n_samples": int(result.group_sizes[group]),
-             "seq_len": v.seq_len, "sums": sums[group, layer]}
-            for layer in range(v.n_layers) for group in range(len(result.group_sizes))]
+    rows = [
+        {
+            "variant": name,
+            "layer": layer,
+            "group": group,
+            "n_samples": int(result.group_sizes[group]),
+            "seq_len": v.seq_len,
+            "sums": sums[group, layer],
+        }
+        for layer in range(v.n_layers)
+        for group in range(len(result.group_sizes))
+    ]
     return pd.DataFrame(rows, columns=SIMULATION_GROUP_COLUMNS)

@@ -233,7 +233,7 @@ def _row_blocks(visible: np.ndarray, block: int = BLOCK) -> list:
         return [(0, n, 0, n)]
     out = []
     for r0 in range(0, n, block):
-        keys = np.nonzero(visible[r0:r0 + block].any(axis=0))[0]
+        keys = np.nonzero(visible[r0 : r0 + block].any(axis=0))[0]
         out.append((r0, min(r0 + block, n), int(keys[0]), int(keys[-1]) + 1))
     return out
 
@@ -248,8 +248,9 @@ def _p_times(probs: np.ndarray, other: np.ndarray, blocks: list) -> np.ndarray:
     return out
 
 
-def layer(gram: np.ndarray, plan: _Plan, index: int, scores: np.ndarray, probs: np.ndarray,
-          last: bool = False) -> np.ndarray | None:
+def layer(
+    gram: np.ndarray, plan: _Plan, index: int, scores: np.ndarray, probs: np.ndarray, last: bool = False
+) -> np.ndarray | None:
     """One layer on Gram matrices [..., n, n]: writes its scores and probs (unmasked scores) into the given
     arrays and returns the next layer's Gram matrix (None when `last`).
 
@@ -297,13 +298,13 @@ def run(gram0: np.ndarray, plan: _Plan, n_layers: int, keep_grams: bool = False)
     for index in range(n_layers):
         if keep_grams:
             grams[..., index, :, :] = gram
-        gram = layer(gram, plan, index, scores[..., index, :, :], probs[..., index, :, :],
-                     last=index + 1 == n_layers)
+        gram = layer(gram, plan, index, scores[..., index, :, :], probs[..., index, :, :], last=index + 1 == n_layers)
     return scores, probs, grams
 
 
-def recursion(variant: Variant, window=None, *, rope_theta=None, correction: bool = False,
-              keep_grams: bool = False) -> RecursionResult:
+def recursion(
+    variant: Variant, window=None, *, rope_theta=None, correction: bool = False, keep_grams: bool = False
+) -> RecursionResult:
     """The large-d limit of `engine.simulate(variant)`: every layer's scores and attention probabilities.
 
     window: None (every visible key), an int (query i sees keys i - window < j <= i; causal mask only), or one
@@ -326,8 +327,9 @@ def recursion(variant: Variant, window=None, *, rope_theta=None, correction: boo
             for values, fill in ((scores, np.nan), (probs, 0.0), (score_corr, np.nan), (prob_corr, 0.0)):
                 if values is not None:
                     values[index][hidden] = fill
-    return RecursionResult(variant, windows, scores, probs, concentrates(variant), plan.thetas, grams, score_corr,
-                           prob_corr)
+    return RecursionResult(
+        variant, windows, scores, probs, concentrates(variant), plan.thetas, grams, score_corr, prob_corr
+    )
 
 
 # ---------------------------------------------------------------- the finite-d correction
@@ -371,8 +373,9 @@ def input_law(variant: Variant):
     token[np.arange(n), np.arange(n), :] = 1.0
     token[np.arange(n), :, np.arange(n)] = 1.0
     token *= off
-    directions = np.concatenate([(1.0 - a) * pairs, l * (1.0 - a) ** 2 * token,
-                                 -0.5 * a * (1.0 - a) * token, (a * (1.0 - a) * off)[None]])
+    directions = np.concatenate(
+        [(1.0 - a) * pairs, l * (1.0 - a) ** 2 * token, -0.5 * a * (1.0 - a) * token, (a * (1.0 - a) * off)[None]]
+    )
     sigma2 = np.concatenate([np.full(len(pairs), 1.0 / d), np.full(n, 1.0 / d), np.full(n, 2.0 / d), [2.0 / d]])
     mu = -a * (1.0 - a * a) / (2.0 * d) * off
     return mu, sigma2, directions
@@ -394,8 +397,10 @@ def rope_input_law(n: int, d: int, theta: float):
     freqs = rope_frequencies(d, theta)
     cosines = np.cos(np.arange(1, n)[:, None] * freqs[None, :])
     laws = []
-    for cov in (c[np.abs(m[:, None] - m[None, :])] / d,
-                2.0 / (d + 2) * (cosines @ cosines.T / len(freqs) - np.outer(c[1:n], c[1:n]))):
+    for cov in (
+        c[np.abs(m[:, None] - m[None, :])] / d,
+        2.0 / (d + 2) * (cosines @ cosines.T / len(freqs) - np.outer(c[1:n], c[1:n])),
+    ):
         lam, vec = np.linalg.eigh(cov)
         keep = lam > 1e-12 * max(lam.max(), 1e-300)
         laws.append((lam[keep], vec[:, keep]))
@@ -408,7 +413,7 @@ def _rope_chunks(n: int, pair_law, diag_law, chunk: int):
     iu, ju = np.triu_indices(n, 1)
     per = max(1, chunk // max(1, len(lam)))
     for first in range(0, len(iu), per):
-        k, l = iu[first:first + per], ju[first:first + per]
+        k, l = iu[first : first + per], ju[first : first + per]
         dirs = np.zeros((len(k), len(lam), 2 * n - 1, n, n))
         pair = np.arange(len(k))
         dirs[pair, :, :, k, l] = vec.T  # T_kl(m) += u(m)
@@ -418,12 +423,13 @@ def _rope_chunks(n: int, pair_law, diag_law, chunk: int):
     dirs = np.zeros((n, len(lam), 2 * n - 1, n, n))
     for k in range(n):
         dirs[k, :, n:, k, k] = vec.T  # m = 1 .. n-1
-        dirs[k, :, n - 2::-1, k, k] = vec.T  # m = -1 .. -(n-1)
+        dirs[k, :, n - 2 :: -1, k, k] = vec.T  # m = -1 .. -(n-1)
     yield np.tile(lam, n), dirs.reshape(-1, 2 * n - 1, n, n)
 
 
-def rope_state_layer(state: np.ndarray, plan: _Plan, index: int, scores: np.ndarray, probs: np.ndarray,
-                     last: bool = False):
+def rope_state_layer(
+    state: np.ndarray, plan: _Plan, index: int, scores: np.ndarray, probs: np.ndarray, last: bool = False
+):
     """One layer on RoPE statistics T [..., M, n, n] (T[m + n - 1]_kl = <x_k, R_m x_l>, m = -(n-1) .. M - n):
     S_ij = T_ij(j - i) / (r_i r_j) / scale, P as `layer`, T'(m) = A T(m) A^T with A = P R^-1 (+ I): exact at every
     d (up to LayerNorm's centring), where the recursion takes T(m) = cbar(m) G. Each offset evolves on its own,
@@ -454,8 +460,9 @@ def rope_state_run(state0: np.ndarray, plan: _Plan, n_layers: int):
     scores, probs = np.empty(shape), np.empty(shape)
     state = state0
     for index in range(n_layers):
-        state = rope_state_layer(state, plan, index, scores[..., index, :, :], probs[..., index, :, :],
-                                 last=index + 1 == n_layers)
+        state = rope_state_layer(
+            state, plan, index, scores[..., index, :, :], probs[..., index, :, :], last=index + 1 == n_layers
+        )
     return scores, probs
 
 
@@ -469,8 +476,10 @@ def finite_d_correction(variant: Variant, window=None, *, plan: _Plan | None = N
     (O(layers n^5)), O(n^3) recursions of O(n^4) each with RoPE (O(layers n^7): n up to ~20).
     """
     if not concentrates(variant):
-        raise ValueError(f"no finite-d correction for LayerNorm with scale '{variant.scale}': its scores "
-                         "do not concentrate (their fluctuations are as large as the softmax's temperature)")
+        raise ValueError(
+            f"no finite-d correction for LayerNorm with scale '{variant.scale}': its scores "
+            "do not concentrate (their fluctuations are as large as the softmax's temperature)"
+        )
     n, n_layers = variant.seq_len, variant.n_layers
     if plan is None:
         plan = _plan(variant, _windows(window, n_layers, variant.window), (variant.rope_theta,) * n_layers)
@@ -494,7 +503,7 @@ def finite_d_correction(variant: Variant, window=None, *, plan: _Plan | None = N
         def forward(states):
             return run(states, plan, n_layers)[:2]
 
-        chunks = ((sigma2[f:f + FD_CHUNK], directions[f:f + FD_CHUNK]) for f in range(0, len(sigma2), FD_CHUNK))
+        chunks = ((sigma2[f : f + FD_CHUNK], directions[f : f + FD_CHUNK]) for f in range(0, len(sigma2), FD_CHUNK))
     h = FD_STEP
     s0, p0 = forward(base)
     score_corr, prob_corr = np.zeros_like(s0), np.zeros_like(p0)
@@ -514,8 +523,15 @@ def finite_d_correction(variant: Variant, window=None, *, plan: _Plan | None = N
 # ---------------------------------------------------------------- tables
 
 
-def recursion_frame(name: str, variant: Variant, window=None, *, rope_theta=None, correction: bool = False,
-                    result: RecursionResult | None = None) -> pd.DataFrame:
+def recursion_frame(
+    name: str,
+    variant: Variant,
+    window=None,
+    *,
+    rope_theta=None,
+    correction: bool = False,
+    result: RecursionResult | None = None,
+) -> pd.DataFrame:
     """Long table: one row per layer and visible (query_pos, key_pos), 0-based, like engine.result_frame.
 
     Columns: variant, layer, query_pos, key_pos, score, score_diagnorm (each visible diagonal's mean
@@ -531,9 +547,15 @@ def recursion_frame(name: str, variant: Variant, window=None, *, rope_theta=None
     frames = []
     for index, visible in enumerate(result.visible):
         query, key = np.nonzero(visible)
-        columns = {"variant": name, "layer": index, "query_pos": query, "key_pos": key,
-                   "score": result.scores[index][query, key], "score_diagnorm": diagnorm[index][query, key],
-                   "prob": result.probs[index][query, key]}
+        columns = {
+            "variant": name,
+            "layer": index,
+            "query_pos": query,
+            "key_pos": key,
+            "score": result.scores[index][query, key],
+            "score_diagnorm": diagnorm[index][query, key],
+            "prob": result.probs[index][query, key],
+        }
         if result.score_correction is not None:
             columns["score_correction"] = result.score_correction[index][query, key]
             columns["prob_correction"] = result.prob_correction[index][query, key]
@@ -581,9 +603,11 @@ def recursion_table(variants: dict) -> pd.DataFrame:
             scores, probs = result.scores + score_corr, result.probs + prob_corr
             diagnorm = np.stack([diagonal_normalise(s, visible) for s, visible in zip(scores, result.visible)])
             layer, query, key = (frame[c].to_numpy() for c in ("layer", "query_pos", "key_pos"))
-            values = {"score_corrected": scores[layer, query, key],
-                      "score_diagnorm_corrected": diagnorm[layer, query, key],
-                      "prob_corrected": probs[layer, query, key]}
+            values = {
+                "score_corrected": scores[layer, query, key],
+                "score_diagnorm_corrected": diagnorm[layer, query, key],
+                "prob_corrected": probs[layer, query, key],
+            }
         for column, value in values.items():
             frame[column] = value
         params = list(v.params())

@@ -60,8 +60,9 @@ def _unit_rows(x: torch.Tensor) -> torch.Tensor:
     return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
 
 
-def sample_inputs(batch: int, n: int, d: int, alpha: float, gen: torch.Generator,
-                  device="cpu", dtype=torch.float32) -> torch.Tensor:
+def sample_inputs(
+    batch: int, n: int, d: int, alpha: float, gen: torch.Generator, device="cpu", dtype=torch.float32
+) -> torch.Tensor:
     """Unit vectors [batch, n, d] with exact E<x_i, x_j> = alpha (the "exact_full" sampler)."""
     if not has_shared_direction(alpha):
         return _unit_rows(torch.randn(batch, n, d, generator=gen, device=device, dtype=dtype))
@@ -71,8 +72,9 @@ def sample_inputs(batch: int, n: int, d: int, alpha: float, gen: torch.Generator
     return math.sqrt(alpha) * shared + math.sqrt(1.0 - alpha) * noise
 
 
-def sample_inputs_official(batch: int, n: int, d: int, alpha: float, gen: torch.Generator,
-                           device="cpu", dtype=torch.float32) -> torch.Tensor:
+def sample_inputs_official(
+    batch: int, n: int, d: int, alpha: float, gen: torch.Generator, device="cpu", dtype=torch.float32
+) -> torch.Tensor:
     """The paper's construction (Section 4.1, as the authors' notebooks draw it) [batch, n, d]:
     normalize(g_i + sqrt(alpha / (1 - alpha)) u)."""
     shared = torch.randn(batch, 1, d, generator=gen, device=device, dtype=dtype)
@@ -90,8 +92,9 @@ def _sample_chi(batch: int, dof: torch.Tensor, gen: torch.Generator, device="cpu
     return (2.0 * torch._standard_gamma(dof / 2.0, generator=gen)).sqrt_()
 
 
-def sample_inputs_reduced(batch: int, n: int, d: int, alpha: float, gen: torch.Generator,
-                          device="cpu", dtype=torch.float32) -> torch.Tensor:
+def sample_inputs_reduced(
+    batch: int, n: int, d: int, alpha: float, gen: torch.Generator, device="cpu", dtype=torch.float32
+) -> torch.Tensor:
     """The law of `sample_inputs` up to a rotation, in lead + k coordinates (`reduced_shape`).
 
     Coordinate 0 (alpha > 0 only) is the shared direction u. The other vectors are Gaussian
@@ -111,8 +114,11 @@ def sample_inputs_reduced(batch: int, n: int, d: int, alpha: float, gen: torch.G
     return x
 
 
-INPUT_SAMPLERS = {"exact_full": sample_inputs, "exact_reduced": sample_inputs_reduced,
-                  "official": sample_inputs_official}
+INPUT_SAMPLERS = {
+    "exact_full": sample_inputs,
+    "exact_reduced": sample_inputs_reduced,
+    "official": sample_inputs_official,
+}
 
 
 def mean_sem(shift, total, total_sq, n):

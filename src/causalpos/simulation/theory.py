@@ -104,15 +104,19 @@ def theory_frame(seq_len: int, alphas) -> pd.DataFrame:
         for residual in (True, False):
             gf, hf = (g, h) if residual else (g_no_residual, h_no_residual)
             scores = layer2_scores(seq_len, alpha, residual)
-            frames.append(pd.DataFrame({
-                "alpha": float(alpha),
-                "residual": residual,
-                "seq_len": seq_len,
-                "query_pos": qi,
-                "key_pos": kj,
-                "score": scores[qi, kj],
-                "g": gf(qi + 1, alpha),
-                "h_query": hf(qi + 1, alpha),
-                "h_key": hf(kj + 1, alpha),
-            }))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "alpha": float(alpha),
+                        "residual": residual,
+                        "seq_len": seq_len,
+                        "query_pos": qi,
+                        "key_pos": kj,
+                        "score": scores[qi, kj],
+                        "g": gf(qi + 1, alpha),
+                        "h_query": hf(qi + 1, alpha),
+                        "h_key": hf(kj + 1, alpha),
+                    }
+                )
+            )
     return pd.concat(frames, ignore_index=True)

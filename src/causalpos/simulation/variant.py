@@ -73,8 +73,12 @@ class Variant:
         if self.rope_theta <= 0:
             bad("rope_theta", self.rope_theta, "a positive number")
         if self.sampler in RENAMED_SAMPLERS:
-            bad("sampler", self.sampler, f"{list(SAMPLERS)} ('{self.sampler}' is now "
-                                         f"'{RENAMED_SAMPLERS[self.sampler]}': the exact-moment law, not the paper's)")
+            bad(
+                "sampler",
+                self.sampler,
+                f"{list(SAMPLERS)} ('{self.sampler}' is now "
+                f"'{RENAMED_SAMPLERS[self.sampler]}': the exact-moment law, not the paper's)",
+            )
         if self.sampler not in SAMPLERS:
             bad("sampler", self.sampler, list(SAMPLERS))
         if self.sampler == "exact_reduced" and not self.rotation_invariant:
@@ -83,8 +87,12 @@ class Variant:
             if isinstance(self.window, bool) or not isinstance(self.window, numbers.Integral) or self.window < 1:
                 bad("window", self.window, "None (every key) or an integer >= 1")
             if self.mask != "causal":
-                bad("window", self.window, f"None unless mask is 'causal' (a query sees its last `window` keys, "
-                                           f"j <= i); mask is {self.mask!r}")
+                bad(
+                    "window",
+                    self.window,
+                    f"None unless mask is 'causal' (a query sees its last `window` keys, "
+                    f"j <= i); mask is {self.mask!r}",
+                )
             # a window of seq_len or more hides no key: the unwindowed decoder, recorded as such
             object.__setattr__(self, "window", None if self.window >= self.seq_len else int(self.window))
 

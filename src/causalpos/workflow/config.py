@@ -42,10 +42,19 @@ def _describe(error: jsonschema.ValidationError, within: tuple = ()) -> str | No
         return f"{where}: {error.instance!r} {error.validator_value['description']}"  # a key that was removed
     if error.validator == "enum":
         return f"{where} = {error.instance!r} is not allowed; allowed values: {schema['enum']}"
-    if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "type",
-                           "minItems", "minProperties", "uniqueItems"):
-        bounds = {k: schema[k] for k in ("type", "minimum", "maximum", "exclusiveMinimum",
-                                          "exclusiveMaximum") if k in schema}
+    if error.validator in (
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "type",
+        "minItems",
+        "minProperties",
+        "uniqueItems",
+    ):
+        bounds = {
+            k: schema[k] for k in ("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in schema
+        }
         why = f"; {schema['description']}" if "description" in schema else ""
         return f"{where} = {error.instance!r} is invalid ({error.message}); allowed: {bounds}{why}"
     return f"{where}: {error.message}"
@@ -132,12 +141,16 @@ def check_config(config: dict, devices=True) -> None:
         raise ConfigError(f"tokenizer.block_len = {block_len} exceeds training.model.context = {context}")
     longest = max(config["evaluation"]["length_factors"]) * block_len
     if longest > context:
-        raise ConfigError(f"evaluation.length_factors: {max(config['evaluation']['length_factors'])} x "
-                          f"tokenizer.block_len = {longest} tokens exceeds training.model.context = {context}")
+        raise ConfigError(
+            f"evaluation.length_factors: {max(config['evaluation']['length_factors'])} x "
+            f"tokenizer.block_len = {longest} tokens exceeds training.model.context = {context}"
+        )
     snippet_len = config["evaluation"]["snippet_len"]
     if snippet_len > context:  # the extraction runs the trained models on the snippets
-        raise ConfigError(f"evaluation.snippet_len = {snippet_len} exceeds training.model.context = {context}: "
-                          f"the extraction runs the trained models on the snippets; set it <= {context}")
+        raise ConfigError(
+            f"evaluation.snippet_len = {snippet_len} exceeds training.model.context = {context}: "
+            f"the extraction runs the trained models on the snippets; set it <= {context}"
+        )
     try:
         check_sources(config["data"]["sources"])
     except ValueError as err:
@@ -167,8 +180,9 @@ def check_config(config: dict, devices=True) -> None:
             raise ConfigError(f"figures.{figure}.variants: name at least one simulation variant")
         unknown = [v for v in listed if v not in variants]
         if unknown:
-            raise ConfigError(f"figures.{figure}.variants: {unknown} not in simulation.variants "
-                              f"(known: {sorted(variants)})")
+            raise ConfigError(
+                f"figures.{figure}.variants: {unknown} not in simulation.variants (known: {sorted(variants)})"
+            )
 
 
 def check_extraction(config: dict, training: dict) -> None:
@@ -176,45 +190,58 @@ def check_extraction(config: dict, training: dict) -> None:
     models = extraction["pretrained"]["models"]
     for name, spec in models.items():
         if is_trained(name):
-            raise ConfigError(f"extraction.pretrained.models.{name}: {name!r} is the name of a trained model (or of "
-                              f"one of its seed runs); choose another")
+            raise ConfigError(
+                f"extraction.pretrained.models.{name}: {name!r} is the name of a trained model (or of "
+                f"one of its seed runs); choose another"
+            )
         try:
             source_kind(spec, f"extraction.pretrained.models.{name}")
         except ValueError as err:
             raise ConfigError(str(err)) from None
         for key in ("path", "name"):  # config.json, weights and a tokenizer; a Hub id offline: in the local cache
-            if key in spec and (problem := source_problem(f"extraction.pretrained.models.{name}.{key}", spec[key],
-                                                          "model", hub=key == "name")):
+            if key in spec and (
+                problem := source_problem(
+                    f"extraction.pretrained.models.{name}.{key}", spec[key], "model", hub=key == "name"
+                )
+            ):
                 raise ConfigError(problem)
         if "gguf" in spec:
             check_gguf_model(config, name)
     check_probe(config)
     layer, n_layers = extraction["intermediates_layer"], training["model"]["n_layers"]
     if layer > n_layers - 2:
-        raise ConfigError(f"extraction.intermediates_layer = {layer} is out of range: Figure 3 needs layer l and "
-                          f"l + 1 of the trained models (training.model.n_layers = {n_layers}), so l <= {n_layers - 2}")
+        raise ConfigError(
+            f"extraction.intermediates_layer = {layer} is out of range: Figure 3 needs layer l and "
+            f"l + 1 of the trained models (training.model.n_layers = {n_layers}), so l <= {n_layers - 2}"
+        )
     known = extracted_models(config)
     for figure, spec in config["figures"].items():
         if "model" in spec and spec["model"] not in known:
             raise ConfigError(f"figures.{figure}.model = {spec['model']!r} is not an extracted model (known: {known})")
         unknown = [m for m in spec.get("models", []) if m not in models]
         if unknown:
-            raise ConfigError(f"figures.{figure}.models: {unknown} not in extraction.pretrained.models "
-                              f"(known: {sorted(models)})")
+            raise ConfigError(
+                f"figures.{figure}.models: {unknown} not in extraction.pretrained.models (known: {sorted(models)})"
+            )
         if figure == "fig05_llms" and not models:
-            raise ConfigError("figures.fig05_llms: name at least one model under extraction.pretrained.models "
-                              "(or drop the figure)")
+            raise ConfigError(
+                "figures.fig05_llms: name at least one model under extraction.pretrained.models (or drop the figure)"
+            )
 
 
 def check_snapshots_and_seeds(config: dict, training: dict) -> None:
     """The emergence figure needs snapshots; the length comparison's seeds differ from training.seed."""
     if "figE1_emergence" in config["figures"] and len(snapshot_schedule(training)) < 2:
-        raise ConfigError(f"figures.figE1_emergence needs snapshots along training: training.snapshot_steps = "
-                          f"{training['snapshot_steps']!r} gives fewer than 2; set it to 2 or more (or drop the figure)")
+        raise ConfigError(
+            f"figures.figE1_emergence needs snapshots along training: training.snapshot_steps = "
+            f"{training['snapshot_steps']!r} gives fewer than 2; set it to 2 or more (or drop the figure)"
+        )
     seeds = extra_seeds(config)
     if training["seed"] in seeds:
-        raise ConfigError(f"evaluation.seeds = {seeds} includes training.seed = {training['seed']}, the default run's "
-                          f"own training; list only other seeds")
+        raise ConfigError(
+            f"evaluation.seeds = {seeds} includes training.seed = {training['seed']}, the default run's "
+            f"own training; list only other seeds"
+        )
 
 
 def check_gguf_model(config: dict, name: str) -> None:
@@ -228,14 +255,18 @@ def check_gguf_model(config: dict, name: str) -> None:
     spec, settings = config["extraction"]["pretrained"]["models"][name], pretrained_settings(config, name)
     seq_key = f"{setting}.seq_len" if "seq_len" in spec else "extraction.pretrained.seq_len"
     if model["context"] is not None and settings["seq_len"] > model["context"]:
-        raise ConfigError(f"{seq_key} = {settings['seq_len']} exceeds the context of {name} "
-                          f"({model['architecture']}.context_length = {model['context']} in {path}); "
-                          f"set it <= {model['context']}")
+        raise ConfigError(
+            f"{seq_key} = {settings['seq_len']} exceeds the context of {name} "
+            f"({model['architecture']}.context_length = {model['context']} in {path}); "
+            f"set it <= {model['context']}"
+        )
     layer = config["extraction"]["intermediates_layer"]
     if model["layers"] is not None and layer > model["layers"] - 2:
-        raise ConfigError(f"extraction.intermediates_layer = {layer} is out of range for {name} "
-                          f"({model['layers']} layers in {path}): Figure 3 needs layer l and l + 1, "
-                          f"so l <= {model['layers'] - 2}")
+        raise ConfigError(
+            f"extraction.intermediates_layer = {layer} is out of range for {name} "
+            f"({model['layers']} layers in {path}): Figure 3 needs layer l and l + 1, "
+            f"so l <= {model['layers'] - 2}"
+        )
 
 
 def check_probe(config: dict) -> None:
@@ -245,19 +276,26 @@ def check_probe(config: dict) -> None:
     if wanted == 0:
         return
     if wanted < PROBE_MIN_SEQUENCES:
-        raise ConfigError(f"extraction.probe_sequences = {wanted}: the position probe needs at least "
-                          f"{PROBE_MIN_SEQUENCES} sequences; set 0 (no probe) or >= {PROBE_MIN_SEQUENCES}")
+        raise ConfigError(
+            f"extraction.probe_sequences = {wanted}: the position probe needs at least "
+            f"{PROBE_MIN_SEQUENCES} sequences; set 0 (no probe) or >= {PROBE_MIN_SEQUENCES}"
+        )
     have = {"evaluation.n_snippets": config["evaluation"]["n_snippets"]}  # the trained models' sequences
     for name, spec in extraction["pretrained"]["models"].items():
-        key = (f"extraction.pretrained.models.{name}.n_sequences" if "n_sequences" in spec
-               else "extraction.pretrained.n_sequences")
+        key = (
+            f"extraction.pretrained.models.{name}.n_sequences"
+            if "n_sequences" in spec
+            else "extraction.pretrained.n_sequences"
+        )
         have[key] = pretrained_settings(config, name)["n_sequences"]
     if extraction["pretrained"]["models"]:
         have["extraction.paper_llms.n_sequences"] = extraction["paper_llms"]["n_sequences"]
     for key, count in have.items():
         if count < PROBE_MIN_SEQUENCES:
-            raise ConfigError(f"{key} = {count} leaves the position probe fewer than {PROBE_MIN_SEQUENCES} "
-                              f"sequences; set it >= {PROBE_MIN_SEQUENCES} or extraction.probe_sequences: 0")
+            raise ConfigError(
+                f"{key} = {count} leaves the position probe fewer than {PROBE_MIN_SEQUENCES} "
+                f"sequences; set it >= {PROBE_MIN_SEQUENCES} or extraction.probe_sequences: 0"
+            )
 
 
 def check_figure_lists(config: dict) -> None:
@@ -272,8 +310,25 @@ def check_figure_lists(config: dict) -> None:
 
 # Colour maps that every supported matplotlib (>= 3.8) and seaborn (>= 0.13) has: a config naming these
 # needs no import of matplotlib (a fifth of a second at every start of Snakemake) to be checked.
-KNOWN_COLORMAPS = frozenset({"viridis", "magma", "inferno", "plasma", "cividis", "coolwarm", "RdBu_r", "RdBu",
-                             "bwr", "seismic", "Greys", "rocket", "mako", "vlag", "icefire"})
+KNOWN_COLORMAPS = frozenset(
+    {
+        "viridis",
+        "magma",
+        "inferno",
+        "plasma",
+        "cividis",
+        "coolwarm",
+        "RdBu_r",
+        "RdBu",
+        "bwr",
+        "seismic",
+        "Greys",
+        "rocket",
+        "mako",
+        "vlag",
+        "icefire",
+    }
+)
 
 
 def check_colormaps(config: dict) -> None:
@@ -291,23 +346,30 @@ def check_colormaps(config: dict) -> None:
         import seaborn  # noqa: F401  (registers its colour maps with matplotlib)
 
         if name not in matplotlib.colormaps:
-            raise ConfigError(f"plot.{key} = {name!r} is not a colour map; use one of matplotlib's "
-                              f"(e.g. viridis, magma, coolwarm, RdBu_r; list: matplotlib.colormaps) "
-                              f"or seaborn's (rocket, mako, vlag, icefire)")
+            raise ConfigError(
+                f"plot.{key} = {name!r} is not a colour map; use one of matplotlib's "
+                f"(e.g. viridis, magma, coolwarm, RdBu_r; list: matplotlib.colormaps) "
+                f"or seaborn's (rocket, mako, vlag, icefire)"
+            )
 
 
 def check_devices(config: dict, training: dict, keys=DEVICE_KEYS) -> None:
     """`cuda` under `keys` needs CUDA here. torch (seconds to import) is imported only when one asks for it."""
-    values = {"device": config["device"], "training.device": training["device"],
-              "extraction.device": config["extraction"]["device"]}
+    values = {
+        "device": config["device"],
+        "training.device": training["device"],
+        "extraction.device": config["extraction"]["device"],
+    }
     asked = [key for key in keys if values[key] not in ("auto", "cpu")]
     if not asked:
         return
     import torch
 
     if not torch.cuda.is_available():
-        raise ConfigError(f"{asked[0]} = {values[asked[0]]} but no CUDA device is available on this machine; "
-                          f"set {asked[0]}: auto (CUDA when present) or cpu")
+        raise ConfigError(
+            f"{asked[0]} = {values[asked[0]]} but no CUDA device is available on this machine; "
+            f"set {asked[0]}: auto (CUDA when present) or cpu"
+        )
 
 
 def check_duplicate_keys(path) -> None:
@@ -334,8 +396,10 @@ def config_text(path) -> str:
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
     except UnicodeDecodeError as err:
-        raise ConfigError(f"config file {path} is not a text file (byte {err.object[err.start]:#04x} at offset "
-                          f"{err.start} is not UTF-8); a config is a YAML text file such as config.yaml") from None
+        raise ConfigError(
+            f"config file {path} is not a text file (byte {err.object[err.start]:#04x} at offset "
+            f"{err.start} is not UTF-8); a config is a YAML text file such as config.yaml"
+        ) from None
     except OSError as err:
         raise ConfigError(f"config file {path} cannot be read ({err.strerror})") from None
 
@@ -360,9 +424,11 @@ def _find_duplicate_keys(node, where: list, path: Path) -> None:
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else None
             if name is not None and name in first_line:
-                raise ConfigError(f"config file {path}: key {_key_path(where + [name])} is given twice "
-                                  f"(lines {first_line[name]} and {key.start_mark.line + 1}); YAML keeps only "
-                                  f"the last: remove or rename one")
+                raise ConfigError(
+                    f"config file {path}: key {_key_path(where + [name])} is given twice "
+                    f"(lines {first_line[name]} and {key.start_mark.line + 1}); YAML keeps only "
+                    f"the last: remove or rename one"
+                )
             if name is not None:
                 first_line[name] = key.start_mark.line + 1
             _find_duplicate_keys(value, where + [name], path)
@@ -374,8 +440,8 @@ def load_config(path, devices=True) -> dict:
     check_duplicate_keys(path)  # also: a missing file, a folder, not text, not YAML
     config = yaml.safe_load(config_text(path)) or {}
     if not isinstance(config, dict):
-        raise ConfigError(f"config file {path}: its top level is a {type(config).__name__}; a config maps keys "
-                          f"(data:, training:, ...) to their settings")
+        raise ConfigError(
+            f"config file {path}: its top level is a {type(config).__name__}; a config maps keys "
+            f"(data:, training:, ...) to their settings"
+        )
     return validate_config(config, devices)
-
-

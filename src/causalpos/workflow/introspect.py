@@ -26,10 +26,12 @@ def loaded_workflow(configfiles=(), config: dict | None = None, targets=None, sn
     cwd, environ = os.getcwd(), dict(os.environ)
     try:
         with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
-            workflow_api = api.workflow(resource_settings=ResourceSettings(), snakefile=Path(snakefile),
-                                        workdir=Path(snakefile).parent,
-                                        config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles],
-                                                                       config=config or {}))
+            workflow_api = api.workflow(
+                resource_settings=ResourceSettings(),
+                snakefile=Path(snakefile),
+                workdir=Path(snakefile).parent,
+                config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles], config=config or {}),
+            )
             workflow = workflow_api._workflow  # reads the Snakefile
             if targets:
                 workflow.dag_settings = DAGSettings(targets=set(targets), forceall=True)

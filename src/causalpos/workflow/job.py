@@ -32,8 +32,7 @@ class Job:
     (Snakemake's Namedlist each, given as dicts), threads, log. For running a job module without Snakemake: bench
     scripts, tests."""
 
-    def __init__(self, rule: str, input=None, output=None, params=None, wildcards=None, threads: int = 1,
-                 log=None):
+    def __init__(self, rule: str, input=None, output=None, params=None, wildcards=None, threads: int = 1, log=None):
         from snakemake.iocontainers import Namedlist
 
         self.rule, self.threads = rule, threads
@@ -120,8 +119,9 @@ def moved_aside(err: DamagedFileError) -> DamagedFileError:
     if found is None and not (in_folder and in_folder[1]):
         if hasattr(err, "companion"):  # a model folder the config names (path:), not a result
             return DamagedFileError(err.path, err.reason, "no rule of the workflow writes it: replace it.")
-        return DamagedFileError(err.path, err.reason, f"moved to {move_aside(err.path)}. Rerun the step that "
-                                                      "writes it.")
+        return DamagedFileError(
+            err.path, err.reason, f"moved to {move_aside(err.path)}. Rerun the step that writes it."
+        )
     rebuilt = "it"
     if in_folder and in_folder[1]:  # inside a directory() output, whose files Snakemake does not check
         rule = in_folder[0]
@@ -134,8 +134,10 @@ def moved_aside(err: DamagedFileError) -> DamagedFileError:
         moved, what = move_aside(err.path), "file"
         advice = f"moved to {moved}. "
         if companion and os.path.lexists(companion):  # not an output of the rule: a missing one reruns nothing
-            advice = (f"moved to {moved}, and {companion}, the output of its rule beside it, to "
-                      f"{move_aside(companion)}, so that Snakemake runs that rule again. ")
+            advice = (
+                f"moved to {moved}, and {companion}, the output of its rule beside it, to "
+                f"{move_aside(companion)}, so that Snakemake runs that rule again. "
+            )
             rebuilt = "both"
     advice += f"Rule {rule} rebuilds {rebuilt}: run the same snakemake command again."
     if link:  # the rerun would link the same damaged copy again

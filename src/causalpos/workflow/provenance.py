@@ -33,8 +33,11 @@ def writer_patterns(workflow) -> list[tuple[str, str, bool]]:
     job to name the rule that rebuilds a damaged input (workflow.job.moved_aside)."""
     from snakemake.io import is_flagged
 
-    return [(rule.name, output.regex().pattern, bool(is_flagged(output, "directory")))
-            for rule in workflow.rules for output in rule.output]
+    return [
+        (rule.name, output.regex().pattern, bool(is_flagged(output, "directory")))
+        for rule in workflow.rules
+        for output in rule.output
+    ]
 
 
 class Provenance:

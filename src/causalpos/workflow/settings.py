@@ -33,20 +33,31 @@ def pretrained_settings(config: dict, name: str) -> dict:
     """One pretrained model's source (gguf / path / name) and its sizes, defaults filled in."""
     section = config["extraction"]["pretrained"]
     spec = pretrained_spec(config, name)
-    return {"seq_len": section["seq_len"], "n_sequences": section["n_sequences"],
-            "batch_size": config["extraction"]["batch_size"], **spec}
+    return {
+        "seq_len": section["seq_len"],
+        "n_sequences": section["n_sequences"],
+        "batch_size": config["extraction"]["batch_size"],
+        **spec,
+    }
 
 
 def extraction_settings(config: dict, model: str) -> dict:
     """Everything that decides one model's extraction tables (the rule's params: a change reruns that model)."""
     section = config["extraction"]
-    common = {key: section[key] for key in ("intermediates_layer", "probe_sequences", "probe_positions",
-                                            "bootstrap_groups", "per_head")}
+    common = {
+        key: section[key]
+        for key in ("intermediates_layer", "probe_sequences", "probe_positions", "bootstrap_groups", "per_head")
+    }
     if is_trained(model):
         return {"kind": "trained", "batch_size": section["batch_size"], **common}
     # the default run takes held-out documents only (its sizes leave plenty of them)
-    return {"kind": "pretrained", **pretrained_settings(config, model), **common, "splits": ["heldout"],
-            "setting": "extraction.pretrained"}
+    return {
+        "kind": "pretrained",
+        **pretrained_settings(config, model),
+        **common,
+        "splits": ["heldout"],
+        "setting": "extraction.pretrained",
+    }
 
 
 def paper_llms_settings(config: dict, model: str) -> dict:
@@ -55,8 +66,9 @@ def paper_llms_settings(config: dict, model: str) -> dict:
     run only)."""
     section = config["extraction"]["paper_llms"]
     spec = {k: v for k, v in config["extraction"]["pretrained"]["models"][model].items() if k in SOURCE_KEYS}
-    sizes = {key: section[key] for key in ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits",
-                                           "per_head")}
+    sizes = {
+        key: section[key] for key in ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits", "per_head")
+    }
     return {**extraction_settings(config, model), **spec, **sizes, "setting": "extraction.paper_llms"}
 
 
@@ -81,8 +93,15 @@ def emergence_variants(config: dict) -> list[str]:
     chosen = []
     for name in config["simulation"]["variants"]:
         p = Variant(**variant_params(config, name)).params()
-        if (float(p["alpha"]) == 0.0 and p["norm"] == "l2" and p["scale"] == "none" and p["pe"] == "none"
-                and p["mask"] == "causal" and bool(p["residual"]) and p.get("window") is None):
+        if (
+            float(p["alpha"]) == 0.0
+            and p["norm"] == "l2"
+            and p["scale"] == "none"
+            and p["pe"] == "none"
+            and p["mask"] == "causal"
+            and bool(p["residual"])
+            and p.get("window") is None
+        ):
             chosen.append(name)
     return chosen
 
@@ -139,7 +158,6 @@ def figure_options(config: dict, figure: str) -> dict:
     return plot_options(config, **config["figures"][figure])
 
 
-
 def seed_runs(config: dict) -> list[tuple[str, int, str]]:
     """(model, seed, run) of every training in the comparison over seeds (target length_seeds): the default run's
     (training.seed, runs "nope" and "rope"), then those of evaluation.seeds ("nope_seed1", ...)."""
@@ -179,32 +197,54 @@ def window_test_sources(config: dict, results: str) -> dict[str, str]:
     both tables the test reads (1,000 x 1,024 tokens: queries past Gemma's window), else the default run's. A
     paper_llms run that finishes later changes the rule's input files and params, and Snakemake reruns the test."""
     paper = paths.paper_llms_dir(results)
-    return {model: paper if all(os.path.exists(paths.activation_table(model, t, paper)) for t in WINDOW_TEST_TABLES)
-            else results for model in pretrained_models(config)}
+    return {
+        model: paper
+        if all(os.path.exists(paths.activation_table(model, t, paper)) for t in WINDOW_TEST_TABLES)
+        else results
+        for model in pretrained_models(config)
+    }
 
 
 def window_test_models(config: dict, results: str) -> dict[str, dict]:
     """Each pretrained model's location and which run's tables its window test reads: the rule's `models` param."""
     paper = paths.paper_llms_dir(results)
-    return {model: {"location": model_location(config, model, results),
-                    "source": "paper_llms" if folder == paper else "default run"}
-            for model, folder in window_test_sources(config, results).items()}
+    return {
+        model: {
+            "location": model_location(config, model, results),
+            "source": "paper_llms" if folder == paper else "default run",
+        }
+        for model, folder in window_test_sources(config, results).items()
+    }
 
 
 def figure_inputs(config: dict, figure: str, results: str, paper_llms: bool = False) -> dict[str, list[str]]:
     """The files a configured figure reads, by table (catalogue.paths.figure_inputs of its record, the models its
     record's `models` stands for in this config); for target paper_llms the pretrained models' alone."""
     options = config["figures"][figure]
-    models = {"model": [options.get("model", "nope")], "trained": list(TRAINED),
-              "pretrained": options.get("models") or pretrained_models(config),
-              "all": extracted_models(config)}.get(FIGURES[figure].models)
+    models = {
+        "model": [options.get("model", "nope")],
+        "trained": list(TRAINED),
+        "pretrained": options.get("models") or pretrained_models(config),
+        "all": extracted_models(config),
+    }.get(FIGURES[figure].models)
     if paper_llms:
         models = [m for m in models or [] if m in pretrained_models(config)]
     return paths.figure_inputs(figure, results, models, figure_variants(config, figure))
 
 
-PACKAGES = ("causalpos", "snakemake", "torch", "transformers", "tokenizers", "numpy", "numba", "pandas", "pyarrow",
-            "matplotlib", "seaborn")  # the packages whose versions decide the run's numbers and figures
+PACKAGES = (
+    "causalpos",
+    "snakemake",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "numpy",
+    "numba",
+    "pandas",
+    "pyarrow",
+    "matplotlib",
+    "seaborn",
+)  # the packages whose versions decide the run's numbers and figures
 
 
 def software_versions() -> dict[str, str]:
@@ -218,7 +258,8 @@ def software_versions() -> dict[str, str]:
     versions |= {name: metadata.version(name) for name in PACKAGES}
     gpu = None
     if shutil.which("nvidia-smi"):
-        done = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                              text=True)
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True
+        )
         gpu = done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else None
     return versions | {"gpu": gpu or "none"}

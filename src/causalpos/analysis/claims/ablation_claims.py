@@ -52,15 +52,23 @@ def t_test(values: np.ndarray, threshold: float) -> dict:
         return {"mean": mean, "se": se, "p_value": p_value, "p_against": p_against, "low": mean, "high": mean}
     p_value = lower_tail((mean - threshold) / se, n - 1)
     half = t_quantile(0.5 + CONFIDENCE / 2, n - 1) * se
-    return {"mean": mean, "se": se, "p_value": p_value, "p_against": 1.0 - p_value, "low": mean - half,
-            "high": mean + half}
+    return {
+        "mean": mean,
+        "se": se,
+        "p_value": p_value,
+        "p_against": 1.0 - p_value,
+        "low": mean - half,
+        "high": mean + half,
+    }
 
 
 def per_seed(rows: pd.DataFrame, column: str) -> pd.Series:
     """A column of one model's rows at one factor and condition, indexed by seed (one row per seed)."""
     if rows["seed"].duplicated().any():
-        raise ValueError(f"pattern_ablation: a seed appears twice for model {rows['model'].iloc[0]!r}, factor "
-                         f"{int(rows['factor'].iloc[0])}, condition {rows['condition'].iloc[0]!r}")
+        raise ValueError(
+            f"pattern_ablation: a seed appears twice for model {rows['model'].iloc[0]!r}, factor "
+            f"{int(rows['factor'].iloc[0])}, condition {rows['condition'].iloc[0]!r}"
+        )
     return rows.set_index("seed")[column].astype(float).sort_index()
 
 
@@ -80,22 +88,33 @@ def setting_row(model: str, factor: int, tested: pd.DataFrame, baseline: pd.Data
     setting, label = f"{model}, {factor}x the training length ({seq_len} tokens)", f"{model} {factor}x"
     common = dict(label=label, model=model, exact=False)  # a mean over training runs is never exact
     if effects.empty:
-        return row("11a", setting, None, th, note="no finite effect (no control condition at this factor?)",
-                   **common)
+        return row("11a", setting, None, th, note="no finite effect (no control condition at this factor?)", **common)
     seeds = ", ".join(str(int(s)) for s in effects.index)
     versus = against_none(tested, baseline)
     if len(effects) == 1:
         seed = effects.index[0]
         sem = float(per_seed(tested, "effect_sem").loc[seed])
-        note = (f"1 training seed ({seeds}): no spread over seeds; the interval over seeds comes from "
-                f"{SEEDS_LEDGER}; within this seed, SE over sequences {sem:.2g}; {versus}")
+        note = (
+            f"1 training seed ({seeds}): no spread over seeds; the interval over seeds comes from "
+            f"{SEEDS_LEDGER}; within this seed, SE over sequences {sem:.2g}; {versus}"
+        )
         return row("11a", setting, (float(effects.iloc[0]), math.nan), th, note=note, **common)
     test = t_test(effects.to_numpy(), float(th["ablation_effect"]))
-    note = (f"{len(effects)} training seeds ({seeds}); {CONFIDENCE:.0%} t interval over seeds "
-            f"[{test['low']:+.4g}, {test['high']:+.4g}]; {int((effects < 0).sum())} of {len(effects)} seeds with "
-            f"effect < 0; {versus}")
-    return row("11a", setting, (test["mean"], test["se"]), th, note=note, p_value=test["p_value"],
-               p_against=test["p_against"], **common)
+    note = (
+        f"{len(effects)} training seeds ({seeds}); {CONFIDENCE:.0%} t interval over seeds "
+        f"[{test['low']:+.4g}, {test['high']:+.4g}]; {int((effects < 0).sum())} of {len(effects)} seeds with "
+        f"effect < 0; {versus}"
+    )
+    return row(
+        "11a",
+        setting,
+        (test["mean"], test["se"]),
+        th,
+        note=note,
+        p_value=test["p_value"],
+        p_against=test["p_against"],
+        **common,
+    )
 
 
 def claim11(data: LedgerInputs, th: dict) -> list[dict]:
@@ -111,7 +130,8 @@ def claim11(data: LedgerInputs, th: dict) -> list[dict]:
         return [absent_row("11a", th, "the pattern_ablation table has no trained model at a factor > 1")]
     rows = []
     for (model, factor), part in tested.groupby(["model", "factor"], sort=True):
-        baseline = trained[(trained["model"] == model) & (trained["factor"] == factor)
-                           & (trained["condition"] == BASELINE)]
+        baseline = trained[
+            (trained["model"] == model) & (trained["factor"] == factor) & (trained["condition"] == BASELINE)
+        ]
         rows.append(setting_row(str(model), int(factor), part, baseline, th))
     return rows

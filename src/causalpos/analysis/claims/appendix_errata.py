@@ -48,13 +48,17 @@ def expressions() -> dict:
         other_w = ea / c
         return (1 - a) * (self_w**2 + (pos - 1) * other_w**2) + a * (self_w + (pos - 1) * other_w) ** 2
 
-    true = {residual: sp.factor(sp.cancel(norm_sq(n + 1, residual) - norm_sq(n, residual)))
-            for residual in (True, False)}
+    true = {
+        residual: sp.factor(sp.cancel(norm_sq(n + 1, residual) - norm_sq(n, residual))) for residual in (True, False)
+    }
     # A.1, last line: numerator as printed over (e + je^a)^2 (e + (j-1)e^a)^2
     denominator = (e + n * ea) ** 2 * (e + (n - 1) * ea) ** 2
-    a1 = ((((a - 1) * sp.exp(4 * a) + 2 * (a - 1) * sp.exp(3 * a + 1)) * n**2
-           + ((2 * a - 6) * sp.exp(a + 3) + 2 * (a - 1) * sp.exp(3 * a + 1) + (a - 1) * sp.exp(4 * a)) * n
-           + (2 * a - 4) * sp.exp(a + 3) + (-2 * a + 4) * sp.exp(2 * a + 2)) / denominator)
+    a1 = (
+        ((a - 1) * sp.exp(4 * a) + 2 * (a - 1) * sp.exp(3 * a + 1)) * n**2
+        + ((2 * a - 6) * sp.exp(a + 3) + 2 * (a - 1) * sp.exp(3 * a + 1) + (a - 1) * sp.exp(4 * a)) * n
+        + (2 * a - 4) * sp.exp(a + 3)
+        + (-2 * a + 4) * sp.exp(2 * a + 2)
+    ) / denominator
 
     # A.1, the line before: each bracket is the numerator of h^2 (Eq. 3) at j+1 and at j, as printed
     def eq3_numerator(pos):
@@ -65,8 +69,15 @@ def expressions() -> dict:
     # A.2 as printed, and with the one sign corrected
     a2 = (a - 1) * ea * (2 * e**3 - 2 * sp.exp(2 + a) * (n - 1) + sp.exp(3 * a) * n * (n - 1)) / denominator
     a2_corrected = (a - 1) * ea * (2 * e**3 + 2 * sp.exp(2 + a) * (n - 1) + sp.exp(3 * a) * n * (n - 1)) / denominator
-    return {"symbols": (a, n), "true_h": true[True], "true_h_prime": true[False], "a1": a1, "a1_step": a1_step,
-            "a2": a2, "a2_corrected": a2_corrected}
+    return {
+        "symbols": (a, n),
+        "true_h": true[True],
+        "true_h_prime": true[False],
+        "a1": a1,
+        "a1_step": a1_step,
+        "a2": a2,
+        "a2_corrected": a2_corrected,
+    }
 
 
 @functools.cache
@@ -95,10 +106,15 @@ class Erratum:
         alpha, pos, printed, true = self.grid()
         relative = np.abs(printed - true) / np.abs(true)
         worst = np.unravel_index(int(np.argmax(relative)), relative.shape)
-        return {"largest_relative_error": float(relative.max()), "worst_alpha": float(alpha[worst]),
-                "worst_position": int(pos[worst]), "largest_true": float(true.max()),
-                "printed_positive": int((printed >= 0).sum()), "points": int(true.size),
-                "conclusion_holds": bool((true < 0).all())}
+        return {
+            "largest_relative_error": float(relative.max()),
+            "worst_alpha": float(alpha[worst]),
+            "worst_position": int(pos[worst]),
+            "largest_true": float(true.max()),
+            "printed_positive": int((printed >= 0).sum()),
+            "points": int(true.size),
+            "conclusion_holds": bool((true < 0).all()),
+        }
 
 
 def at(name: str, alpha: float, positions) -> np.ndarray:
@@ -115,37 +131,59 @@ def errata_rows(theory, th: dict) -> list[dict]:
     decreasing: claims 1c, 1d measure that on the theory table).
     """
     if theory is None or len(theory) == 0:
-        return [absent_row(claim_id, th, "no theory table (its alphas and length are the grid)")
-                for claim_id in ("1g", "1h")]
+        return [
+            absent_row(claim_id, th, "no theory table (its alphas and length are the grid)")
+            for claim_id in ("1g", "1h")
+        ]
     alphas = tuple(sorted(set(np.round(theory["alpha"].astype(float), 9))))
     n = int(theory["query_pos"].max()) + 1
     if n < 2:
         return [absent_row(claim_id, th, "the theory table has fewer than two positions") for claim_id in ("1g", "1h")]
     setting = f"printed vs sympy, α ∈ {{{', '.join(f'{x:g}' for x in alphas)}}}, positions 1-{n - 1}"
     out = []
-    for erratum, name, proof in ((Erratum("1g", "a1", "true_h", alphas, n), "h", "1c"),
-                                 (Erratum("1h", "a2", "true_h_prime", alphas, n), "h'", "1d")):
+    for erratum, name, proof in (
+        (Erratum("1g", "a1", "true_h", alphas, n), "h", "1c"),
+        (Erratum("1h", "a2", "true_h_prime", alphas, n), "h'", "1d"),
+    ):
         s = erratum.summary()
         wrong = s["largest_relative_error"] >= th["printed_exact"]
-        text = [(f"printed expression {'wrong' if wrong else 'right'} (largest relative error at "
-                 f"α={s['worst_alpha']:g}, position {s['worst_position']}; printed >= 0 at {s['printed_positive']} "
-                 f"of {s['points']} points)")]
+        text = [
+            (
+                f"printed expression {'wrong' if wrong else 'right'} (largest relative error at "
+                f"α={s['worst_alpha']:g}, position {s['worst_position']}; printed >= 0 at {s['printed_positive']} "
+                f"of {s['points']} points)"
+            )
+        ]
         if s["conclusion_holds"]:
-            text.append(f"conclusion holds: the true difference is < 0 at every point (largest "
-                        f"{s['largest_true']:.3g}), so {name} strictly decreases (claim {proof})")
+            text.append(
+                f"conclusion holds: the true difference is < 0 at every point (largest "
+                f"{s['largest_true']:.3g}), so {name} strictly decreases (claim {proof})"
+            )
         else:
             text.append(f"conclusion fails: the true difference is >= 0 somewhere (largest {s['largest_true']:.3g})")
         if erratum.claim_id == "1g":
             alpha0, j0 = A1_POINT
-            text.append(f"at α={alpha0:g}, j={j0}: printed {at('a1', alpha0, j0):.4g}, true "
-                        f"{at('true_h', alpha0, j0):.4g}; the line before it drops the factor (e + je^α)^2 from its "
-                        f"second term (it gives {at('a1_step', alpha0, j0):.4g} there)")
+            text.append(
+                f"at α={alpha0:g}, j={j0}: printed {at('a1', alpha0, j0):.4g}, true "
+                f"{at('true_h', alpha0, j0):.4g}; the line before it drops the factor (e + je^α)^2 from its "
+                f"second term (it gives {at('a1_step', alpha0, j0):.4g} there)"
+            )
         else:
             alpha0, points = A2_POINTS
             printed = at("a2", alpha0, points)
             fixed = Erratum("1h", "a2_corrected", "true_h_prime", alphas, n).summary()["largest_relative_error"]
-            text.append(f"at α={alpha0:g}, i={points[0]}-{points[-1]}: printed {printed.min():.2g} to "
-                        f"{printed.max():.2g}, true < 0; with +2e^(2+α)(i-1) the relative error is {fixed:.1g}")
-        out.append(row(erratum.claim_id, setting, (s["largest_relative_error"], 0.0), th, note="; ".join(text),
-                       label="printed step"))
+            text.append(
+                f"at α={alpha0:g}, i={points[0]}-{points[-1]}: printed {printed.min():.2g} to "
+                f"{printed.max():.2g}, true < 0; with +2e^(2+α)(i-1) the relative error is {fixed:.1g}"
+            )
+        out.append(
+            row(
+                erratum.claim_id,
+                setting,
+                (s["largest_relative_error"], 0.0),
+                th,
+                note="; ".join(text),
+                label="printed step",
+            )
+        )
     return out

@@ -67,41 +67,84 @@ def claim1_appendix(data: LedgerInputs, th: dict) -> list[dict]:
                 positions, h, _, _ = closed_form_series(data.theory, alpha, residual)
                 if len(h) < 2:
                     why = f"fewer than two positions of the closed form ({name}) in the theory table"
-                    rows[claim_id].append(row(claim_id, f"closed form, α={alpha:g}", None, th, label=f"α={alpha:g}",
-                                              note=why))
+                    rows[claim_id].append(
+                        row(claim_id, f"closed form, α={alpha:g}", None, th, label=f"α={alpha:g}", note=why)
+                    )
                     continue
                 steps = np.diff(h) / h[:-1]
                 flattest = int(np.argmax(steps))
-                rows[claim_id].append(row(claim_id, f"closed form, α={alpha:g}", (float(steps.max()), 0.0), th,
-                                          label=f"α={alpha:g}",
-                                          note=f"{name} from {h[0]:.4g} (position 1) to {h[-1]:.4g} (position "
-                                          f"{len(h)}); flattest step from position {positions[flattest] + 1} to "
-                                          f"{positions[flattest] + 2} (1-based, as in the paper)"))
+                rows[claim_id].append(
+                    row(
+                        claim_id,
+                        f"closed form, α={alpha:g}",
+                        (float(steps.max()), 0.0),
+                        th,
+                        label=f"α={alpha:g}",
+                        note=f"{name} from {h[0]:.4g} (position 1) to {h[-1]:.4g} (position "
+                        f"{len(h)}); flattest step from position {positions[flattest] + 1} to "
+                        f"{positions[flattest] + 2} (1-based, as in the paper)",
+                    )
+                )
             positions, _, g, size = closed_form_series(data.theory, alpha, False)
             if size < 3:
-                rows["1e"].append(row("1e", f"closed form, α={alpha:g}", None, th, label=f"α={alpha:g}",
-                                      note="no closed form without residual over >= 3 positions in the theory table"))
+                rows["1e"].append(
+                    row(
+                        "1e",
+                        f"closed form, α={alpha:g}",
+                        None,
+                        th,
+                        label=f"α={alpha:g}",
+                        note="no closed form without residual over >= 3 positions in the theory table",
+                    )
+                )
                 continue
             share = float(key_share(g[:, None], size)[0])
             query_g = g[packed_index(np.arange(1, size), 0)]  # g'(i) at key 0, queries 1..
             exact = share <= BY_CONSTRUCTION
-            rows["1e"].append(row("1e", f"closed form, α={alpha:g}", (share, 0.0), th, label=f"α={alpha:g}",
-                                  decided="by construction" if exact else None,
-                                  note=("a property of the formula (g' contains no j), not a finding; "
-                                        if exact else "g' of this theory table changes with j; ")
-                                  + f"g' from {query_g[0]:.4g} (query 2) to {query_g[-1]:.4g} (query {size}, "
-                                  "1-based): it changes with i only; Monte Carlo of g' needs the "
-                                  "un-normalised Gram matrix, which the simulation tables lack"))
+            rows["1e"].append(
+                row(
+                    "1e",
+                    f"closed form, α={alpha:g}",
+                    (share, 0.0),
+                    th,
+                    label=f"α={alpha:g}",
+                    decided="by construction" if exact else None,
+                    note=(
+                        "a property of the formula (g' contains no j), not a finding; "
+                        if exact
+                        else "g' of this theory table changes with j; "
+                    )
+                    + f"g' from {query_g[0]:.4g} (query 2) to {query_g[-1]:.4g} (query {size}, "
+                    "1-based): it changes with i only; Monte Carlo of g' needs the "
+                    "un-normalised Gram matrix, which the simulation tables lack",
+                )
+            )
     rows_f = []
-    variants = reference_d(select_variants(data.params, norm="l2", scale="none", pe="none", mask="causal",
-                                           residual=False))
+    variants = reference_d(
+        select_variants(data.params, norm="l2", scale="none", pe="none", mask="causal", residual=False)
+    )
     variants = variants[variants["n_layers"] >= 2] if len(variants) else variants
     for variant, p in variants.iterrows():
         field = data.sim_field(variant, 1)
-        rows_f.append(row("1f", setting_label(p), concordance(field.x, field.size), th, note=f"variant {variant}",
-                          layer=1, label=f"α={p['alpha']:g}{law_suffix(p)}"))
+        rows_f.append(
+            row(
+                "1f",
+                setting_label(p),
+                concordance(field.x, field.size),
+                th,
+                note=f"variant {variant}",
+                layer=1,
+                label=f"α={p['alpha']:g}{law_suffix(p)}",
+            )
+        )
     if not rows_f:
-        rows_f.append(absent_row("1f", th, "no l2 / no PE / causal variant without residual (residual: false) "
-                                           "with >= 2 layers in the simulation tables (the default config's is "
-                                           "l2_alpha0.0_noresidual), so h' is tested on the closed form only (1d)"))
+        rows_f.append(
+            absent_row(
+                "1f",
+                th,
+                "no l2 / no PE / causal variant without residual (residual: false) "
+                "with >= 2 layers in the simulation tables (the default config's is "
+                "l2_alpha0.0_noresidual), so h' is tested on the closed form only (1d)",
+            )
+        )
     return rows["1c"] + rows["1d"] + rows["1e"] + rows_f + errata_rows(data.theory, th)

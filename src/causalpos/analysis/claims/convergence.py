@@ -26,8 +26,14 @@ import pandas as pd
 from causalpos.catalogue.claims import merge_thresholds
 from causalpos.analysis.claims.family import adjust
 from causalpos.analysis.claims.model_claims import claim8
-from causalpos.analysis.claims.replicates import (GROUP_NEEDS, SCORE_NEEDS, LedgerInputs, group_sizes,
-                                                  longest_seq_len, model_kinds)
+from causalpos.analysis.claims.replicates import (
+    GROUP_NEEDS,
+    SCORE_NEEDS,
+    LedgerInputs,
+    group_sizes,
+    longest_seq_len,
+    model_kinds,
+)
 from causalpos.io import PartTable
 from causalpos.catalogue.models import PRETRAINED_KIND
 from causalpos.catalogue.tables import CONVERGENCE_COLUMNS, require_columns
@@ -44,8 +50,9 @@ def group_levels(n_groups: int, min_groups: int) -> list[int]:
     return sorted(levels)
 
 
-def convergence_frame(scores, groups, thresholds: dict | None = None, n_bootstrap: int = 200, seed: int = 0,
-                      min_groups: int = 4) -> pd.DataFrame:
+def convergence_frame(
+    scores, groups, thresholds: dict | None = None, n_bootstrap: int = 200, seed: int = 0, min_groups: int = 4
+) -> pd.DataFrame:
     """Claim 8's rows for every pretrained model (kind "pretrained") at each level of group_levels, one row
     per model, number of sequences, claim and layer (NaN for 8b, 8c: over the layers). The tables are
     DataFrames or io.PartTables (read a layer at a time)."""
@@ -63,8 +70,15 @@ def convergence_frame(scores, groups, thresholds: dict | None = None, n_bootstra
         for k in group_levels(len(counts), min_groups):
             view = data if k == len(counts) else data.first_groups_view(k)
             for found in adjust(claim8(view, th), th["family_alpha"]):  # Holm within this model's claim 8 at k
-                rows.append({"model": model, "n_sequences": int(counts.iloc[:k].sum()), "n_groups": k,
-                             "seq_len": size, **{c: found[c] for c in CONVERGENCE_COLUMNS if c in found}})
+                rows.append(
+                    {
+                        "model": model,
+                        "n_sequences": int(counts.iloc[:k].sum()),
+                        "n_groups": k,
+                        "seq_len": size,
+                        **{c: found[c] for c in CONVERGENCE_COLUMNS if c in found},
+                    }
+                )
     frame = pd.DataFrame(rows, columns=CONVERGENCE_COLUMNS)
     frame["layer"] = frame["layer"].astype("Int64")
     return frame.sort_values(["model", "claim_id", "layer", "n_sequences"], ignore_index=True, na_position="first")
@@ -82,12 +96,12 @@ def verdict_changes(convergence: pd.DataFrame) -> dict[tuple, str]:
     """{(claim_id, model, layer or -1): "N = 16 inconclusive, 32 supported, ..."} for each claim, model and layer
     whose verdict is not the same at every number of sequences."""
     changes = {}
-    for (claim_id, model, layer), rows in convergence.groupby(["claim_id", "model", "layer"], dropna=False,
-                                                              sort=True):
+    for (claim_id, model, layer), rows in convergence.groupby(["claim_id", "model", "layer"], dropna=False, sort=True):
         rows = rows.sort_values("n_sequences")
         if rows["verdict"].nunique() > 1:
             changes[_key(claim_id, model, layer)] = "N = " + ", ".join(
-                f"{n} {v}" for n, v in zip(rows["n_sequences"], rows["verdict"]))
+                f"{n} {v}" for n, v in zip(rows["n_sequences"], rows["verdict"])
+            )
     return changes
 
 
@@ -107,4 +121,3 @@ def note_flips(ledger: pd.DataFrame, convergence: pd.DataFrame | None) -> pd.Dat
 def flip_count(convergence: pd.DataFrame) -> int:
     """How many claim, model and layer rows change verdict with N (for the log)."""
     return len(verdict_changes(convergence)) if len(convergence) else 0
-

@@ -89,8 +89,7 @@ def increase_pvalues(x: np.ndarray, size: int, kmin: int = 0) -> dict:
         keys = np.arange(kmin, q)
         j, jj = np.triu_indices(len(keys), 1)
         d = est[start + jj] - est[start + j]
-        se = (reps[start + jj] - reps[start + j]).std(axis=1, ddof=1) if reps.shape[1] > 1 else np.full(d.shape,
-                                                                                                        np.nan)
+        se = (reps[start + jj] - reps[start + j]).std(axis=1, ddof=1) if reps.shape[1] > 1 else np.full(d.shape, np.nan)
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(se > 0, d / np.where(se > 0, se, 1.0), np.where(se == 0, np.sign(d) * np.inf, np.nan))
         z = np.where((se == 0) & (d == 0), 0.0, z)
@@ -107,18 +106,29 @@ def increase_pvalues(x: np.ndarray, size: int, kmin: int = 0) -> dict:
             strongest = (q, int(keys[j[worst]]), int(keys[jj[worst]]), float(z[worst]))
     steps = np.concatenate(step_z) if step_z else np.array([])
     pairs = np.concatenate(pair_z) if pair_z else np.array([])
-    return {"p_value": intersection_union(normal_sf(steps)) if steps.size else math.nan,
-            "p_against": bonferroni_min(normal_sf(-pairs)) if pairs.size else math.nan,
-            "steps": int(steps.size), "pairs": int(pairs.size), "weakest": weakest, "strongest": strongest}
+    return {
+        "p_value": intersection_union(normal_sf(steps)) if steps.size else math.nan,
+        "p_against": bonferroni_min(normal_sf(-pairs)) if pairs.size else math.nan,
+        "steps": int(steps.size),
+        "pairs": int(pairs.size),
+        "weakest": weakest,
+        "strongest": strongest,
+    }
 
 
 def in_family(rows) -> np.ndarray:
     """Which rows (dicts or a DataFrame) the Holm adjustment counts: finite p_value and p_against, and not
     `exact`."""
     records = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
-    return np.array([np.isfinite(float(r.get("p_value", math.nan))) and np.isfinite(float(r.get("p_against",
-                                                                                               math.nan)))
-                     and not is_exact(r.get("exact")) for r in records], dtype=bool)
+    return np.array(
+        [
+            np.isfinite(float(r.get("p_value", math.nan)))
+            and np.isfinite(float(r.get("p_against", math.nan)))
+            and not is_exact(r.get("exact"))
+            for r in records
+        ],
+        dtype=bool,
+    )
 
 
 def is_exact(flag) -> bool:

@@ -16,9 +16,16 @@ from causalpos.analysis.claims.closed_forms import closed_form_series
 from causalpos.analysis.claims.model_claims import KEYS_FROM, key_sweep, nope_models
 from causalpos.analysis.claims.replicates import LedgerInputs, debias
 from causalpos.analysis.claims.rows import absent_row, paper_layer, row
-from causalpos.analysis.triangles import (concordance, diagonal_and_off_correlation, diagonal_concordance,
-                                          diagonal_curve_correlation, key_share, off_to_diagonal_rms,
-                                          query_spread_ratio, safe_ratio)
+from causalpos.analysis.triangles import (
+    concordance,
+    diagonal_and_off_correlation,
+    diagonal_concordance,
+    diagonal_curve_correlation,
+    key_share,
+    off_to_diagonal_rms,
+    query_spread_ratio,
+    safe_ratio,
+)
 from causalpos.catalogue.tables import FIGURE3_STAGES
 from causalpos.tril import packed_index
 
@@ -109,8 +116,17 @@ def claim7_stages(data: LedgerInputs, th: dict) -> list[dict]:
             """compute(k, *fields) -> values over keys >= k, or (values, a note) at KEYS_FROM."""
             missing = [s for s in stages if fields[s][0] is None]
             if missing:
-                out[claim_id].append(row(claim_id, f"{model} {what}", None, th, model=model, label=model,
-                                         note=f"no stage {', '.join(missing)} intermediates for model {model}"))
+                out[claim_id].append(
+                    row(
+                        claim_id,
+                        f"{model} {what}",
+                        None,
+                        th,
+                        model=model,
+                        label=model,
+                        note=f"no stage {', '.join(missing)} intermediates for model {model}",
+                    )
+                )
                 return
             field, layer = fields[stages[-1]]
             inputs = [fields[s][0] for s in stages]
@@ -126,9 +142,19 @@ def claim7_stages(data: LedgerInputs, th: dict) -> list[dict]:
 
             values, sweep = key_sweep(metric, field.size)
             source = inputs[0].source
-            out[claim_id].append(row(claim_id, f"{model} {what}, layer {layer + 1} (paper)", values, th,
-                                     note="; ".join(filter(None, [source, *notes, note])), layer=layer,
-                                     model=model, label=model, **sweep))
+            out[claim_id].append(
+                row(
+                    claim_id,
+                    f"{model} {what}, layer {layer + 1} (paper)",
+                    values,
+                    th,
+                    note="; ".join(filter(None, [source, *notes, note])),
+                    layer=layer,
+                    model=model,
+                    label=model,
+                    **sweep,
+                )
+            )
 
         def gain(k, first, second):
             r1, r2 = off_to_diagonal_rms(first.x, first.size, k), off_to_diagonal_rms(second.x, second.size, k)
@@ -149,12 +175,12 @@ def claim7_stages(data: LedgerInputs, th: dict) -> list[dict]:
         size = fields["c"][0].size if fields["c"][0] is not None else 0
         curve, curve_note = squared_norm_curve(data, size)
         if curve is None and fields["c"][0] is not None:
-            out["7l"].append(row("7l", f"{model} {stage_name('c')}", None, th, note=curve_note, model=model,
-                                 label=model))
+            out["7l"].append(
+                row("7l", f"{model} {stage_name('c')}", None, th, note=curve_note, model=model, label=model)
+            )
         else:
             add("7l", "c", lambda k, f: curve_correlation(f, curve, k), stage_name("c"), note=curve_note)
-        add("7m", "c", lambda k, f: query_spread_ratio(f.x, f.size, k), stage_name("c"),
-            note=closed_form_spread(data))
+        add("7m", "c", lambda k, f: query_spread_ratio(f.x, f.size, k), stage_name("c"), note=closed_form_spread(data))
         later_layers(data, model, fields["i"][1], th, out["7n"])
     return [r for claim_id in STAGE_CLAIMS for r in out[claim_id]]
 
@@ -168,7 +194,7 @@ def closed_form_spread(data: LedgerInputs) -> str:
     if size - KEYS_FROM < 3:
         return ""
     gram = g_prime.copy()
-    gram[packed_index(positions, positions)] = h_prime ** 2
+    gram[packed_index(positions, positions)] = h_prime**2
     ratio = query_spread_ratio(gram[:, None], size, KEYS_FROM)[0]
     return f"closed forms g'(i) / h'(i)^2 at alpha = {A2_ALPHA:g}, S = {size}: {ratio:.3g}"
 
@@ -179,10 +205,30 @@ def later_layers(data: LedgerInputs, model: str, inner_layer: int | None, th: di
     after = inner_layer if inner_layer is not None else 1
     layers = [layer for layer in data.score_layers(model) if layer > after]
     if not layers:
-        rows.append(row("7n", f"{model}, layers after {paper_layer(after)}", None, th, model=model, label=model,
-                        note=f"no scores of model {model} after {paper_layer(after)}"))
+        rows.append(
+            row(
+                "7n",
+                f"{model}, layers after {paper_layer(after)}",
+                None,
+                th,
+                model=model,
+                label=model,
+                note=f"no scores of model {model} after {paper_layer(after)}",
+            )
+        )
     for layer in layers:
         field = data.score_field(model, layer)
         values, sweep = key_sweep(lambda k: concordance(field.x, field.size, k), field.size)
-        rows.append(row("7n", f"{model}, {paper_layer(layer)}", values, th, note=field.source, layer=layer,
-                        model=model, label=f"{model} L{layer + 1}", **sweep))
+        rows.append(
+            row(
+                "7n",
+                f"{model}, {paper_layer(layer)}",
+                values,
+                th,
+                note=field.source,
+                layer=layer,
+                model=model,
+                label=f"{model} L{layer + 1}",
+                **sweep,
+            )
+        )

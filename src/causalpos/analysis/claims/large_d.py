@@ -17,8 +17,16 @@ import numpy as np
 import pandas as pd
 
 from causalpos.analysis.claims.replicates import Field, LedgerInputs, debias
-from causalpos.analysis.claims.rows import (BASE, absent_row, law_suffix, paper_layer, reference_d, row,
-                                            select_variants, setting_label)
+from causalpos.analysis.claims.rows import (
+    BASE,
+    absent_row,
+    law_suffix,
+    paper_layer,
+    reference_d,
+    row,
+    select_variants,
+    setting_label,
+)
 from causalpos.analysis.claims.simulation_claims import spans
 from causalpos.analysis.triangles import explained_share, family_z, off_diagonal, pearson, strict_increase
 from causalpos.tril import packed_size
@@ -64,7 +72,9 @@ def claim10(data: LedgerInputs, th: dict) -> list[dict]:
     rows_a, rows_b = [], []
     for variant, p in settings(data).iterrows():
         window = data.windows.get(variant)
-        setting = f"{setting_label(p)}{'' if window is None else f', window {window}'}, layers 2-{int(p['n_layers'])} (paper)"
+        setting = (
+            f"{setting_label(p)}{'' if window is None else f', window {window}'}, layers 2-{int(p['n_layers'])} (paper)"
+        )
         label = f"{setting_label(p)}{'' if window is None else f' w{window}'}"
         rs, r2s, kinds, missing, concentrates = [], [], set(), [], True
         for layer in range(1, int(p["n_layers"])):
@@ -85,13 +95,21 @@ def claim10(data: LedgerInputs, th: dict) -> list[dict]:
             rows_b.append(row("10b", setting, None, th, note=note, label=label))
             continue
         rs, r2s = np.stack(rs), np.stack(r2s)
-        base = f"variant {variant}; {' and '.join(sorted(kinds))} prediction" + \
-            ("; lower triangle (no mask)" if p["mask"] == "none" else "") + \
-            ("" if concentrates else "; its scores do not concentrate as d grows (sqrt(d) scaling keeps the softmax's "
-             "fluctuations O(1)): the recursion is no large-d limit here")
+        base = (
+            f"variant {variant}; {' and '.join(sorted(kinds))} prediction"
+            + ("; lower triangle (no mask)" if p["mask"] == "none" else "")
+            + (
+                ""
+                if concentrates
+                else "; its scores do not concentrate as d grows (sqrt(d) scaling keeps the softmax's "
+                "fluctuations O(1)): the recursion is no large-d limit here"
+            )
+        )
         for claim_id, values, out in (("10a", rs, rows_a), ("10b", r2s, rows_b)):
             weakest = int(np.argmin(values[:, 0])) + 1
-            note = f"{base}; weakest at {paper_layer(weakest)}; by layer: " + ", ".join(f"{v:.4f}" for v in values[:, 0])
+            note = f"{base}; weakest at {paper_layer(weakest)}; by layer: " + ", ".join(
+                f"{v:.4f}" for v in values[:, 0]
+            )
             out.append(row(claim_id, setting, values.min(axis=0), th, note=note, label=label))
     if not rows_a:
         why = "no simulation variant with >= 2 layers"
@@ -106,7 +124,7 @@ def predicted_breaks(scores: np.ndarray, size: int) -> dict[int, int]:
     breaks = {}
     for q in range(2, size):
         start = packed_size(q)
-        keys = scores[start:start + q]
+        keys = scores[start : start + q]
         peak = int(np.argmax(keys))
         if peak < q - 1 and keys[peak] - keys[q - 1] > BREAK_TOLERANCE * spread:
             breaks[q] = peak
@@ -136,10 +154,14 @@ def break_rows(data: LedgerInputs, th: dict) -> list[dict]:
         for layer in range(1, int(p["n_layers"])):
             field = data.sim_field(variant, layer)
             predicted = data.recursion_scores(variant, layer, field.size) if field is not None else None
-            setting, label = f"{setting_label(p)}, {paper_layer(layer)}", f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}"
+            setting, label = (
+                f"{setting_label(p)}, {paper_layer(layer)}",
+                f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}",
+            )
             if predicted is None:
-                out.append(row("10c", setting, None, th, note=f"variant {variant}: no recursion row", layer=layer,
-                               label=label))
+                out.append(
+                    row("10c", setting, None, th, note=f"variant {variant}: no recursion row", layer=layer, label=label)
+                )
                 continue
             breaks = predicted_breaks(predicted[0], field.size)
             resolved = strict_increase(field.x, field.size, 0, th["family_alpha"])
@@ -149,8 +171,10 @@ def break_rows(data: LedgerInputs, th: dict) -> list[dict]:
             against = contradictions(field, breaks, th["family_alpha"])
             named = set(violated) | set(breaks)
             value = 1.0 - (len(missed) + len(against)) / len(named) if named else 1.0
-            note = f"variant {variant}; predicted breaks: {spans_or_none(breaks)}; Monte Carlo resolves violated: " \
-                   f"{spans_or_none(violated)}"
+            note = (
+                f"variant {variant}; predicted breaks: {spans_or_none(breaks)}; Monte Carlo resolves violated: "
+                f"{spans_or_none(violated)}"
+            )
             if breaks and violated:
                 last = max(set(breaks) & set(violated), default=None)
                 if last is not None:
@@ -159,10 +183,22 @@ def break_rows(data: LedgerInputs, th: dict) -> list[dict]:
                 note += f"; missed: {spans_or_none(missed)}"
             if against:
                 q, peak, t = min(against, key=lambda a: a[2])
-                note += f"; contradicted: {spans_or_none([a[0] for a in against])} (worst: query {q}, key {peak} " \
-                        f"below key {q - 1} by {-t:.1f} SE)"
-            out.append(row("10c", setting, (value, np.nan), th, note=note, layer=layer, label=label,
-                           decided="supported" if value >= th["break_agreement"] else "not supported"))
+                note += (
+                    f"; contradicted: {spans_or_none([a[0] for a in against])} (worst: query {q}, key {peak} "
+                    f"below key {q - 1} by {-t:.1f} SE)"
+                )
+            out.append(
+                row(
+                    "10c",
+                    setting,
+                    (value, np.nan),
+                    th,
+                    note=note,
+                    layer=layer,
+                    label=label,
+                    decided="supported" if value >= th["break_agreement"] else "not supported",
+                )
+            )
     if not out:
         out.append(absent_row("10c", th, "no l2 / no scaling / no PE / causal / residual variant with >= 2 layers"))
     return out
@@ -178,8 +214,10 @@ def _values(r) -> np.ndarray:
 
 
 def _window_source(first) -> str:
-    return (f"{first['source']} tables, {int(first['n_sequences'])} x {int(first['seq_len'])} tokens, window "
-            f"{int(first['window'])}")
+    return (
+        f"{first['source']} tables, {int(first['n_sequences'])} x {int(first['seq_len'])} tokens, window "
+        f"{int(first['window'])}"
+    )
 
 
 def claim10_windows(data: LedgerInputs, th: dict) -> list[dict]:
@@ -204,33 +242,74 @@ def claim10_windows(data: LedgerInputs, th: dict) -> list[dict]:
         source = _window_source(t.iloc[0])
         change = later[later["region"] == "change"]
         if change.empty:
-            rows_d.append(row("10d", f"{model}, every layer", None, th, label=model, model=model,
-                              note=f"{source}: no query at or past the window, so nothing to compare; target "
-                                   "paper_llms's tables have them, and this test reads them when they exist"))
+            rows_d.append(
+                row(
+                    "10d",
+                    f"{model}, every layer",
+                    None,
+                    th,
+                    label=model,
+                    model=model,
+                    note=f"{source}: no query at or past the window, so nothing to compare; target "
+                    "paper_llms's tables have them, and this test reads them when they exist",
+                )
+            )
         for _, r in change.iterrows():
             layer = int(r["layer"])
             parts = later[later["layer"] == layer].set_index("region")
             sign = 1.0 if r["predicted"] >= 0 else -1.0
-            note = (f"{source}; {r['layer_type']} layer; amplitude before {parts.loc['before', 'measured']:.3f}, "
-                    f"after {parts.loc['after', 'measured']:.3f}; the recursion: {parts.loc['before', 'predicted']:.3f}"
-                    f" -> {parts.loc['after', 'predicted']:.3f} (change {r['predicted']:+.3f})")
-            rows_d.append(row("10d", f"{model}, {paper_layer(layer)}, {r['layer_type']}", sign * _values(r), th,
-                              note=note, layer=layer, label=f"L{layer + 1} {r['layer_type'][0]}", model=model))
+            note = (
+                f"{source}; {r['layer_type']} layer; amplitude before {parts.loc['before', 'measured']:.3f}, "
+                f"after {parts.loc['after', 'measured']:.3f}; the recursion: {parts.loc['before', 'predicted']:.3f}"
+                f" -> {parts.loc['after', 'predicted']:.3f} (change {r['predicted']:+.3f})"
+            )
+            rows_d.append(
+                row(
+                    "10d",
+                    f"{model}, {paper_layer(layer)}, {r['layer_type']}",
+                    sign * _values(r),
+                    th,
+                    note=note,
+                    layer=layer,
+                    label=f"L{layer + 1} {r['layer_type'][0]}",
+                    model=model,
+                )
+            )
         for region in ("before", "after"):
             part = later[(later["region"] == region) & later["measured"].notna()]
             kinds = {kind: part[part["layer_type"] == kind] for kind in ("global", "sliding")}
             if part.empty or any(k.empty for k in kinds.values()):
-                rows_e.append(row("10e", f"{model}, queries {region} the window", None, th, label=f"{region}",
-                                  model=model, note=f"{source}: no measured query {region} the window in both "
-                                                    "layer types"))
+                rows_e.append(
+                    row(
+                        "10e",
+                        f"{model}, queries {region} the window",
+                        None,
+                        th,
+                        label=f"{region}",
+                        model=model,
+                        note=f"{source}: no measured query {region} the window in both layer types",
+                    )
+                )
                 continue
-            medians = {kind: np.median(np.stack([_values(r) for _, r in k.iterrows()]), axis=0)
-                       for kind, k in kinds.items()}
+            medians = {
+                kind: np.median(np.stack([_values(r) for _, r in k.iterrows()]), axis=0) for kind, k in kinds.items()
+            }
             predicted = {kind: float(np.median(k["predicted"])) for kind, k in kinds.items()}
             first = part.iloc[0]
-            note = (f"{source}; queries {int(first['query_from'])}-{int(first['query_to'])}; medians: global "
-                    f"{medians['global'][0]:.3f} ({len(kinds['global'])} layers), sliding {medians['sliding'][0]:.3f} "
-                    f"({len(kinds['sliding'])}); the recursion: {predicted['global']:.3f} vs {predicted['sliding']:.3f}")
-            rows_e.append(row("10e", f"{model}, queries {region} the window", medians["global"] - medians["sliding"],
-                              th, note=note, label=region, model=model))
+            note = (
+                f"{source}; queries {int(first['query_from'])}-{int(first['query_to'])}; medians: global "
+                f"{medians['global'][0]:.3f} ({len(kinds['global'])} layers), sliding {medians['sliding'][0]:.3f} "
+                f"({len(kinds['sliding'])}); the recursion: {predicted['global']:.3f} vs {predicted['sliding']:.3f}"
+            )
+            rows_e.append(
+                row(
+                    "10e",
+                    f"{model}, queries {region} the window",
+                    medians["global"] - medians["sliding"],
+                    th,
+                    note=note,
+                    label=region,
+                    model=model,
+                )
+            )
     return rows_d + rows_e

@@ -10,10 +10,24 @@ from __future__ import annotations
 import numpy as np
 
 from causalpos.analysis.claims.replicates import LedgerInputs, debias, estimate
-from causalpos.analysis.claims.rows import (BASE, absent_row, law_suffix, paper_layer, reference_d, row,
-                                            select_variants, setting_label)
-from causalpos.analysis.triangles import (concordance, nearer_higher_share, off_diagonal, query_share, safe_ratio,
-                                          unsaturated_share)
+from causalpos.analysis.claims.rows import (
+    BASE,
+    absent_row,
+    law_suffix,
+    paper_layer,
+    reference_d,
+    row,
+    select_variants,
+    setting_label,
+)
+from causalpos.analysis.triangles import (
+    concordance,
+    nearer_higher_share,
+    off_diagonal,
+    query_share,
+    safe_ratio,
+    unsaturated_share,
+)
 from causalpos.tril import packed_index
 
 # Figure 1 (d), the layer-2 scores it prints for queries and keys 0-2 at alpha = 0, (query, key) -> value.
@@ -47,15 +61,20 @@ def figure1_note(data: LedgerInputs, closed: dict) -> str:
     variant, p = next(iter(variants.iterrows()))
     second, first = data.sim_field(variant, 1), data.sim_field(variant, 0)
     mc = []
-    for (q, k) in FIGURE1_SCORES:
+    for q, k in FIGURE1_SCORES:
         value, se = estimate(second.x[packed_index(q, k)])
         mc.append(f"{key_text(q, k)} {value:.4f} ± {se:.1g}")
-    note += (f"; Monte Carlo ({variant}, d={int(p['d'])}) at layer 2 (paper): " + ", ".join(mc)
-             + " (Eq. 4 is the limit as d grows: claims 1a-1b)")
+    note += (
+        f"; Monte Carlo ({variant}, d={int(p['d'])}) at layer 2 (paper): "
+        + ", ".join(mc)
+        + " (Eq. 4 is the limit as d grows: claims 1a-1b)"
+    )
     diagonal = first.x[packed_index(np.arange(first.size), np.arange(first.size)), 0]
     off_mean, off_se = estimate(first.x[off_diagonal(first.size, 0)].mean(axis=0))
-    return note + (f"; panel (a), layer 1 (paper): diagonal within {np.abs(diagonal - 1.0).max():.1g} of 1, "
-                   f"off-diagonal mean {off_mean:+.2g} ± {off_se:.1g} (Eq. 2 at α=0: 1 and 0)")
+    return note + (
+        f"; panel (a), layer 1 (paper): diagonal within {np.abs(diagonal - 1.0).max():.1g} of 1, "
+        f"off-diagonal mean {off_mean:+.2g} ± {off_se:.1g} (Eq. 2 at α=0: 1 and 0)"
+    )
 
 
 def column_concordance(x: np.ndarray, size: int) -> np.ndarray:
@@ -93,24 +112,46 @@ def claim2_figure1_cosine(data: LedgerInputs, th: dict) -> list[dict]:
         cf = cf.drop_duplicates(["query_pos", "key_pos"]).set_index(["query_pos", "key_pos"])["score"]
         closed = {k: float(cf[k]) for k in FIGURE1_SCORES if k in cf.index}
         if len(closed) < len(FIGURE1_SCORES):
-            rows_d.append(absent_row("2d", th, "the theory table has no α=0 closed form with residual over "
-                                               "positions 0-2"))
+            rows_d.append(
+                absent_row("2d", th, "the theory table has no α=0 closed form with residual over positions 0-2")
+            )
         else:
             gap = max(abs(FIGURE1_SCORES[k] - closed[k]) for k in FIGURE1_SCORES)
-            rows_d.append(row("2d", "Figure 1 (d) against Eq. 4 (closed form), α=0, queries and keys 0-2",
-                              (gap, 0.0), th, note=figure1_note(data, closed), layer=1, label="Fig. 1 (d)"))
+            rows_d.append(
+                row(
+                    "2d",
+                    "Figure 1 (d) against Eq. 4 (closed form), α=0, queries and keys 0-2",
+                    (gap, 0.0),
+                    th,
+                    note=figure1_note(data, closed),
+                    layer=1,
+                    label="Fig. 1 (d)",
+                )
+            )
     for variant, p in alpha_zero_reference(data).iterrows():
         for layer in range(1, int(p["n_layers"])):
             field = data.sim_field(variant, layer)
             rows_c, cols_c = concordance(field.x, field.size), column_concordance(field.x, field.size)
             (r, r_se), (c, c_se) = estimate(rows_c), estimate(cols_c)
-            note = (f"variant {variant}; the cosines of the hidden states after {paper_layer(layer - 1)}; keys "
-                    f"at a fixed query {r:.4f} ± {r_se:.1g}, queries at a fixed key {c:.4f} ± {c_se:.1g}")
-            rows_e.append(row("2e", f"{setting_label(p)}, {paper_layer(layer)}", np.minimum(rows_c, cols_c), th,
-                              note=note, layer=layer, label=f"L{layer + 1}{law_suffix(p)}"))
+            note = (
+                f"variant {variant}; the cosines of the hidden states after {paper_layer(layer - 1)}; keys "
+                f"at a fixed query {r:.4f} ± {r_se:.1g}, queries at a fixed key {c:.4f} ± {c_se:.1g}"
+            )
+            rows_e.append(
+                row(
+                    "2e",
+                    f"{setting_label(p)}, {paper_layer(layer)}",
+                    np.minimum(rows_c, cols_c),
+                    th,
+                    note=note,
+                    layer=layer,
+                    label=f"L{layer + 1}{law_suffix(p)}",
+                )
+            )
     if not rows_e:
-        rows_e.append(absent_row("2e", th, "no l2 / no scaling / no PE / causal / residual variant at α=0 with "
-                                           ">= 2 layers"))
+        rows_e.append(
+            absent_row("2e", th, "no l2 / no scaling / no PE / causal / residual variant at α=0 with >= 2 layers")
+        )
     return rows_d + rows_e
 
 
@@ -151,19 +192,31 @@ def claim3_by_layer(data: LedgerInputs, th: dict) -> list[dict]:
             values = [metric(f) for f in fields]
             ratios = np.stack([safe_ratio(v, values[0]) for v in values[1:]])
             by_layer = ", ".join(f"{paper_layer(layer)} {v[0]:.3g}" for layer, v in enumerate(values, start=1))
-            note = (f"variant {variant}; {name} by layer: {by_layer}; ratio to layer 2 (paper): "
-                    + ", ".join(f"{paper_layer(layer)} {r:.3g}" for layer, r in enumerate(ratios[:, 0], start=2)))
+            note = f"variant {variant}; {name} by layer: {by_layer}; ratio to layer 2 (paper): " + ", ".join(
+                f"{paper_layer(layer)} {r:.3g}" for layer, r in enumerate(ratios[:, 0], start=2)
+            )
             if name == "query share":  # "more evident" or not, is it still "nearly independent of i" (3a)?
                 note += f"; 3a's threshold {th['query_share']:g}"
             base, base_se = estimate(values[0])
             result = ratios.max(axis=0)
             if not base > max(FLOAT_ZERO, RESOLVED * base_se):
                 result = None
-                note += (f"; the {name} at layer 2 (paper), {base:.2g} ± {base_se:.1g}, is not resolved above 0: no "
-                         "ratio to compare with")
-            out.append(row("3d", f"{setting_label(p)}, {where}, layers 3-{last} vs 2 (paper)", result,
-                           th, note=note, label=f"α={p['alpha']:g} {where.split(' (')[0]}{law_suffix(p)}"))
+                note += (
+                    f"; the {name} at layer 2 (paper), {base:.2g} ± {base_se:.1g}, is not resolved above 0: no "
+                    "ratio to compare with"
+                )
+            out.append(
+                row(
+                    "3d",
+                    f"{setting_label(p)}, {where}, layers 3-{last} vs 2 (paper)",
+                    result,
+                    th,
+                    note=note,
+                    label=f"α={p['alpha']:g} {where.split(' (')[0]}{law_suffix(p)}",
+                )
+            )
     if not out:
-        out.append(absent_row("3d", th, "no l2 / no scaling / no PE / causal / residual variant with α > 0 and "
-                                        ">= 3 layers"))
+        out.append(
+            absent_row("3d", th, "no l2 / no scaling / no PE / causal / residual variant with α > 0 and >= 3 layers")
+        )
     return out

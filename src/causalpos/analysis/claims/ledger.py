@@ -7,18 +7,34 @@ import math
 import numpy as np
 import pandas as pd
 
-from causalpos.analysis.claims import (ablation_claims, closed_forms, figure3_claims, large_d, later_layers,
-                                       model_claims, robustness, simulation_claims)
-from causalpos.catalogue.claims import (CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS,
-                                                 merge_thresholds)
+from causalpos.analysis.claims import (
+    ablation_claims,
+    closed_forms,
+    figure3_claims,
+    large_d,
+    later_layers,
+    model_claims,
+    robustness,
+    simulation_claims,
+)
+from causalpos.catalogue.claims import CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, merge_thresholds
 from causalpos.analysis.claims.family import adjust, in_family, is_exact
 from causalpos.analysis.claims.replicates import LedgerInputs
 from causalpos.analysis.triangles import FIRST_KEYS
 
 # the builders that read the simulation tables, in claim order: built again on the exact-law twins (claim 9a)
-SIM_BUILDERS = (simulation_claims.claim1, closed_forms.claim1_appendix, simulation_claims.claim2,
-                later_layers.claim2_figure1_cosine, simulation_claims.claim3, later_layers.claim3_by_layer, simulation_claims.claim4,
-                simulation_claims.claim5, simulation_claims.claim6, model_claims.claim7)
+SIM_BUILDERS = (
+    simulation_claims.claim1,
+    closed_forms.claim1_appendix,
+    simulation_claims.claim2,
+    later_layers.claim2_figure1_cosine,
+    simulation_claims.claim3,
+    later_layers.claim3_by_layer,
+    simulation_claims.claim4,
+    simulation_claims.claim5,
+    simulation_claims.claim6,
+    model_claims.claim7,
+)
 BUILDERS = SIM_BUILDERS + (figure3_claims.claim7_stages, model_claims.claim8)
 # our own claims (not the paper's), one Holm family per claim: adding one leaves the paper's verdicts, and those of
 # our other claims, as they are
@@ -26,12 +42,20 @@ OWN_FAMILIES = ((large_d.claim10, large_d.claim10_windows), (ablation_claims.cla
 OWN_CLAIMS = (10, 11)  # their claim numbers
 
 
-def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, scores: pd.DataFrame | None,
-                 intermediates: pd.DataFrame | None, groups: pd.DataFrame | None, thresholds: dict | None = None,
-                 n_bootstrap: int = 200, seed: int = 0,
-                 simulation_groups: pd.DataFrame | None = None, recursion: pd.DataFrame | None = None,
-                 window_test: pd.DataFrame | None = None,
-                 pattern_ablation: pd.DataFrame | None = None) -> pd.DataFrame:
+def build_ledger(
+    simulations: pd.DataFrame | None,
+    theory: pd.DataFrame | None,
+    scores: pd.DataFrame | None,
+    intermediates: pd.DataFrame | None,
+    groups: pd.DataFrame | None,
+    thresholds: dict | None = None,
+    n_bootstrap: int = 200,
+    seed: int = 0,
+    simulation_groups: pd.DataFrame | None = None,
+    recursion: pd.DataFrame | None = None,
+    window_test: pd.DataFrame | None = None,
+    pattern_ablation: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """The claims ledger: one row per claim and setting (see catalogue's docstring), claims in order 1a .. 11a.
 
     Any table may be None or empty: the claims that need it get rows with value NaN, verdict
@@ -46,8 +70,19 @@ def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, 
     th = merge_thresholds(thresholds)
     if int(n_bootstrap) < 2:
         raise ValueError(f"n_bootstrap must be >= 2 to estimate an uncertainty, got {n_bootstrap}")
-    data = LedgerInputs(simulations, theory, scores, intermediates, groups, int(n_bootstrap), int(seed),
-                        simulation_groups, recursion, window_test, pattern_ablation)
+    data = LedgerInputs(
+        simulations,
+        theory,
+        scores,
+        intermediates,
+        groups,
+        int(n_bootstrap),
+        int(seed),
+        simulation_groups,
+        recursion,
+        window_test,
+        pattern_ablation,
+    )
     rows = []
     for build in BUILDERS:
         rows.extend(build(data, th))
@@ -57,8 +92,11 @@ def build_ledger(simulations: pd.DataFrame | None, theory: pd.DataFrame | None, 
         for build in SIM_BUILDERS:
             twin_rows.extend(build(twins, th))
     rows = adjust(rows, th["family_alpha"])
-    own = [r for family in OWN_FAMILIES
-           for r in adjust([r for build in family for r in build(data, th)], th["family_alpha"])]
+    own = [
+        r
+        for family in OWN_FAMILIES
+        for r in adjust([r for build in family for r in build(data, th)], th["family_alpha"])
+    ]
     rows.extend(robustness.claim9(rows, adjust(twin_rows, th["family_alpha"]), data, th))
     ledger = pd.DataFrame(rows + own)
     ledger = ledger.iloc[np.argsort(ledger["claim"].to_numpy(), kind="stable")]  # 9a is built after the family's
@@ -122,7 +160,7 @@ def verdict_cell(verdict: str) -> str:
 
 
 def counts_text(verdicts: pd.Series) -> str:
-    """"n supported, n not supported, n inconclusive", then the rows that hold by construction apart (not tests)."""
+    """ "n supported, n not supported, n inconclusive", then the rows that hold by construction apart (not tests)."""
     counts = verdicts.value_counts()
     tested = [v for v in VERDICTS if v != "by construction"]
     text = ", ".join(f"{counts.get(v, 0)} {v}" for v in tested)
@@ -137,15 +175,21 @@ def threshold_text(row) -> str:
 def own_text(ledger: pd.DataFrame) -> str:
     """The Markdown's words on our own claims (OWN_CLAIMS) the ledger has: each a Holm family of its own."""
     tested = in_family(ledger)
-    counts = {n: int((tested & (ledger["claim"] == n).to_numpy()).sum()) for n in OWN_CLAIMS
-              if (ledger["claim"] == n).any()}
+    counts = {
+        n: int((tested & (ledger["claim"] == n).to_numpy()).sum()) for n in OWN_CLAIMS if (ledger["claim"] == n).any()
+    }
     if not counts:
         return ""
-    text = (" Our own claims are Holm-adjusted apart, each over its own rows that test something ("
-            + ", ".join(f"claim {n}: {k}" for n, k in counts.items()) + "), so they take no power from the paper's.")
+    text = (
+        " Our own claims are Holm-adjusted apart, each over its own rows that test something ("
+        + ", ".join(f"claim {n}: {k}" for n, k in counts.items())
+        + "), so they take no power from the paper's."
+    )
     if 11 in counts:
-        text += (" Claim 11's standard error is the SD over training seeds / sqrt(n), its p's Student's t with n - 1 "
-                 "degrees of freedom (not the normal approximation); one seed gives no verdict.")
+        text += (
+            " Claim 11's standard error is the SD over training seeds / sqrt(n), its p's Student's t with n - 1 "
+            "degrees of freedom (not the normal approximation); one seed gives no verdict."
+        )
     return text
 
 
@@ -163,8 +207,8 @@ def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> s
         "threshold) / standard error): a p-value for the claim and one against it, each Holm-adjusted over the "
         f"{m} rows that test something (column p (adjusted), for / against). A claim is **supported** where "
         f"its adjusted p is at most {alpha:g}, **not supported** where the adjusted p against it is, and "
-        f"inconclusive otherwise: the chance of any false \"supported\" among the {m} rows is at most {alpha:g}, "
-        f"and so is the chance of any false \"not supported\" (Holm, whatever the dependence between the rows). "
+        f'inconclusive otherwise: the chance of any false "supported" among the {m} rows is at most {alpha:g}, '
+        f'and so is the chance of any false "not supported" (Holm, whatever the dependence between the rows). '
         "Claims 2c (every step of every row for it, any decreasing pair of keys against, Bonferroni over the "
         "pairs) and 6b (every named region must agree, either way) combine sub-tests into one p each way. Exact "
         "rows (closed forms, symbolic checks) are certain, not counted among the tests; 9a compares two verdicts "
@@ -176,8 +220,11 @@ def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> s
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     per_layer = ledger[ledger["claim_id"].isin(PER_LAYER) & ledger["layer"].notna()]
-    law = ledger[(ledger["claim_id"] == "9a") & ledger["compared_claim"].notna()] \
-        if "compared_claim" in ledger.columns else ledger.iloc[:0]
+    law = (
+        ledger[(ledger["claim_id"] == "9a") & ledger["compared_claim"].notna()]
+        if "compared_claim" in ledger.columns
+        else ledger.iloc[:0]
+    )
     previous, summarised = None, set()
     for _, row in ledger.iterrows():
         first = row["claim_id"] != previous
@@ -189,31 +236,41 @@ def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> s
                 continue
             summarised.add((row["claim_id"], row["model"]))
             rows = per_layer[(per_layer["claim_id"] == row["claim_id"]) & (per_layer["model"] == row["model"])]
-            lines.append(f"| {claim} | {cell(row['model'])}, each of {len(rows)} layers | {metric} | see below | "
-                         f"{threshold_text(row)} | see below | {counts_text(rows['verdict'])} |")
+            lines.append(
+                f"| {claim} | {cell(row['model'])}, each of {len(rows)} layers | {metric} | see below | "
+                f"{threshold_text(row)} | see below | {counts_text(rows['verdict'])} |"
+            )
             continue
         if row["claim_id"] == "9a" and len(law) and pd.notna(row.get("compared_claim")):
             if "9a" in summarised:
                 continue
             summarised.add("9a")
             text = f"{len(law)} claim and setting pairs: {counts_text(law['verdict'])}"
-            lines.append(f"| {claim} | exact-law twins, {len(law)} comparisons (below) | {metric} | "
-                         f"{(law['value'] == 1).sum()} of {len(law)} the same | {threshold_text(row)} | not a test | "
-                         f"{text} |")
+            lines.append(
+                f"| {claim} | exact-law twins, {len(law)} comparisons (below) | {metric} | "
+                f"{(law['value'] == 1).sum()} of {len(law)} the same | {threshold_text(row)} | not a test | "
+                f"{text} |"
+            )
             continue
         value = format_value(row["value"], row["uncertainty"])
-        lines.append(f"| {claim} | {cell(row['setting'])} | {metric} | {value} | {threshold_text(row)} | "
-                     f"{p_text(row)} | {verdict_cell(row['verdict'])} |")
+        lines.append(
+            f"| {claim} | {cell(row['setting'])} | {metric} | {value} | {threshold_text(row)} | "
+            f"{p_text(row)} | {verdict_cell(row['verdict'])} |"
+        )
     if len(per_layer):
-        lines += ["", "Claims 8a and 8d per layer. Non-relative amplitude (8a): the RMS of the scores' departure from "
-                  "a function of i - j over the RMS spread of the scores, over keys >= 1 (the verdict's metric) and "
-                  "with the attention-sink key 0. Range ratio: the 1%-99% range of the diagonal-normalised pattern "
-                  "over that of the raw scores (8c takes its median). Left-region deficit: the mean band-centred "
-                  "score of keys 1 to S/4 in score SDs (< 0: the first keys score lower than their diagonals, > 0: "
-                  "higher). First keys (8d): the same for keys 1-4, and for key 0 alone.", "",
-                  "| model | layer | 8a amplitude, keys >= 1 | with key 0 | range ratio | left-region deficit | "
-                  "8a verdict (p adjusted, for / against) | 8d keys 1-4 | key 0 | 8d verdict (p) |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "Claims 8a and 8d per layer. Non-relative amplitude (8a): the RMS of the scores' departure from "
+            "a function of i - j over the RMS spread of the scores, over keys >= 1 (the verdict's metric) and "
+            "with the attention-sink key 0. Range ratio: the 1%-99% range of the diagonal-normalised pattern "
+            "over that of the raw scores (8c takes its median). Left-region deficit: the mean band-centred "
+            "score of keys 1 to S/4 in score SDs (< 0: the first keys score lower than their diagonals, > 0: "
+            "higher). First keys (8d): the same for keys 1-4, and for key 0 alone.",
+            "",
+            "| model | layer | 8a amplitude, keys >= 1 | with key 0 | range ratio | left-region deficit | "
+            "8a verdict (p adjusted, for / against) | 8d keys 1-4 | key 0 | 8d verdict (p) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         amp = per_layer[per_layer["claim_id"] == "8a"].set_index(["model", "layer"])
         first = per_layer[per_layer["claim_id"] == "8d"].set_index(["model", "layer"])
         for key in dict.fromkeys(list(amp.index) + list(first.index)):
@@ -226,34 +283,50 @@ def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> s
             def judged(frame):
                 return "" if frame is None else f"{frame['verdict']} ({p_text(frame)})"
 
-            lines.append(f"| {cell((model_labels or {}).get(key[0], key[0]))} | {int(key[1]) + 1} | {pick(a, 'value', 'uncertainty')} | "
-                         f"{pick(a, 'value_with_sink', 'uncertainty_with_sink')} | "
-                         f"{pick(a, 'range_ratio', 'range_ratio_uncertainty')} | "
-                         f"{pick(a, 'left_deficit', 'left_deficit_uncertainty')} | "
-                         f"{judged(a)} | {pick(f, 'value', 'uncertainty')} | "
-                         f"{pick(f, 'sink_emphasis', 'sink_emphasis_uncertainty')} | {judged(f)} |")
+            lines.append(
+                f"| {cell((model_labels or {}).get(key[0], key[0]))} | {int(key[1]) + 1} | {pick(a, 'value', 'uncertainty')} | "
+                f"{pick(a, 'value_with_sink', 'uncertainty_with_sink')} | "
+                f"{pick(a, 'range_ratio', 'range_ratio_uncertainty')} | "
+                f"{pick(a, 'left_deficit', 'left_deficit_uncertainty')} | "
+                f"{judged(a)} | {pick(f, 'value', 'uncertainty')} | "
+                f"{pick(f, 'sink_emphasis', 'sink_emphasis_uncertainty')} | {judged(f)} |"
+            )
     sweep = ledger[(ledger["claim"] == 7) & ledger["value"].notna()]
     if len(sweep):  # claim 7 with the first k keys left out (catalogue's docstring, First keys)
-        lines += ["", "Claim 7 with the first keys left out: each row's metric over the keys (and diagonal positions) "
-                  f">= k. The verdict is on k = {model_claims.KEYS_FROM} (key 0, the attention sink, left out); k = "
-                  f"{model_claims.KEYS_FROM + FIRST_KEYS} leaves out the sink and the first few keys of 8d too.", "",
-                  "| claim | setting | " + " | ".join(f"k = {k}" for k in model_claims.KEY_SWEEP) + " |",
-                  "| --- | --- |" + " --- |" * len(model_claims.KEY_SWEEP)]
+        lines += [
+            "",
+            "Claim 7 with the first keys left out: each row's metric over the keys (and diagonal positions) "
+            f">= k. The verdict is on k = {model_claims.KEYS_FROM} (key 0, the attention sink, left out); k = "
+            f"{model_claims.KEYS_FROM + FIRST_KEYS} leaves out the sink and the first few keys of 8d too.",
+            "",
+            "| claim | setting | " + " | ".join(f"k = {k}" for k in model_claims.KEY_SWEEP) + " |",
+            "| --- | --- |" + " --- |" * len(model_claims.KEY_SWEEP),
+        ]
         for _, row in sweep.iterrows():
-            values = [format_value(row["value"], row["uncertainty"]) if k == model_claims.KEYS_FROM else
-                      format_value(*(row[c] for c in model_claims.sweep_columns(k))) for k in model_claims.KEY_SWEEP]
+            values = [
+                format_value(row["value"], row["uncertainty"])
+                if k == model_claims.KEYS_FROM
+                else format_value(*(row[c] for c in model_claims.sweep_columns(k)))
+                for k in model_claims.KEY_SWEEP
+            ]
             lines.append(f"| {row['claim_id']} | {cell(row['setting'])} | " + " | ".join(values) + " |")
     if len(law):
-        lines += ["", "Claim 9a: each claim and setting measured on a variant of the paper's construction (sampler "
-                  "official) that has an exact-law twin (our exact-moment law: the same parameters but the sampler), "
-                  "measured again with the twin in its place, and both verdicts.", "",
-                  "| claim | setting | paper's construction | exact-moment law | verdicts |",
-                  "| --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "Claim 9a: each claim and setting measured on a variant of the paper's construction (sampler "
+            "official) that has an exact-law twin (our exact-moment law: the same parameters but the sampler), "
+            "measured again with the twin in its place, and both verdicts.",
+            "",
+            "| claim | setting | paper's construction | exact-moment law | verdicts |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for _, row in law.iterrows():
             same = {1.0: "the same", 0.5: "one inconclusive", 0.0: "**opposite**"}.get(float(row["value"]), "")
             setting = str(row["setting"]).split(": ", 1)[-1]
-            lines.append(f"| {row['compared_claim']} | {cell(setting)} | "
-                         f"{format_value(row['official_value'], row['official_uncertainty'])}, "
-                         f"{row['official_verdict']} | {format_value(row['exact_value'], row['exact_uncertainty'])}, "
-                         f"{row['exact_verdict']} | {same} |")
+            lines.append(
+                f"| {row['compared_claim']} | {cell(setting)} | "
+                f"{format_value(row['official_value'], row['official_uncertainty'])}, "
+                f"{row['official_verdict']} | {format_value(row['exact_value'], row['exact_uncertainty'])}, "
+                f"{row['exact_verdict']} | {same} |"
+            )
     return "\n".join(lines) + "\n"

@@ -12,11 +12,27 @@ from __future__ import annotations
 import numpy as np
 
 from causalpos.analysis.claims.replicates import Field, LedgerInputs, amplitude, debias, estimate
-from causalpos.analysis.claims.rows import (BASE, absent_row, paper_layer, reference_d, row, select_variants,
-                                            setting_label)
+from causalpos.analysis.claims.rows import (
+    BASE,
+    absent_row,
+    paper_layer,
+    reference_d,
+    row,
+    select_variants,
+    setting_label,
+)
 from causalpos.catalogue.models import PRETRAINED_KIND, TRAINED_KIND, is_nope
-from causalpos.analysis.triangles import (FIRST_KEYS, band_statistics, by_columns, concordance, nearer_key_advantage,
-                                          off_diagonal_std, query_share, safe_ratio, visible_window)
+from causalpos.analysis.triangles import (
+    FIRST_KEYS,
+    band_statistics,
+    by_columns,
+    concordance,
+    nearer_key_advantage,
+    off_diagonal_std,
+    query_share,
+    safe_ratio,
+    visible_window,
+)
 
 # Key 0 is the attention sink: "a vivid line at the 0th column" that the paper sets aside (Section 4.2), and
 # alone it can decide an order statistic or make a non-relative pattern. Every value and verdict of claims 7
@@ -42,6 +58,7 @@ SWEEP_COLUMNS = [c for k in KEY_SWEEP if k != KEYS_FROM for c in sweep_columns(k
 def key_sweep(metric, size: int) -> tuple[np.ndarray | None, dict]:
     """metric(k) -> [estimate, replicates...] over the keys >= k: its values at KEYS_FROM (None where the matrix
     is too small) and the sweep's other cuts as ledger columns (NaN where fewer than MIN_POSITIONS remain)."""
+
     def at(k):
         return metric(k) if size - k >= MIN_POSITIONS else None
 
@@ -60,6 +77,7 @@ def nope_models(data: LedgerInputs) -> list[str]:
     if not models and data.intermediates is not None:
         models = sorted({str(m) for m in data.intermediates["model"].unique() if is_nope(str(m))})
     return models
+
 
 def stage_concordance(field: Field, kmin: int = KEYS_FROM) -> np.ndarray:
     """7a's metric: the key-order concordance of one [S, S] quantity over the keys >= kmin (replicates kept)."""
@@ -114,23 +132,64 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
         for stage, what in (("f", "(f) LN(O)"), ("i", "(i) next layer's scores")):
             field, layer = data.intermediate_field(model, stage)
             if field is None:
-                rows_a.append(row("7a", f"{model} {what}", None, th, note=f"no stage {stage} intermediates for "
-                                   f"model {model}", label=f"{model} ({stage})", model=model))
+                rows_a.append(
+                    row(
+                        "7a",
+                        f"{model} {what}",
+                        None,
+                        th,
+                        note=f"no stage {stage} intermediates for model {model}",
+                        label=f"{model} ({stage})",
+                        model=model,
+                    )
+                )
                 continue
             values, sweep = key_sweep(lambda k, f=field: stage_concordance(f, k), field.size)
-            rows_a.append(row("7a", f"{model} {what}, layer {layer + 1} (paper)", values, th, note=field.source,
-                              layer=layer, label=f"{model} ({stage})", model=model, **sweep))
+            rows_a.append(
+                row(
+                    "7a",
+                    f"{model} {what}, layer {layer + 1} (paper)",
+                    values,
+                    th,
+                    note=field.source,
+                    layer=layer,
+                    label=f"{model} ({stage})",
+                    model=model,
+                    **sweep,
+                )
+            )
         field, layer = data.intermediate_field(model, "i")
         if field is None:
-            rows_c.append(row("7c", f"{model} (i)", None, th, note="no stage i intermediates", label=model,
-                              model=model))
+            rows_c.append(
+                row("7c", f"{model} (i)", None, th, note="no stage i intermediates", label=model, model=model)
+            )
         else:
             values, sweep = key_sweep(lambda k: debias(query_share(field.x, field.size, k)), field.size)
-            rows_c.append(row("7c", f"{model} (i), layer {layer + 1} (paper)", values, th, note=field.source,
-                              layer=layer, label=model, model=model, **sweep))
+            rows_c.append(
+                row(
+                    "7c",
+                    f"{model} (i), layer {layer + 1} (paper)",
+                    values,
+                    th,
+                    note=field.source,
+                    layer=layer,
+                    label=model,
+                    model=model,
+                    **sweep,
+                )
+            )
         if field is None or sims.empty:
-            rows_b.append(row("7b", f"{model} (i)", None, th, note="no stage i intermediates" if field is None
-                               else "no alpha = 0 l2 variant", label=model, model=model))
+            rows_b.append(
+                row(
+                    "7b",
+                    f"{model} (i)",
+                    None,
+                    th,
+                    note="no stage i intermediates" if field is None else "no alpha = 0 l2 variant",
+                    label=model,
+                    model=model,
+                )
+            )
             continue
         variant, sim_layer, sim = alpha0_reference(data, field.size, layer)  # the same depth as (i): 1 by default
 
@@ -141,10 +200,21 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
 
         values, sweep = key_sweep(gain, field.size)
         strength, reference = standardised_advantage(field), standardised_advantage(sim)
-        rows_b.append(row("7b", f"{model} (i), layer {layer + 1} (paper) vs {setting_label(sims.loc[variant])}, "
-                           f"{paper_layer(sim_layer)}", values, th,
-                           note=f"{field.source}; model {strength[0]:.3g}, simulation ({variant}) {reference[0]:.3g} "
-                           "nearer-key advantage per score SD", layer=layer, label=model, model=model, **sweep))
+        rows_b.append(
+            row(
+                "7b",
+                f"{model} (i), layer {layer + 1} (paper) vs {setting_label(sims.loc[variant])}, "
+                f"{paper_layer(sim_layer)}",
+                values,
+                th,
+                note=f"{field.source}; model {strength[0]:.3g}, simulation ({variant}) {reference[0]:.3g} "
+                "nearer-key advantage per score SD",
+                layer=layer,
+                label=model,
+                model=model,
+                **sweep,
+            )
+        )
     if not rows_a:
         why = "no trained NoPE model (kind trained, model nope) in the tables"
         rows_a.append(absent_row("7a", th, why))
@@ -182,8 +252,9 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
         prefix = f"{model} " if len(models) > 1 else ""
         if not layers:
             for claim_id, rows in (("8a", rows_a), ("8d", rows_d)):
-                rows.append(row(claim_id, model, None, th, note=f"no scores for model {model}", label=model,
-                                model=model))
+                rows.append(
+                    row(claim_id, model, None, th, note=f"no scores for model {model}", label=model, model=model)
+                )
             continue
         amps, ranges = {}, {}
         for layer in layers:
@@ -199,22 +270,61 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
             value_def, se_def = estimate(deficit)
             value_range, se_range = estimate(ranges[layer])
             common = dict(layer=layer, label=f"{prefix}L{layer + 1}", model=model)
-            rows_a.append(row("8a", f"{model}, {paper_layer(layer)}", amp, th, note=field.source,
-                              value_with_sink=value_sink, uncertainty_with_sink=se_sink, left_deficit=value_def,
-                              left_deficit_uncertainty=se_def, range_ratio=value_range,
-                              range_ratio_uncertainty=se_range, **common))
+            rows_a.append(
+                row(
+                    "8a",
+                    f"{model}, {paper_layer(layer)}",
+                    amp,
+                    th,
+                    note=field.source,
+                    value_with_sink=value_sink,
+                    uncertainty_with_sink=se_sink,
+                    left_deficit=value_def,
+                    left_deficit_uncertainty=se_def,
+                    range_ratio=value_range,
+                    range_ratio_uncertainty=se_range,
+                    **common,
+                )
+            )
             value_key0, se_key0 = estimate(stats["sink0"])
-            rows_d.append(row("8d", f"{model}, {paper_layer(layer)}", stats["first1"], th,
-                              note=f"{field.source}; keys 1-{FIRST_KEYS}; key 0: {value_key0:+.3g} ± {se_key0:.2g}",
-                              sink_emphasis=value_key0, sink_emphasis_uncertainty=se_key0, **common))
+            rows_d.append(
+                row(
+                    "8d",
+                    f"{model}, {paper_layer(layer)}",
+                    stats["first1"],
+                    th,
+                    note=f"{field.source}; keys 1-{FIRST_KEYS}; key 0: {value_key0:+.3g} ± {se_key0:.2g}",
+                    sink_emphasis=value_key0,
+                    sink_emphasis_uncertainty=se_key0,
+                    **common,
+                )
+            )
         later = [layer for layer in layers if layer >= 1]
         if later:
             setting = f"{model}, layers 2-{max(layers) + 1} (paper)"
-            rows_b.append(row("8b", setting, np.median(np.stack([amps[layer] for layer in later]), axis=0),
-                              th, note=f"{len(later)} layers", label=model, model=model))
-            rows_c.append(row("8c", setting, np.median(np.stack([ranges[layer] for layer in later]), axis=0),
-                              th, note=f"{len(later)} layers; by layer (from 2): "
-                              + ", ".join(f"{ranges[layer][0]:.3g}" for layer in later), label=model, model=model))
+            rows_b.append(
+                row(
+                    "8b",
+                    setting,
+                    np.median(np.stack([amps[layer] for layer in later]), axis=0),
+                    th,
+                    note=f"{len(later)} layers",
+                    label=model,
+                    model=model,
+                )
+            )
+            rows_c.append(
+                row(
+                    "8c",
+                    setting,
+                    np.median(np.stack([ranges[layer] for layer in later]), axis=0),
+                    th,
+                    note=f"{len(later)} layers; by layer (from 2): "
+                    + ", ".join(f"{ranges[layer][0]:.3g}" for layer in later),
+                    label=model,
+                    model=model,
+                )
+            )
         else:
             rows_b.append(row("8b", model, None, th, note="only one layer", label=model, model=model))
             rows_c.append(row("8c", model, None, th, note="only one layer", label=model, model=model))

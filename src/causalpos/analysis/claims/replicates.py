@@ -38,8 +38,22 @@ SCORE_NEEDS = ["model", "kind", "layer", "query_pos", "key_pos", "score_mean", "
 INTERMEDIATE_NEEDS = ["model", "layer", "stage", "query_pos", "key_pos", "value", "seq_len"]
 GROUP_NEEDS = ["model", "quantity", "stage", "layer", "group", "n_sequences", "seq_len", "sums"]
 SIM_GROUP_NEEDS = ["variant", "layer", "group", "n_samples", "seq_len", "sums"]
-WINDOW_TEST_NEEDS = ["model", "source", "seq_len", "n_sequences", "layer", "layer_type", "window", "region",
-                     "query_from", "query_to", "measured", "uncertainty", "predicted", "replicates"]
+WINDOW_TEST_NEEDS = [
+    "model",
+    "source",
+    "seq_len",
+    "n_sequences",
+    "layer",
+    "layer_type",
+    "window",
+    "region",
+    "query_from",
+    "query_to",
+    "measured",
+    "uncertainty",
+    "predicted",
+    "replicates",
+]
 RECURSION_NEEDS = ["variant", "layer", "query_pos", "key_pos", "score", "concentrates", "corrected", "score_corrected"]
 # claim 11 (ablation_claims): the pattern ablation's rows (pattern_ablation.ABLATION_COLUMNS)
 ABLATION_NEEDS = ["model", "kind", "seed", "factor", "seq_len", "condition", "gap", "effect", "effect_sem"]
@@ -109,8 +123,11 @@ def stack(point: np.ndarray, replicates) -> np.ndarray:
         x = np.empty((point.size, draws.shape[1] + 1))
         for start in range(0, draws.shape[1], COLUMN_CHUNK):
             end = min(start + COLUMN_CHUNK, draws.shape[1])
-            np.divide(group_sums @ draws[:, start:end], divisors[None, start:end].astype(group_sums.dtype),
-                      out=x[:, 1 + start:1 + end])
+            np.divide(
+                group_sums @ draws[:, start:end],
+                divisors[None, start:end].astype(group_sums.dtype),
+                out=x[:, 1 + start : 1 + end],
+            )
     elif isinstance(replicates, tuple):
         sums, divisors = replicates
         x = np.empty((point.size, sums.shape[1] + 1))
@@ -178,8 +195,20 @@ class LedgerInputs:
     tables may be io.PartTables: a model's layer is then read when a claim asks for it, so memory does not grow
     with the number of layers."""
 
-    def __init__(self, simulations, theory, scores, intermediates, groups, n_bootstrap, seed, simulation_groups=None,
-                 recursion=None, window_test=None, pattern_ablation=None):
+    def __init__(
+        self,
+        simulations,
+        theory,
+        scores,
+        intermediates,
+        groups,
+        n_bootstrap,
+        seed,
+        simulation_groups=None,
+        recursion=None,
+        window_test=None,
+        pattern_ablation=None,
+    ):
         self.n_bootstrap, self.seed = n_bootstrap, seed
         self.sim = require_columns(simulations, SIM_NEEDS, "simulations", optional=True)
         sim_groups = require_columns(simulation_groups, SIM_GROUP_NEEDS, "simulation_groups", optional=True)
@@ -274,16 +303,22 @@ class LedgerInputs:
                     groups = groups.sort_values("group")
                     sums = list_matrix(groups["sums"])
                     if sums.shape[1] != packed_size(size):
-                        raise ValueError(f"simulation_groups, variant {variant!r}: sums of length {sums.shape[1]}, "
-                                         f"expected S(S+1)/2 = {packed_size(size)} for seq_len {size}")
+                        raise ValueError(
+                            f"simulation_groups, variant {variant!r}: sums of length {sums.shape[1]}, "
+                            f"expected S(S+1)/2 = {packed_size(size)} for seq_len {size}"
+                        )
                     counts = self.group_counts(("sim", self._identity[variant]), len(groups))
                     reps = (sums.T @ counts, groups["n_samples"].to_numpy(float) @ counts)
                     field = Field(stack(mean, reps), size, "bootstrap over groups of Monte Carlo sample blocks")
                 else:
                     z = seeded_rng(self.seed, "sim", self._identity[variant], layer).standard_normal(
-                        (mean.size, self.n_bootstrap))
-                    field = Field(stack(mean, mean[:, None] + np.nan_to_num(sem, nan=0.0)[:, None] * z), size,
-                                  "no simulation_groups table: parametric replicates from score_sem")
+                        (mean.size, self.n_bootstrap)
+                    )
+                    field = Field(
+                        stack(mean, mean[:, None] + np.nan_to_num(sem, nan=0.0)[:, None] * z),
+                        size,
+                        "no simulation_groups table: parametric replicates from score_sem",
+                    )
             self._cache[key] = field
         return self._cache[key]
 
@@ -347,7 +382,7 @@ class LedgerInputs:
     def _first_groups(self, rows: pd.DataFrame) -> pd.DataFrame:
         """One quantity's group rows in group order: all of them, or the first `first_groups`."""
         rows = rows.sort_values("group")
-        return rows if self.first_groups is None else rows.iloc[:self.first_groups]
+        return rows if self.first_groups is None else rows.iloc[: self.first_groups]
 
     def score_field(self, model: str, layer: int) -> Field | None:
         """One layer's scores of a model; not kept (a pretrained model's layers are ~50 MB each at S = 256)."""
@@ -384,8 +419,11 @@ class LedgerInputs:
                 if self.first_groups is not None:  # as score_field: the first groups' mean, from their sums
                     hits = [k for k in self._groups if k[:3] == (model, "intermediate", stage)]
                     groups = self._first_groups(self._groups[min(hits, key=lambda k: k[3])]) if hits else None
-                    value = (list_matrix(groups["sums"]).sum(axis=0) / groups["n_sequences"].sum()
-                             if groups is not None else np.full(value.size, np.nan))
+                    value = (
+                        list_matrix(groups["sums"]).sum(axis=0) / groups["n_sequences"].sum()
+                        if groups is not None
+                        else np.full(value.size, np.nan)
+                    )
                 reps = self.bootstrap(model, "intermediate", stage, None, size)
                 source = "bootstrap over groups of sequences"
                 if reps is None:

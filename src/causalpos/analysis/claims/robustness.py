@@ -47,8 +47,14 @@ def claim9(rows: list[dict], twin_rows: list[dict], data: LedgerInputs, th: dict
     columns (official_*, exact_*) and the note. The expected answer is that no verdict changes.
     """
     if not data.twins:
-        return [absent_row("9a", th, "no official-law variant has an exact-law twin (same parameters, sampler "
-                                     "'exact') in the simulation tables")]
+        return [
+            absent_row(
+                "9a",
+                th,
+                "no official-law variant has an exact-law twin (same parameters, sampler "
+                "'exact') in the simulation tables",
+            )
+        ]
     main = {(r["claim_id"], LAW_IN_SETTING.sub("", r["setting"])): r for r in rows}
     out = []
     for twin in twin_rows:
@@ -59,20 +65,36 @@ def claim9(rows: list[dict], twin_rows: list[dict], data: LedgerInputs, th: dict
             continue
         swapped = ", ".join(used)
         value = agreement(paper["verdict"], twin["verdict"])
-        note = (f"official law (the paper's): {paper['value']:.4g} ± {paper['uncertainty']:.2g}, {paper['verdict']}; "
-                f"exact law ({swapped}): {twin['value']:.4g} ± {twin['uncertainty']:.2g}, {twin['verdict']}; "
-                + ("the same verdict" if value == 1.0 else "the verdict changes")
-                + "; not a test (no p-value, outside the Holm family): each verdict is adjusted in its own family")
+        note = (
+            f"official law (the paper's): {paper['value']:.4g} ± {paper['uncertainty']:.2g}, {paper['verdict']}; "
+            f"exact law ({swapped}): {twin['value']:.4g} ± {twin['uncertainty']:.2g}, {twin['verdict']}; "
+            + ("the same verdict" if value == 1.0 else "the verdict changes")
+            + "; not a test (no p-value, outside the Holm family): each verdict is adjusted in its own family"
+        )
         # not a test: the agreement against its threshold, exactly (the p's of an exact row, then dropped)
         agreed = verdict(*one_sided(value, 0.0, th[CLAIMS["9a"].threshold], CLAIMS["9a"].direction))
-        out.append(row("9a", f"{paper['claim_id']}: {paper['setting']}", (value, 0.0), th, note=note, decided=agreed,
-                       layer=None if paper["layer"] != paper["layer"] else paper["layer"],
-                       label=f"{paper['claim_id']} {paper['label']}", model=paper.get("model"),
-                       compared_claim=paper["claim_id"], official_value=paper["value"],
-                       official_uncertainty=paper["uncertainty"], official_verdict=paper["verdict"],
-                       exact_value=twin["value"], exact_uncertainty=twin["uncertainty"],
-                       exact_verdict=twin["verdict"]))
+        out.append(
+            row(
+                "9a",
+                f"{paper['claim_id']}: {paper['setting']}",
+                (value, 0.0),
+                th,
+                note=note,
+                decided=agreed,
+                layer=None if paper["layer"] != paper["layer"] else paper["layer"],
+                label=f"{paper['claim_id']} {paper['label']}",
+                model=paper.get("model"),
+                compared_claim=paper["claim_id"],
+                official_value=paper["value"],
+                official_uncertainty=paper["uncertainty"],
+                official_verdict=paper["verdict"],
+                exact_value=twin["value"],
+                exact_uncertainty=twin["uncertainty"],
+                exact_verdict=twin["verdict"],
+            )
+        )
     if not out:
-        out.append(absent_row("9a", th, f"exact-law twins ({', '.join(sorted(data.twins.values()))}) enter no "
-                                        "claim's numbers"))
+        out.append(
+            absent_row("9a", th, f"exact-law twins ({', '.join(sorted(data.twins.values()))}) enter no claim's numbers")
+        )
     return out

@@ -12,8 +12,19 @@ from causalpos.analysis.claims.family import one_sided
 from causalpos.analysis.claims.replicates import MAIN_LAW, PAPER_D, SIM_PARAMS, VARIANT_KEYS, estimate
 
 
-def row(claim_id: str, setting: str, values, thresholds: dict, note: str = "", layer=None, label: str = "",
-        decided: str | None = None, p_value: float | None = None, p_against: float | None = None, **extra) -> dict:
+def row(
+    claim_id: str,
+    setting: str,
+    values,
+    thresholds: dict,
+    note: str = "",
+    layer=None,
+    label: str = "",
+    decided: str | None = None,
+    p_value: float | None = None,
+    p_against: float | None = None,
+    **extra,
+) -> dict:
     """A ledger row from [estimate, replicates...] (or (value, uncertainty) for precomputed ones).
 
     The row carries its one-sided p's (family.one_sided: the value against the threshold on the claim's
@@ -50,13 +61,31 @@ def row(claim_id: str, setting: str, values, thresholds: dict, note: str = "", l
         result = verdict(p_value, p_against, alpha)
         if np.isfinite(value) and not np.isfinite(p_value):
             note = "; ".join(filter(None, [note, "no uncertainty available, so no verdict"]))
-    return {"claim_id": claim.id, "section": claim.section, "statement": claim.statement, "setting": setting,
-            "metric": claim.metric, "value": value, "uncertainty": se, "threshold": threshold, "verdict": result,
-            "p_value": p_value, "p_adjusted": p_value, "p_against": p_against, "p_against_adjusted": p_against,
-            "exact": bool(exact),
-            "claim": claim.number, "title": claim.title, "direction": claim.direction, "unit": claim.unit,
-            "alpha": alpha, "layer": np.nan if layer is None else int(layer), "label": label or setting, "note": note,
-            **extra}
+    return {
+        "claim_id": claim.id,
+        "section": claim.section,
+        "statement": claim.statement,
+        "setting": setting,
+        "metric": claim.metric,
+        "value": value,
+        "uncertainty": se,
+        "threshold": threshold,
+        "verdict": result,
+        "p_value": p_value,
+        "p_adjusted": p_value,
+        "p_against": p_against,
+        "p_against_adjusted": p_against,
+        "exact": bool(exact),
+        "claim": claim.number,
+        "title": claim.title,
+        "direction": claim.direction,
+        "unit": claim.unit,
+        "alpha": alpha,
+        "layer": np.nan if layer is None else int(layer),
+        "label": label or setting,
+        "note": note,
+        **extra,
+    }
 
 
 def absent_row(claim_id: str, thresholds: dict, why: str) -> dict:
@@ -86,7 +115,7 @@ def setting_label(p) -> str:
 
 
 def law_suffix(p) -> str:
-    """", exact" for a variant of another input law than the main one, else "" (for short labels)."""
+    """ ", exact" for a variant of another input law than the main one, else "" (for short labels)."""
     return "" if p.get("law", MAIN_LAW) == MAIN_LAW else f", {p['law']}"
 
 
@@ -128,8 +157,9 @@ def partner_variant(params: pd.DataFrame, variant: str, **change) -> str | None:
         return None
     law = p.get("law", MAIN_LAW)
     laws = hits["law"] if "law" in hits.columns else pd.Series(MAIN_LAW, index=hits.index)
-    return str(min(hits.index, key=lambda v: (laws[v] != law, laws[v] != MAIN_LAW, -int(hits.loc[v, "n_layers"]),
-                                              str(v))))
+    return str(
+        min(hits.index, key=lambda v: (laws[v] != law, laws[v] != MAIN_LAW, -int(hits.loc[v, "n_layers"]), str(v)))
+    )
 
 
 BASE = dict(norm="l2", scale="none", pe="none", mask="causal", residual=True)

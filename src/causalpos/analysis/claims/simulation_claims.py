@@ -12,12 +12,34 @@ import numpy as np
 from causalpos.catalogue.claims import verdict
 from causalpos.analysis.claims.family import band_pvalues, increase_pvalues, one_sided
 from causalpos.analysis.claims.replicates import MAIN_LAW, Field, LedgerInputs, amplitude, debias, estimate
-from causalpos.analysis.claims.rows import (BASE, absent_row, law_suffix, paper_layer, partner_variant, reference_d,
-                                            row, select_variants, setting_label)
+from causalpos.analysis.claims.rows import (
+    BASE,
+    absent_row,
+    law_suffix,
+    paper_layer,
+    partner_variant,
+    reference_d,
+    row,
+    select_variants,
+    setting_label,
+)
 from causalpos.analysis.multiplicity import intersection_union
-from causalpos.analysis.triangles import (antisymmetric_share, concordance, diagonal_mean, eq4_r2, mean_squared_gap,
-                                          nearer_key_advantage, noise_units_nonrelative, nonrelative_share, pack,
-                                          query_share, region_deficits, safe_ratio, strict_increase, unsaturated_share)
+from causalpos.analysis.triangles import (
+    antisymmetric_share,
+    concordance,
+    diagonal_mean,
+    eq4_r2,
+    mean_squared_gap,
+    nearer_key_advantage,
+    noise_units_nonrelative,
+    nonrelative_share,
+    pack,
+    query_share,
+    region_deficits,
+    safe_ratio,
+    strict_increase,
+    unsaturated_share,
+)
 
 
 def claim1(data: LedgerInputs, th: dict) -> list[dict]:
@@ -35,11 +57,15 @@ def claim1(data: LedgerInputs, th: dict) -> list[dict]:
     candidates = select_variants(data.params, **BASE)
     candidates = candidates[candidates["n_layers"] >= 2] if len(candidates) else candidates
     if data.theory is None or candidates.empty:
-        why = "no theory table" if data.theory is None else \
-            "no variant with norm=l2, scale=none, pe=none, mask=causal, residual=True and >= 2 layers"
+        why = (
+            "no theory table"
+            if data.theory is None
+            else "no variant with norm=l2, scale=none, pe=none, mask=causal, residual=True and >= 2 layers"
+        )
         return [absent_row("1a", th, why), absent_row("1b", th, why)]
-    theory = data.theory.assign(alpha=data.theory["alpha"].astype(float).round(9),
-                                residual=data.theory["residual"].astype(bool))
+    theory = data.theory.assign(
+        alpha=data.theory["alpha"].astype(float).round(9), residual=data.theory["residual"].astype(bool)
+    )
     order = candidates.sort_values(["alpha", "d"]).index
     series = {}
     for variant in order:
@@ -49,13 +75,29 @@ def claim1(data: LedgerInputs, th: dict) -> list[dict]:
         cf_rows = cf_rows.drop_duplicates(["query_pos", "key_pos"])
         setting = setting_label(p)
         if cf_rows.empty or field is None:
-            rows_a.append(row("1a", setting, None, th, note=f"variant {variant}: theory table has no "
-                               f"alpha = {p['alpha']:g} with residual", label=f"α={p['alpha']:g}, d={int(p['d'])}"))
+            rows_a.append(
+                row(
+                    "1a",
+                    setting,
+                    None,
+                    th,
+                    note=f"variant {variant}: theory table has no alpha = {p['alpha']:g} with residual",
+                    label=f"α={p['alpha']:g}, d={int(p['d'])}",
+                )
+            )
             continue
         (cf,) = pack(cf_rows, ["score"], field.size)
         if np.isnan(cf).any():
-            rows_a.append(row("1a", setting, None, th, note=f"variant {variant}: theory table does not cover "
-                               f"seq_len {field.size}", label=f"α={p['alpha']:g}, d={int(p['d'])}"))
+            rows_a.append(
+                row(
+                    "1a",
+                    setting,
+                    None,
+                    th,
+                    note=f"variant {variant}: theory table does not cover seq_len {field.size}",
+                    label=f"α={p['alpha']:g}, d={int(p['d'])}",
+                )
+            )
             continue
         r2 = debias(eq4_r2(field.x, cf, field.size))
         msg = mean_squared_gap(field.x, cf, field.size)
@@ -77,8 +119,9 @@ def claim1(data: LedgerInputs, th: dict) -> list[dict]:
         if dropped:
             note += f"; gap below the noise at d = {dropped}, left out"
         if len(usable) < 2:
-            rows_b.append(row("1b", setting, None, th, note=note + "; fewer than 2 resolved gaps",
-                               label=f"α={alpha:g}"))
+            rows_b.append(
+                row("1b", setting, None, th, note=note + "; fewer than 2 resolved gaps", label=f"α={alpha:g}")
+            )
             continue
         logd = np.log([d for d, _ in usable])
         logd = logd - logd.mean()
@@ -120,8 +163,17 @@ def claim2(data: LedgerInputs, th: dict) -> list[dict]:
     variants = variants[variants["n_layers"] >= 2] if len(variants) else variants
     for variant, p in variants.iterrows():
         field = data.sim_field(variant, 1)
-        rows_a.append(row("2a", setting_label(p), concordance(field.x, field.size), th, note=f"variant {variant}",
-                           layer=1, label=f"α={p['alpha']:g}{law_suffix(p)}"))
+        rows_a.append(
+            row(
+                "2a",
+                setting_label(p),
+                concordance(field.x, field.size),
+                th,
+                note=f"variant {variant}",
+                layer=1,
+                label=f"α={p['alpha']:g}{law_suffix(p)}",
+            )
+        )
         for layer in range(1, int(p["n_layers"])):
             rows_c.append(strictness_row(data.sim_field(variant, layer), variant, p, layer, th))
     if not rows_a:
@@ -138,8 +190,17 @@ def claim2(data: LedgerInputs, th: dict) -> list[dict]:
             note = f"variant {variant}"
             if not a2[0] > 0:
                 ratio, note = None, note + "; no increase at layer 2 (paper) to compare with"
-            rows_b.append(row("2b", f"{setting_label(p)}, {paper_layer(layer)}", ratio, th, note=note, layer=layer,
-                               label=f"L{layer + 1}{law_suffix(p)}"))
+            rows_b.append(
+                row(
+                    "2b",
+                    f"{setting_label(p)}, {paper_layer(layer)}",
+                    ratio,
+                    th,
+                    note=note,
+                    layer=layer,
+                    label=f"L{layer + 1}{law_suffix(p)}",
+                )
+            )
     if not rows_b:
         rows_b.append(absent_row("2b", th, "no alpha = 0 l2 variant with >= 3 layers"))
     return rows_a + rows_b + rows_c
@@ -160,12 +221,16 @@ def spans(values) -> str:
 
 def strictness_note(result: dict) -> str:
     """Where a strictness test fails: rows, their worst pair and their peaks (0-based positions)."""
-    text = (f"{result['rows']} rows: {result['rising']} rising, {result['violated']} violated, "
-            f"{result['unresolved']} flat within the noise (family-wise z = {result['z']:.2f})")
+    text = (
+        f"{result['rows']} rows: {result['rising']} rising, {result['violated']} violated, "
+        f"{result['unresolved']} flat within the noise (family-wise z = {result['z']:.2f})"
+    )
     if result["violations"]:
         q, j, jj, t = min(result["violations"], key=lambda v: v[3])
-        text += (f"; violated queries {spans(v[0] for v in result['violations'])} (0-based); worst: query {q}, "
-                 f"key {j} above key {jj} by {-t:.1f} SE")
+        text += (
+            f"; violated queries {spans(v[0] for v in result['violations'])} (0-based); worst: query {q}, "
+            f"key {j} above key {jj} by {-t:.1f} SE"
+        )
         q, peak, gap = result["peaks"][-1]
         text += f"; query {q} peaks at key {peak}, {gap:.1f} SE above key {q - 1}"
     return text
@@ -180,11 +245,18 @@ def strictness_row(field: Field, variant: str, p, layer: int, th: dict) -> dict:
         note += f"; weakest of {tests['steps']} steps: query {q}, key {j} to {j + 1}, {z:.1f} SE"
         q, j, jj, z = tests["strongest"]
         if not result["violations"]:  # else strictness_note names the worst pair already
-            note += (f"; of {tests['pairs']} pairs the least increasing: query {q}, key {jj} minus key {j} "
-                     f"{z:+.1f} SE")
-    return row("2c", f"{setting_label(p)}, {paper_layer(layer)}", (result["rising_share"], np.nan), th, note=note,
-               layer=layer, label=f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}", p_value=tests["p_value"],
-               p_against=tests["p_against"])
+            note += f"; of {tests['pairs']} pairs the least increasing: query {q}, key {jj} minus key {j} {z:+.1f} SE"
+    return row(
+        "2c",
+        f"{setting_label(p)}, {paper_layer(layer)}",
+        (result["rising_share"], np.nan),
+        th,
+        note=note,
+        layer=layer,
+        label=f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}",
+        p_value=tests["p_value"],
+        p_against=tests["p_against"],
+    )
 
 
 def claim3(data: LedgerInputs, th: dict) -> list[dict]:
@@ -208,8 +280,9 @@ def claim3(data: LedgerInputs, th: dict) -> list[dict]:
     """
     rows_a, rows_b = [], []
     variants = reference_d(select_variants(data.params, **BASE))
-    variants = variants[(variants["n_layers"] >= 2) & (variants["alpha"].astype(float) > 0)] if len(variants) \
-        else variants
+    variants = (
+        variants[(variants["n_layers"] >= 2) & (variants["alpha"].astype(float) > 0)] if len(variants) else variants
+    )
     for variant, p in variants.iterrows():
         field = data.sim_field(variant, 1)
         zero = partner_variant(data.params, variant, alpha=0.0)
@@ -220,16 +293,34 @@ def claim3(data: LedgerInputs, th: dict) -> list[dict]:
             note_a = note + f"; at α=0 ({zero}): {share0:.3g}"
         else:
             note_a = note
-        rows_a.append(row("3a", setting_label(p), debias(query_share(field.x, field.size)), th, note=note_a, layer=1,
-                           label=f"α={p['alpha']:g}"))
+        rows_a.append(
+            row(
+                "3a",
+                setting_label(p),
+                debias(query_share(field.x, field.size)),
+                th,
+                note=note_a,
+                layer=1,
+                label=f"α={p['alpha']:g}",
+            )
+        )
         if zero is None:
-            rows_b.append(row("3b", setting_label(p), None, th, note=note + "; no α=0 variant with the other "
-                               "parameters equal", label=f"α={p['alpha']:g}"))
+            rows_b.append(
+                row(
+                    "3b",
+                    setting_label(p),
+                    None,
+                    th,
+                    note=note + "; no α=0 variant with the other parameters equal",
+                    label=f"α={p['alpha']:g}",
+                )
+            )
             continue
         z_field = data.sim_field(zero, 1)
         ratio = safe_ratio(nearer_key_advantage(field.x, field.size), nearer_key_advantage(z_field.x, z_field.size))
-        rows_b.append(row("3b", setting_label(p), ratio, th, note=f"{note} against {zero}", layer=1,
-                           label=f"α={p['alpha']:g}"))
+        rows_b.append(
+            row("3b", setting_label(p), ratio, th, note=f"{note} against {zero}", layer=1, label=f"α={p['alpha']:g}")
+        )
     if not rows_a:
         why = "no l2 / no scaling / no PE / causal / residual variant with alpha > 0"
         rows_a.append(absent_row("3a", th, why))
@@ -247,17 +338,36 @@ def saturation_rows(data: LedgerInputs, th: dict) -> list[dict]:
         group = group[~group["alpha"].duplicated()]
         for (lo, p_lo), (hi, p_hi) in zip(list(group.iterrows())[:-1], list(group.iterrows())[1:]):
             depth = min(int(p_lo["n_layers"]), int(p_hi["n_layers"]))
-            ratios = np.stack([safe_ratio(unsaturated_share(data.sim_field(hi, layer).x, int(p_hi["seq_len"])),
-                                          unsaturated_share(data.sim_field(lo, layer).x, int(p_lo["seq_len"])))
-                               for layer in range(1, depth)])
+            ratios = np.stack(
+                [
+                    safe_ratio(
+                        unsaturated_share(data.sim_field(hi, layer).x, int(p_hi["seq_len"])),
+                        unsaturated_share(data.sim_field(lo, layer).x, int(p_lo["seq_len"])),
+                    )
+                    for layer in range(1, depth)
+                ]
+            )
             worst = int(np.argmax(ratios[:, 0])) + 1
             by_layer = ", ".join(f"{paper_layer(layer)} {r:.3g}" for layer, r in enumerate(ratios[:, 0], start=1))
-            rows.append(row("3c", f"{setting_label(p_hi)} vs α={p_lo['alpha']:g}{law_suffix(p_lo)}",
-                            ratios.max(axis=0), th, note=f"{hi} vs {lo}; weakest at {paper_layer(worst)}; by layer: "
-                            + by_layer, label=f"α={p_lo['alpha']:g}→{p_hi['alpha']:g}{law_suffix(p_hi)}"))
+            rows.append(
+                row(
+                    "3c",
+                    f"{setting_label(p_hi)} vs α={p_lo['alpha']:g}{law_suffix(p_lo)}",
+                    ratios.max(axis=0),
+                    th,
+                    note=f"{hi} vs {lo}; weakest at {paper_layer(worst)}; by layer: " + by_layer,
+                    label=f"α={p_lo['alpha']:g}→{p_hi['alpha']:g}{law_suffix(p_hi)}",
+                )
+            )
     if not rows:
-        rows.append(absent_row("3c", th, "fewer than two alphas among the l2 / no scaling / no PE / causal / "
-                                          "residual variants of one d and length"))
+        rows.append(
+            absent_row(
+                "3c",
+                th,
+                "fewer than two alphas among the l2 / no scaling / no PE / causal / "
+                "residual variants of one d and length",
+            )
+        )
     return rows
 
 
@@ -286,13 +396,29 @@ def claim4(data: LedgerInputs, th: dict) -> list[dict]:
         nonrel = np.stack([amplitude(nonrelative_share(f.x, f.size)) for f in fields])
         anti = np.stack([amplitude(antisymmetric_share(f.x, f.size)) for f in fields])
         weakest = int(np.argmin(nonrel[:, 0])) + 1
-        rows_a.append(row("4a", f"{setting_label(p)}, layers 2-{int(p['n_layers'])} (paper)", nonrel.min(axis=0), th,
-                           note=f"variant {variant}; weakest at {paper_layer(weakest)}; by layer: "
-                           + ", ".join(f"{v:.3g}" for v in nonrel[:, 0]), label=f"α={p['alpha']:g}"))
+        rows_a.append(
+            row(
+                "4a",
+                f"{setting_label(p)}, layers 2-{int(p['n_layers'])} (paper)",
+                nonrel.min(axis=0),
+                th,
+                note=f"variant {variant}; weakest at {paper_layer(weakest)}; by layer: "
+                + ", ".join(f"{v:.3g}" for v in nonrel[:, 0]),
+                label=f"α={p['alpha']:g}",
+            )
+        )
         weakest = int(np.argmin(anti[:, 0])) + 1
-        rows_b.append(row("4b", f"{setting_label(p)}, layers 2-{int(p['n_layers'])} (paper)", anti.min(axis=0), th,
-                           note=f"variant {variant}; weakest at {paper_layer(weakest)}; by layer: "
-                           + ", ".join(f"{v:.3g}" for v in anti[:, 0]), label=f"α={p['alpha']:g}"))
+        rows_b.append(
+            row(
+                "4b",
+                f"{setting_label(p)}, layers 2-{int(p['n_layers'])} (paper)",
+                anti.min(axis=0),
+                th,
+                note=f"variant {variant}; weakest at {paper_layer(weakest)}; by layer: "
+                + ", ".join(f"{v:.3g}" for v in anti[:, 0]),
+                label=f"α={p['alpha']:g}",
+            )
+        )
     if not rows_a:
         why = "no l2 / no scaling / no PE / causal / residual variant with >= 2 layers"
         rows_a.append(absent_row("4a", th, why))
@@ -321,15 +447,19 @@ def claim5(data: LedgerInputs, th: dict) -> list[dict]:
     """
     rows = {"5a": [], "5b": [], "5c": []}
     for claim_ids, scale in ((("5a",), "sqrt_d"), (("5b", "5c"), "d")):
-        variants = reference_d(select_variants(data.params, norm="layernorm", scale=scale, pe="none", mask="causal",
-                                               residual=True))
+        variants = reference_d(
+            select_variants(data.params, norm="layernorm", scale=scale, pe="none", mask="causal", residual=True)
+        )
         for variant, p in variants.iterrows():
             partner = partner_variant(data.params, variant, norm="l2", scale="none")
             setting, label = f"{setting_label(p)} vs l2", f"α={p['alpha']:g}{law_suffix(p)}"
             depth = min(int(p["n_layers"]), int(data.params.loc[partner, "n_layers"])) if partner else 0
             if partner is None or depth < 2:
-                why = (f"variant {variant}: no l2 variant with the same alpha, d and seq_len" if partner is None
-                       else f"variant {variant}: fewer than 2 layers")
+                why = (
+                    f"variant {variant}: no l2 variant with the same alpha, d and seq_len"
+                    if partner is None
+                    else f"variant {variant}: fewer than 2 layers"
+                )
                 for claim_id in claim_ids:
                     rows[claim_id].append(row(claim_id, setting, None, th, note=why, label=label))
                 continue
@@ -345,15 +475,33 @@ def claim5(data: LedgerInputs, th: dict) -> list[dict]:
                     kept.append(layer)
             if "5b" in claim_ids:
                 conc = np.stack(conc)
-                by_layer = ", ".join(f"{paper_layer(layer)} {c:.3g} (l2 {c2:.3g})"
-                                     for layer, c, c2 in zip(range(1, depth), conc[:, 0], conc_l2))
-                rows["5b"].append(row("5b", setting, conc.min(axis=0), th, note=f"{variant} vs {partner}; by layer: "
-                                      + by_layer, label=label))
+                by_layer = ", ".join(
+                    f"{paper_layer(layer)} {c:.3g} (l2 {c2:.3g})"
+                    for layer, c, c2 in zip(range(1, depth), conc[:, 0], conc_l2)
+                )
+                rows["5b"].append(
+                    row(
+                        "5b",
+                        setting,
+                        conc.min(axis=0),
+                        th,
+                        note=f"{variant} vs {partner}; by layer: " + by_layer,
+                        label=label,
+                    )
+                )
             size_ids = [c for c in claim_ids if c != "5b"]
             if not ratios:
                 for claim_id in size_ids:
-                    rows[claim_id].append(row(claim_id, setting, None, th, note=f"{variant} vs {partner}: l2 shows "
-                                              "no increase in any layer from 2 (paper) on", label=label))
+                    rows[claim_id].append(
+                        row(
+                            claim_id,
+                            setting,
+                            None,
+                            th,
+                            note=f"{variant} vs {partner}: l2 shows no increase in any layer from 2 (paper) on",
+                            label=label,
+                        )
+                    )
                 continue
             ratios = np.stack(ratios)
             by_layer = ", ".join(f"{paper_layer(layer)} {r:.3g}" for layer, r in zip(kept, ratios[:, 0]))
@@ -367,21 +515,33 @@ def claim5(data: LedgerInputs, th: dict) -> list[dict]:
                 # no log ratio to test: the ratio itself, every layer within [1/2, 2] (family.band_pvalues)
                 bound = np.exp(th["size_log_ratio"])
                 p_for, p_against = band_pvalues(ratios[:, 0], ratios[:, 1:].std(axis=1, ddof=1), 1 / bound, bound)
-                rows["5c"].append(row("5c", setting, (np.inf, np.nan), th, label=label, p_value=p_for,
-                                      p_against=p_against, note=note + "; no increase in some layer: not similar at "
-                                      f"any size (p's: every layer's ratio against [{1 / bound:.3g}, {bound:.3g}])"))
+                rows["5c"].append(
+                    row(
+                        "5c",
+                        setting,
+                        (np.inf, np.nan),
+                        th,
+                        label=label,
+                        p_value=p_for,
+                        p_against=p_against,
+                        note=note + "; no increase in some layer: not similar at "
+                        f"any size (p's: every layer's ratio against [{1 / bound:.3g}, {bound:.3g}])",
+                    )
+                )
             else:
                 size[~np.isfinite(size)] = np.nan
                 rows["5c"].append(row("5c", setting, size, th, note=note, label=label))
         for claim_id in claim_ids:
             if not rows[claim_id]:
-                rows[claim_id].append(absent_row(claim_id, th, f"no LayerNorm variant with {scale} scaling, no PE, "
-                                                 "causal, residual"))
+                rows[claim_id].append(
+                    absent_row(claim_id, th, f"no LayerNorm variant with {scale} scaling, no PE, causal, residual")
+                )
     return rows["5a"] + rows["5b"] + rows["5c"]
 
 
 REGIONS = {  # triangles.region_deficits' names -> short names for the notes
-    "key 0": "key 0", "keys 0-1": "keys 0-1",
+    "key 0": "key 0",
+    "keys 0-1": "keys 0-1",
     "first quarter of keys, queries past the first quarter": "first quarter, later queries",
     "first quarter of keys, all queries": "first quarter, all queries",
 }
@@ -401,20 +561,33 @@ def region_row(field: Field, variant: str, p, layer: int, th: dict) -> dict:
     p_value = intersection_union(v[3] for v in found.values())
     p_against = intersection_union(v[4] for v in found.values())
     # the value shown: the region nearest the threshold in standard errors (the weakest evidence)
-    nearest = min(found, key=lambda n: abs(found[n][1]) / max(found[n][2], 1e-300) if np.isfinite(found[n][1])
-                  else np.inf)
-    parts = [f"{REGIONS[n]} {v[1]:+.3g} ± {v[2]:.2g} ({'darker' if v[1] < 0 else 'brighter'})"
-             for n, v in found.items()]
+    nearest = min(
+        found, key=lambda n: abs(found[n][1]) / max(found[n][2], 1e-300) if np.isfinite(found[n][1]) else np.inf
+    )
+    parts = [
+        f"{REGIONS[n]} {v[1]:+.3g} ± {v[2]:.2g} ({'darker' if v[1] < 0 else 'brighter'})" for n, v in found.items()
+    ]
     note = f"variant {variant}; " + "; ".join(parts)
     alone = {verdict(v[3], v[4], th["family_alpha"]) for v in found.values()}  # each region alone, unadjusted
     if len(alone) > 1:
-        note += (f"; the regions disagree (each alone, unadjusted: {', '.join(sorted(alone))}): the verdict "
-                 "depends on the region")
+        note += (
+            f"; the regions disagree (each alone, unadjusted: {', '.join(sorted(alone))}): the verdict "
+            "depends on the region"
+        )
     figure = PAPER_FIGURES.get(round(float(p["alpha"]), 9))
     if figure:
         note += f"; {figure}"
-    return row("6b", f"{setting_label(p)}, {paper_layer(layer)}", found[nearest][0], th, note=note, layer=layer,
-               label=f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}", p_value=p_value, p_against=p_against)
+    return row(
+        "6b",
+        f"{setting_label(p)}, {paper_layer(layer)}",
+        found[nearest][0],
+        th,
+        note=note,
+        layer=layer,
+        label=f"α={p['alpha']:g} L{layer + 1}{law_suffix(p)}",
+        p_value=p_value,
+        p_against=p_against,
+    )
 
 
 def claim6(data: LedgerInputs, th: dict) -> list[dict]:
@@ -452,8 +625,9 @@ def claim6(data: LedgerInputs, th: dict) -> list[dict]:
     """
     rows = {"6a": [], "6b": [], "6c": [], "6d": [], "6e": []}
     for mask, claim_ids in (("causal", ("6a", "6b", "6d", "6e")), ("none", ("6c",))):
-        variants = reference_d(select_variants(data.params, norm="l2", scale="none", pe="rope", mask=mask,
-                                               residual=True))
+        variants = reference_d(
+            select_variants(data.params, norm="l2", scale="none", pe="rope", mask=mask, residual=True)
+        )
         variants = variants[variants["n_layers"] >= 2] if len(variants) else variants
         for variant, p in variants.iterrows():
             fields = layers_from_2(data, variant, int(p["n_layers"]))
@@ -462,29 +636,64 @@ def claim6(data: LedgerInputs, th: dict) -> list[dict]:
             setting = f"{setting_label(p)}, layers 2-{int(p['n_layers'])} (paper)"
             label = f"α={p['alpha']:g}{law_suffix(p)}"
             if mask == "causal":
-                rows["6a"].append(row("6a", setting, amp.min(axis=0), th, note=f"variant {variant}; by layer: "
-                                       + by_layer, label=label))
+                rows["6a"].append(
+                    row(
+                        "6a",
+                        setting,
+                        amp.min(axis=0),
+                        th,
+                        note=f"variant {variant}; by layer: " + by_layer,
+                        label=label,
+                    )
+                )
                 for layer, f in enumerate(fields, start=1):
                     rows["6b"].append(region_row(f, variant, p, layer, th))
                 first = data.sim_field(variant, 0)
                 units = noise_units_nonrelative(first.x, first.size)
-                rows["6d"].append(row("6d", f"{setting_label(p)}, {paper_layer(0)}", amplitude(units), th, layer=0,
-                                      note=f"variant {variant}; sum of squares over the noise's, uncorrected: "
-                                      f"{units[0]:.3g}", label=label))
+                rows["6d"].append(
+                    row(
+                        "6d",
+                        f"{setting_label(p)}, {paper_layer(0)}",
+                        amplitude(units),
+                        th,
+                        layer=0,
+                        note=f"variant {variant}; sum of squares over the noise's, uncorrected: {units[0]:.3g}",
+                        label=label,
+                    )
+                )
                 if len(fields) >= 2:
                     shares = [1.0 - debias(nonrelative_share(f.x, f.size)) for f in fields]
-                    rows["6e"].append(row("6e", f"{setting_label(p)}, {paper_layer(2)} vs {paper_layer(1)}",
-                                          safe_ratio(shares[1], shares[0]), th, layer=2, label=label,
-                                          note=f"variant {variant}; relative share by layer from 2 (paper): "
-                                          + ", ".join(f"{v[0]:.3g}" for v in shares)))
+                    rows["6e"].append(
+                        row(
+                            "6e",
+                            f"{setting_label(p)}, {paper_layer(2)} vs {paper_layer(1)}",
+                            safe_ratio(shares[1], shares[0]),
+                            th,
+                            layer=2,
+                            label=label,
+                            note=f"variant {variant}; relative share by layer from 2 (paper): "
+                            + ", ".join(f"{v[0]:.3g}" for v in shares),
+                        )
+                    )
             else:
                 causal = partner_variant(data.params, variant, mask="causal")
-                rows["6c"].append(row("6c", setting, amp.max(axis=0), th,
-                                       note=f"variant {variant}" + (f" (causal twin {causal})" if causal else "")
-                                       + "; by layer: " + by_layer, label=label))
+                rows["6c"].append(
+                    row(
+                        "6c",
+                        setting,
+                        amp.max(axis=0),
+                        th,
+                        note=f"variant {variant}"
+                        + (f" (causal twin {causal})" if causal else "")
+                        + "; by layer: "
+                        + by_layer,
+                        label=label,
+                    )
+                )
         for claim_id in claim_ids:
             if not rows[claim_id]:
                 need = ">= 3 layers" if claim_id == "6e" else ">= 2 layers"
-                rows[claim_id].append(absent_row(claim_id, th, f"no RoPE variant with mask = {mask} (l2, no scaling, "
-                                                 f"residual, {need})"))
+                rows[claim_id].append(
+                    absent_row(claim_id, th, f"no RoPE variant with mask = {mask} (l2, no scaling, residual, {need})")
+                )
     return rows["6a"] + rows["6b"] + rows["6c"] + rows["6d"] + rows["6e"]
