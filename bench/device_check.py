@@ -10,10 +10,10 @@ Four parts, each in try/except (a failure is recorded and the next part runs), u
    paper's scale (Section 4.1: N = 100,000, n = 50, d = 64, 4 layers) for l2 alpha 0, l2 alpha 0.2 with the
    authors' sampler, LayerNorm sqrt(d) and RoPE (causal); seconds, peak GPU memory, and the agreement of the
    means (z = difference / combined SEM; the two sides draw different random streams).
-2. training: `runners.run_train` of the default model (config.yaml's training section) on synthetic token
+2. training: rule train's job (causalpos.jobs.train) of the default model (config.yaml's training section) on synthetic token
    blocks (an order-1 Markov chain over a few hundred token ids of the full 8,192 vocabulary, so that the loss
    has something to fall to), ~300 steps on CUDA (bf16 autocast, as train() does there) and a few on the CPU.
-3. extraction: `runners.run_extract` of the CUDA-trained model on 200 snippets of 50 tokens, on CUDA (bf16
+3. extraction: rule extract's job (causalpos.jobs.extract) of the CUDA-trained model on 200 snippets of 50 tokens, on CUDA (bf16
    weights, as load_for_extraction loads them there) and on the CPU (fp32), the score means compared.
 4. if time is left, the training of 2. at micro batch 32 on CUDA (how much the default batch of 4 leaves idle).
 
@@ -247,7 +247,7 @@ def train_once(ctx, blocks: Path, out: Path, device: str, steps: int, **override
     import pandas as pd
 
     from causalpos.workflow.config import training_defaults
-    from causalpos.workflow.runners import run_train
+    from causalpos.workflow.job import Job, run_job
 
     section = default_config_section("training")
     if QUICK:  # a tiny model of the same code: the quick run tests the script, not the machine
@@ -259,7 +259,9 @@ def train_once(ctx, blocks: Path, out: Path, device: str, steps: int, **override
     cuda = device == "cuda"
     cuda_peak_reset(cuda)
     start = time.perf_counter()
-    run_train("nope", settings, blocks, None, out, out.parent / f"{out.name}-ckpt")
+    run_job(Job("train", wildcards={"model": "nope"}, input={"blocks": str(Path(blocks) / "blocks.json")},
+                output={"model": str(out / "model.safetensors")},
+                params={"settings": settings, "processes": 1, "checkpoints": str(out.parent / f"{out.name}-ckpt")}))
     wall = time.perf_counter() - start
     metrics = pd.read_parquet(out / "metrics.parquet")
     rows = metrics[metrics["step"] > 0].reset_index(drop=True)
@@ -340,7 +342,7 @@ def extract_once(ctx, device: str, tag: str, **overrides) -> tuple[dict, dict]:
     import pyarrow.parquet as pq
 
     from causalpos.catalogue.tables import ACTIVATION_TABLES
-    from causalpos.workflow.runners import run_extract
+    from causalpos.workflow.job import Job, run_job
 
     settings = {**extraction_settings(), **overrides}
     folder = ctx.work / f"extract-{tag}"
@@ -348,7 +350,10 @@ def extract_once(ctx, device: str, tag: str, **overrides) -> tuple[dict, dict]:
     cuda = device == "cuda"
     cuda_peak_reset(cuda)
     start = time.perf_counter()
-    run_extract("nope", settings, ctx.model_dir, paths, snippets=ctx.snippets, device=device)
+    run_job(Job("extract", wildcards={"model": "nope"}, input={"tokens": str(ctx.snippets)},
+                output={table: str(path) for table, path in paths.items()},
+                params={"settings": settings, "location": str(ctx.model_dir), "device": device, "seed": 0,
+                        "state": None}))
     wall = time.perf_counter() - start
     frames = {table: pq.read_table(path).to_pandas() for table, path in paths.items()}
     meta = json.loads(pq.read_schema(paths["scores"]).metadata[b"causalpos"])
@@ -497,7 +502,7 @@ def markdown(s: dict) -> str:
     ex = s.get("extraction", {})
     sides = [(k, ex[k]) for k in ("cuda", "cpu", "cpu_batch_x2") if k in ex]
     if sides:
-        lines += ["## Extraction (run_extract)", "", "| side | s | tokens/s | peak GPU MiB | finite |",
+        lines += ["## Extraction (rule extract's job)", "", "| side | s | tokens/s | peak GPU MiB | finite |",
                   "|" + " --- |" * 5]
         lines += [f"| {k} | {r['extract_s']} | {r['tokens_per_s']:.0f} | {r['peak_gpu_mib']} | {r['finite']} |"
                   for k, r in sides]

@@ -4,8 +4,8 @@
 
 Copies the token blocks and the tokenizer of a finished run (rules sample and tokenizer: `--tokens-from`),
 then trains both models with every seed of the comparison (training.seed and evaluation.seeds) and evaluates
-each at every length factor, with the runners and the parameters of rules train / train_seed / length_eval /
-length_eval_seed (workflow.dag), `--parallel` trainings at a time (each its own process: one GPU holds several
+each at every length factor, with the job modules and the params of rules train and length_eval (run by hand:
+workflow.job.run_job; params from workflow.settings, as the rules give them), `--parallel` trainings at a time (each its own process: one GPU holds several
 of these small models), and writes rule length_seeds' table and figure. Everything the table rests on (the
 per-seed length_eval tables, the table, the figure, each training's metrics and seconds) goes into one tar in
 `--out`. The config's defaults are filled by jsonschema alone (config.with_defaults), so only jsonschema and its
@@ -26,31 +26,30 @@ from pathlib import Path
 import yaml
 
 from causalpos.catalogue import paths
-from causalpos.workflow import dag
 from causalpos.workflow.config import with_defaults
+from causalpos.workflow.settings import seed_runs, training_of
 
 
-def stages_of(config: dict, seed: int) -> tuple[str, str]:
-    """(training stage, length evaluation stage) of a seed: the default run's or a seed rerun's."""
-    return ("train", "length_eval") if seed == int(config["training"]["seed"]) else ("train_seed", "length_eval_seed")
-
-
-def one_run(config: dict, results: str, model: str, seed: int, output: str) -> dict:
-    """Train one model with one seed and evaluate it at every length; returns its timings."""
+def one_run(config: dict, results: str, model: str, seed: int, run: str, output: str) -> dict:
+    """Train one model with one seed (its run: "nope", "nope_seed1") and evaluate it at every length, as rules train
+    and length_eval do; returns its timings."""
     import torch
 
-    from causalpos.workflow.runners import run_length_eval, run_train
+    from causalpos.workflow.job import Job, run_job
 
-    train_stage, eval_stage = stages_of(config, seed)
-    wildcards = {"model": model} if train_stage == "train" else {"model": model, "seed": seed}
-    out_dir = str(Path(output).parent)
+    model_file = paths.model_file(run, "model.safetensors", results)
+    blocks = paths.table_file("blocks", results)
     start = time.perf_counter()
-    run_train(model, tokens_dir=paths.tokens_dir(results), tokenizer_dir=paths.tokenizer_dir(results),
-              out_dir=out_dir, checkpoint_root=paths.checkpoints_dir(results),
-              **dag.params(config, results, train_stage, **wildcards))
+    run_job(Job("train", wildcards={"model": run},
+                input={"blocks": blocks, "tokenizer": f"{paths.tokenizer_dir(results)}/tokenizer.json"},
+                output={"model": model_file},
+                params={"settings": training_of(config, run), "processes": config["train_processes"],
+                        "checkpoints": paths.checkpoints_dir(results)}))
     trained = time.perf_counter()
-    run_length_eval(out_dir, paths.tokens_dir(results), output=output,
-                    **dag.params(config, results, eval_stage, **wildcards))
+    evaluation = config["evaluation"]
+    run_job(Job("length_eval", input={"model": model_file, "blocks": blocks}, output={"table": output},
+                params={"factors": evaluation["length_factors"], "max_sequences": evaluation["length_sequences"],
+                        "device": config["training"]["device"]}))
     peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
     return {"model": model, "seed": seed, "train_seconds": trained - start,
             "eval_seconds": time.perf_counter() - trained, "peak_gpu_mib": peak,
@@ -70,7 +69,8 @@ def main() -> None:
     for source, target in ((paths.tokens_dir(args.tokens_from), paths.tokens_dir(args.results)),
                            (paths.tokenizer_dir(args.tokens_from), paths.tokenizer_dir(args.results))):
         shutil.copytree(source, target, dirs_exist_ok=True)
-    runs = dag.length_runs(config, args.results)
+    runs = [(model, seed, run, paths.table_file("length_eval", args.results, model=run))
+            for model, seed, run in seed_runs(config)]
     print(f"{len(runs)} trainings, {args.parallel} at a time", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -90,8 +90,8 @@ def main() -> None:
 
     spawn = multiprocessing.get_context("spawn")  # CUDA in the workers
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.parallel, mp_context=spawn) as pool:
-        futures = {pool.submit(one_run, config, args.results, model, int(seed), output): output
-                   for model, seed, output in runs}
+        futures = {pool.submit(one_run, config, args.results, model, int(seed), run, output): output
+                   for model, seed, run, output in runs}
         for future in concurrent.futures.as_completed(futures):
             timings.append(future.result())
             done.append(futures[future])
@@ -100,12 +100,14 @@ def main() -> None:
     wall = time.perf_counter() - start
 
     from causalpos.catalogue.figures import LENGTH_SEEDS_FIGURE
-    from causalpos.workflow.runners import run_length_seeds
+    from causalpos.workflow.job import Job, run_job
 
-    options = dag.params(config, args.results, "length_seeds_table")["options"]
-    table = paths.summary_file("length_seeds.parquet", args.results)
+    options = config["plot"]  # rule length_seeds_table's
+    table = paths.table_file("length_seeds", args.results)
     figures = paths.figure_files(LENGTH_SEEDS_FIGURE, options["formats"], args.results)
-    run_length_seeds(runs, table, figures, options)
+    run_job(Job("length_seeds_table", input={"runs": [output for *_, output in runs]},
+                output={"table": table, "figures": figures},
+                params={"runs": [[model, seed] for model, seed, _, _ in runs], "options": options}))
     bundle([table, *figures])
     print(f"done in {wall:.0f} s of training and evaluation -> {out}", flush=True)
 

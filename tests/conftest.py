@@ -2,8 +2,8 @@
 helpers the modules share are in tests/helpers.py, imported as `from helpers import ...`).
 
 `finished_run`: one finished `snakemake all` of the tiny config (.test/config.yaml, with the default profile) per
-test session, shared by every test that needs a finished run (tests/workflow/test_workflow.py, test_rerun.py,
-test_targets.py, test_stale.py, test_faults.py, test_cli_stages.py, test_paper_llms.py). It starts in the background when the session
+test session, shared by every test that needs a finished run (the workflow tier, tests/workflow/, and the docs'
+snippets). It starts in the background when the session
 starts, so the tests that need no run go on meanwhile; with pytest-xdist the workers share it (the first starts
 it, a file lock keeps the others from starting another). It is never changed: a test that runs or edits
 anything works on `finished_copy`, a copy of it of its own.

@@ -32,7 +32,8 @@ def checkpoint_folder(root, run: str, settings: dict, blocks_json, code: str) ->
 def run(job) -> None:
     run_name, settings = job.wildcards.model, job.params.settings
     model, _ = parse_run(run_name)  # the tables name the model (nope, rope); its settings hold the seed
-    tokens_dir, tokenizer_dir = os.path.dirname(job.input.blocks), os.path.dirname(job.input.tokenizer)
+    tokens_dir = os.path.dirname(job.input.blocks)
+    tokenizer_dir = os.path.dirname(job.input.tokenizer) if job.input.get("tokenizer") else None  # saved beside
     out_dir = os.path.dirname(job.output.model)
     with one_writer(out_dir, f"training {run_name}"):  # two writers of one model folder: the second is refused
         checkpoints = checkpoint_folder(

@@ -27,17 +27,43 @@ log = logging.getLogger("causalpos")
 WRITERS_ENV = "CAUSALPOS_WRITERS"  # the rules' output patterns, set by the Snakefile (workflow.rules_index)
 
 
+class Files(list):
+    """Values in order, read by position, as attributes or by name (`files[0]`, `files.model`, `files["model"]`,
+    `files.items()`): Snakemake's Namedlist as the job modules read it, without Snakemake."""
+
+    def __init__(self, named=None):
+        named = dict(named or {})
+        super().__init__(named.values())
+        self.names = list(named)
+
+    def __getattr__(self, name):
+        names = self.__dict__.get("names", [])
+        if name not in names:
+            raise AttributeError(name)
+        return self[names.index(name)]
+
+    def __getitem__(self, key):
+        return getattr(self, key) if isinstance(key, str) else super().__getitem__(key)
+
+    def keys(self):
+        return list(self.names)
+
+    def items(self):
+        return list(zip(self.names, self))
+
+    def get(self, name, default=None):
+        return self[name] if name in self.names else default
+
+
 class Job:
     """A job as a rule's script sees it (Snakemake's `snakemake` object): rule, input, output, params, wildcards
-    (Snakemake's Namedlist each, given as dicts), threads, log. For running a job module without Snakemake: bench
-    scripts, tests."""
+    (given as dicts, read as Snakemake's Namedlists are), threads, log. For running a job module without Snakemake:
+    bench scripts on a GPU node, tests."""
 
     def __init__(self, rule: str, input=None, output=None, params=None, wildcards=None, threads: int = 1, log=None):
-        from snakemake.iocontainers import Namedlist
-
         self.rule, self.threads = rule, threads
-        self.input, self.output = Namedlist(fromdict=input or {}), Namedlist(fromdict=output or {})
-        self.params, self.wildcards = Namedlist(fromdict=params or {}), Namedlist(fromdict=wildcards or {})
+        self.input, self.output = Files(input), Files(output)
+        self.params, self.wildcards = Files(params), Files(wildcards)
         self.log = [log] if log else []
 
 
