@@ -25,6 +25,9 @@ rule runtimes:
         log_path("runtimes.log"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("runtimes")
+    resources:
+        **job_resources("runtimes"),
     params:
         code=code("runtimes"),
         upstream=upstream("runtimes"),
@@ -44,6 +47,9 @@ rule config_record:
         log_path("config_record.log"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("config_record")
+    resources:
+        **job_resources("config_record"),
     params:
         config=config,
         code=code("config_record"),
