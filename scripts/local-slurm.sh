@@ -254,6 +254,8 @@ ReturnToService=2
 MinJobAge=300
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
+# sacct keeps each job's comment, where the Snakemake plugin names the job's rule (rule_<rule>_wildcards_...)
+AccountingStoreFlags=job_comment
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=6819

@@ -171,8 +171,8 @@ def finished_copy(finished_run, tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def cluster(request):
-    """A running one-node cluster (partition debug, with accounting); stopped afterwards if this started it.
-    Yields whether it was running before."""
+    """A running one-node cluster (partitions cpu and gpu, 8 fake GPUs, with accounting); stopped afterwards if
+    this started it. Yields whether it was running before."""
     from helpers import local_slurm
 
     if hasattr(request.config, "workerinput"):
