@@ -204,7 +204,7 @@ write_configs() {
     # Six CPUs per core: the test jobs are short and mostly wait (for the plugin's next status check, ~40 s
     # apart once nothing has finished for a while, or, one of them, for its time limit), so with one CPU per
     # core the cores stood half idle while the DAG's 18 figure jobs went two at a time; on two cores, room
-    # for the tests' DAG (8 jobs at a time) and the three jobs that run beside it.
+    # for the tests' DAG (8 jobs at a time) and the few jobs that run beside it.
     # SlurmdParameters=config_overrides lets slurmd take the node as configured.
     cpus=$((6 * $(nproc --all)))
     # Memory is bookkeeping here (TaskPlugin=task/none, no cgroups: no job is held to its request), and the
