@@ -21,6 +21,7 @@ rule claims:
         log_path("claims.log", "{results}"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("claims")
     resources:
         **job_resources("claims"),
     params:
@@ -47,6 +48,7 @@ rule convergence:
         results=one_of([RESULTS, PAPER]),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("convergence")
     resources:
         **job_resources("convergence"),
     params:
@@ -70,6 +72,7 @@ rule window_test:
         log_path("window_test.log"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("window_test")
     resources:
         **job_resources("window_test"),
     params:

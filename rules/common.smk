@@ -97,40 +97,33 @@ with open(os.path.join(workflow.basedir, "rules", "resources.yaml")) as fh:
     RESOURCES = yaml.safe_load(fh)
 
 
-def config_value(key):
-    """A config value by its dotted key (training.threads)."""
-    value = config
-    for part in key.split("."):
-        value = value[part]
-    return value
-
-
 def job_threads(rule):
-    threads = RESOURCES.get(rule, RESOURCES["default"]).get("threads", 1)
-    return config_value(threads) if isinstance(threads, str) else threads
+    return settings.job_request(RESOURCES, config, rule)["threads"]
 
 
 def job_resources(rule):
-    """A rule's resources: mem_mb, runtime, gpu (1 unless its device key says cpu), those of target paper_llms for
-    a job in its folder."""
-    entry = RESOURCES.get(rule, RESOURCES["default"])
-    wanted = {
-        key: entry.get(key, RESOURCES["default"][key]) for key in ("mem_mb", "runtime")
-    }
-    if "gpu" in entry:
-        wanted["gpu"] = int(config_value(entry["gpu"]) != "cpu")
-    paper = entry.get("paper_llms", {})
+    """A rule's resources (settings.job_request): mem_mb, runtime and, where its entry names a device key, gpu; a job
+    of target paper_llms (its {results} is PAPER) those of its `paper_llms:` sizes."""
+    default, paper = (
+        settings.job_request(RESOURCES, config, rule, paper_llms=p)
+        for p in (False, True)
+    )
+    keys = (
+        ("mem_mb", "runtime", "gpu")
+        if "gpu" in RESOURCES.get(rule, {})
+        else ("mem_mb", "runtime")
+    )
     return {
         key: (
             (
                 lambda wildcards, key=key: (
-                    paper[key] if wildcards.results == PAPER else wanted[key]
+                    paper[key] if wildcards.results == PAPER else default[key]
                 )
             )
-            if key in paper
-            else value
+            if paper[key] != default[key]
+            else default[key]
         )
-        for key, value in wanted.items()
+        for key in keys
     }
 
 

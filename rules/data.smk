@@ -8,6 +8,9 @@ rule sample:
         log_path("sample.log"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("sample")
+    resources:
+        **job_resources("sample"),
     params:
         sources=config["data"]["sources"],
         heldout_fraction=config["data"]["heldout_fraction"],
@@ -34,6 +37,9 @@ rule tokenizer:
     cache: True  # between workflows (see rule simulate)
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("tokenizer")
+    resources:
+        **job_resources("tokenizer"),
     params:
         name=config["tokenizer"]["name"],
         vocab_size=config["tokenizer"]["vocab_size"],

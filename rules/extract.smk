@@ -14,6 +14,7 @@ rule pretrained:
     cache: True
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("pretrained")
     resources:
         **job_resources("pretrained"),
     params:
@@ -104,6 +105,9 @@ rule summary:
         results=one_of([RESULTS, PAPER]),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("summary")
+    resources:
+        **job_resources("summary"),
     params:
         code=code("summary"),
         upstream=upstream("summary"),
@@ -124,6 +128,9 @@ rule heads:
         paths.heads_benchmark(RESULTS)
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("heads")
+    resources:
+        **job_resources("heads"),
     params:
         code=code("heads"),
         upstream=upstream("heads"),
@@ -150,6 +157,9 @@ rule model_figure:
         model=one_of(EXTRACTED),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("model_figure")
+    resources:
+        **job_resources("model_figure"),
     params:
         options=lambda wildcards: settings.plot_options(config, model=wildcards.model),
         code=code("model_figure"),

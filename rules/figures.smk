@@ -13,6 +13,9 @@ rule figure:
         results=one_of([RESULTS, PAPER]),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("figure")
+    resources:
+        **job_resources("figure"),
     params:
         options=lambda wildcards: settings.figure_options(config, wildcards.figure),
         code=code("figure"),

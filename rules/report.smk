@@ -27,6 +27,9 @@ rule runtimes:
         log_path("runtimes.log"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("runtimes")
+    resources:
+        **job_resources("runtimes"),
     params:
         code=code("runtimes"),
         upstream=upstream("runtimes"),
@@ -46,6 +49,9 @@ rule config_record:
         log_path("config_record.log"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("config_record")
+    resources:
+        **job_resources("config_record"),
     params:
         config=config,
         code=code("config_record"),
@@ -61,6 +67,9 @@ rule environment:
         log_path("environment.log"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("environment")
+    resources:
+        **job_resources("environment"),
     params:
         versions=settings.software_versions(),
         code=code("environment"),

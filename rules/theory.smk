@@ -8,6 +8,9 @@ rule theory:
         log_path("theory.log"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("theory")
+    resources:
+        **job_resources("theory"),
     params:
         seq_len=config["theory"]["seq_len"],
         alphas=config["theory"]["alphas"],
@@ -26,6 +29,9 @@ rule recursion:
         paths.recursion_benchmark(RESULTS)
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("recursion")
+    resources:
+        **job_resources("recursion"),
     params:
         variants=settings.recursion_variants(config),
         code=code("recursion"),

@@ -108,6 +108,9 @@ rule pattern_ablation_summary:
         results=one_of([RESULTS, SEEDS]),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("pattern_ablation_summary")
+    resources:
+        **job_resources("pattern_ablation_summary"),
     params:
         options=settings.plot_options(config),
         code=code("pattern_ablation_summary"),
@@ -170,6 +173,9 @@ rule emergence_summary:
         log_path("emergence_summary.log"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("emergence_summary")
+    resources:
+        **job_resources("emergence_summary"),
     params:
         settings=config["claims"],
         code=code("emergence_summary"),
@@ -192,6 +198,9 @@ rule length_seeds_table:
         log_path("length_seeds.log"),
     conda:
         "../envs/causalpos.yaml"
+    threads: job_threads("length_seeds_table")
+    resources:
+        **job_resources("length_seeds_table"),
     params:
         runs=[[model, seed] for model, seed, _ in SEED_RUNS],
         options=config["plot"],

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A one-node SLURM cluster on this machine, with accounting, for testing the
-# SLURM profile (tests/test_slurm.py, docs/slurm.md).
+# A one-node SLURM cluster on this machine, with accounting and fake GPUs, for
+# testing the SLURM profile (tests/test_slurm.py, docs/slurm.md).
 #
 #   scripts/local-slurm.sh start    install what is missing, start everything, wait until the node is idle
 #   scripts/local-slurm.sh status   the daemons, their PIDs, sinfo
@@ -18,9 +18,17 @@
 #   spool/     slurmd's SlurmdSpoolDir
 #   run/       PID files of slurmctld, slurmd, slurmdbd
 #   log/       slurmctld.log, slurmd.log, slurmdbd.log
+#   gpu/       nvidia0 ... the GPUs' device files: /dev/null under other names
+#
+# Two partitions on the one node, as profiles/slurm-test/partitions.yaml
+# describes them: cpu (the default) and gpu. The node has GPUS (8) GPUs as a
+# generic resource (gres) with no GPU behind them: SLURM allocates and
+# accounts them like real ones (sbatch --gpus=1 gets one, sacct's AllocTRES
+# says gres/gpu=1, the job's CUDA_VISIBLE_DEVICES names it), and the job
+# finds no CUDA device, so the pipeline's `device: auto` runs it on the CPU.
 #
 # The configuration goes where the Slurm commands look without SLURM_CONF:
-# /etc/slurm/slurm.conf and /etc/slurm/slurmdbd.conf (a file there that this
+# /etc/slurm/slurm.conf, gres.conf and slurmdbd.conf (a file there that this
 # script did not write is first copied to $CAUSALPOS_SLURM_DIR/backup/, and
 # put back by `stop`). `stop` removes what it wrote: the client tools stay
 # installed, and with a slurm.conf naming a stopped controller every Slurm
@@ -37,14 +45,19 @@ DIR=${CAUSALPOS_SLURM_DIR:-/tmp/causalpos-slurm}
 TIMEOUT=${CAUSALPOS_SLURM_TIMEOUT:-120}
 DB_PORT=${CAUSALPOS_SLURM_DB_PORT:-3366}
 CLUSTER=causalpos
-PARTITION=debug
+PARTITION=cpu       # the default partition; GPU_PARTITION has the same node, for jobs that ask for a GPU
+GPU_PARTITION=gpu
+# GPUs of the node: one per job that profiles/slurm-test runs at once (jobs: 8), so no GPU job waits for a GPU
+GPUS=8
 NODE=$(hostname -s)
 CONF=/etc/slurm/slurm.conf
+GRES_CONF=/etc/slurm/gres.conf
 DBD_CONF=/etc/slurm/slurmdbd.conf
 MARKER="# written by causalpos scripts/local-slurm.sh"
 PACKAGES=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server)
 
 MUNGE_DIR=$DIR/munge
+GPU_DIR=$DIR/gpu
 MUNGE_SOCKET=$MUNGE_DIR/munge.socket
 DB_DIR=$DIR/mariadb
 DB_DATA=$DB_DIR/data
@@ -177,7 +190,13 @@ make_dirs() {
     install -d -o munge -g munge -m 755 "$MUNGE_DIR"
     install -d -o mysql -g mysql -m 750 "$DB_DIR"
     install -d -o slurm -g slurm -m 755 "$DIR/state" "$DIR/log" "$DIR/run"
-    install -d -o root -g root -m 755 "$DIR/spool"
+    install -d -o root -g root -m 755 "$DIR/spool" "$GPU_DIR"
+    # slurmd drops a GPU gres without device files (File=) and refuses a plain file: character devices with
+    # /dev/null's numbers (1, 3), so nothing could use them as a GPU
+    local i
+    for ((i = 0; i < GPUS; i++)); do
+        [[ -c $GPU_DIR/nvidia$i ]] || mknod -m 666 "$GPU_DIR/nvidia$i" c 1 3
+    done
 }
 
 write_configs() {
@@ -185,12 +204,14 @@ write_configs() {
     # Six CPUs per core: the test jobs are short and mostly wait (for the plugin's next status check, ~40 s
     # apart once nothing has finished for a while, or, one of them, for its time limit), so with one CPU per
     # core the cores stood half idle while the DAG's 18 figure jobs went two at a time; on two cores, room
-    # for the tests' DAG (8 jobs at a time) and the three jobs that run beside it.
+    # for the tests' DAG (8 jobs at a time) and the few jobs that run beside it.
     # SlurmdParameters=config_overrides lets slurmd take the node as configured.
     cpus=$((6 * $(nproc --all)))
-    # RealMemory: all but ~1 GiB for the system (slurmd refuses more than there is)
-    mem_mib=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024 - 1024))
-    ((mem_mib > 512)) || mem_mib=512
+    # Memory is bookkeeping here (TaskPlugin=task/none, no cgroups: no job is held to its request), and the
+    # jobs ask for what rules/resources.yaml says (up to 32 GB: train, emergence; the tests check they do),
+    # so the node declares 256 GiB: room for 8 such requests at once, whatever this machine has
+    # (config_overrides again). The tiny jobs use a few hundred MB each.
+    mem_mib=$((256 * 1024))
     if [[ ! -s $DIR/.dbpass ]]; then
         (umask 077 && head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$DIR/.dbpass")
     fi
@@ -233,13 +254,24 @@ ReturnToService=2
 MinJobAge=300
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
+# sacct keeps each job's comment, where the Snakemake plugin names the job's rule (rule_<rule>_wildcards_...)
+AccountingStoreFlags=job_comment
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=6819
 # the munge socket for talking to slurmdbd (AuthInfo covers the rest)
 AccountingStoragePass=$MUNGE_SOCKET
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mib State=UNKNOWN
+# GPUs as a generic resource (gres.conf: one device file each, under $GPU_DIR), tracked in accounting
+GresTypes=gpu
+AccountingStorageTRES=gres/gpu
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mib Gres=gpu:$GPUS State=UNKNOWN
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+PartitionName=$GPU_PARTITION Nodes=$NODE MaxTime=INFINITE State=UP
+EOF
+
+    write_if_changed "$GRES_CONF" root 644 <<EOF
+$MARKER
+NodeName=$NODE Name=gpu File=$GPU_DIR/nvidia[0-$((GPUS - 1))]
 EOF
 
     write_if_changed "$DBD_CONF" slurm 600 <<EOF
@@ -376,7 +408,8 @@ start() {
     start_slurmctld
     start_slurmd
     wait_idle
-    say "up in $((SECONDS - t0))s: cluster $CLUSTER, partition $PARTITION, node $NODE ($(node_state)); files under $DIR"
+    say "up in $((SECONDS - t0))s: cluster $CLUSTER, partitions $PARTITION and $GPU_PARTITION, node $NODE" \
+        "($(node_state), $GPUS GPUs); files under $DIR"
     sinfo
 }
 
@@ -443,7 +476,7 @@ stop() {
 # newest backup: each start backs up the file it finds there unless this script wrote it).
 remove_configs() {
     local file backup latest
-    for file in "$CONF" "$DBD_CONF"; do
+    for file in "$CONF" "$GRES_CONF" "$DBD_CONF"; do
         if ! { [[ -e $file ]] && grep -qF "$MARKER" "$file"; }; then
             continue
         fi

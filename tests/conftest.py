@@ -9,7 +9,7 @@ it, a file lock keeps the others from starting another). It is never changed: a 
 anything works on `finished_copy`, a copy of it of its own.
 
 `cluster`: the one-node SLURM cluster of scripts/local-slurm.sh, shared by the
-SLURM test modules (tests/test_slurm.py, test_slurm_stopped.py), which
+SLURM test modules (tests/slurm/test_slurm.py, test_slurm_stopped.py), which
 are skipped unless CAUSALPOS_SLURM=1. Session-scoped so that `pytest -m slurm -n 0`
 starts it once; stopped at the end if the tests started it.
 
@@ -189,8 +189,8 @@ def finished_copy(finished_run, tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def cluster(request):
-    """A running one-node cluster (partition debug, with accounting); stopped afterwards if this started it.
-    Yields whether it was running before."""
+    """A running one-node cluster (partitions cpu and gpu, 8 fake GPUs, with accounting); stopped afterwards if
+    this started it. Yields whether it was running before."""
     from helpers import local_slurm
 
     if hasattr(request.config, "workerinput"):

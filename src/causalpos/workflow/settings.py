@@ -263,3 +263,30 @@ def software_versions() -> dict[str, str]:
         )
         gpu = done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else None
     return versions | {"gpu": gpu or "none"}
+
+
+def config_value(config: dict, key: str):
+    """A config value by its dotted key (training.threads)."""
+    value = config
+    for part in key.split("."):
+        value = value[part]
+    return value
+
+
+def job_request(resources: dict, config: dict, rule: str, paper_llms: bool = False) -> dict:
+    """What a job of `rule` asks for under `config`, from rules/resources.yaml (`resources`, parsed): threads, mem_mb,
+    runtime (minutes) and gpu (how many: its device key decides; "key=cuda" only where it says cuda; `gpus` names
+    the key of how many), a job of target paper_llms its own sizes where the entry has them."""
+    entry = resources.get(rule, resources["default"])
+    threads = entry.get("threads", resources["default"]["threads"])
+    wanted = {"threads": config_value(config, threads) if isinstance(threads, str) else threads}
+    wanted |= {key: entry.get(key, resources["default"][key]) for key in ("mem_mb", "runtime")}
+    if paper_llms:
+        wanted |= entry.get("paper_llms", {})
+    gpu = 0
+    if "gpu" in entry:
+        key, _, only = entry["gpu"].partition("=")
+        value = config_value(config, key)
+        if (value == only) if only else (value != "cpu"):
+            gpu = int(config_value(config, entry["gpus"])) if "gpus" in entry else 1
+    return wanted | {"gpu": gpu}

@@ -4,7 +4,7 @@ Snakemake, wait for its controller.
 The client tools (scontrol, sacct, squeue) stay installed. Snakemake's SLURM executor plugin runs
 `scontrol show config` whenever Snakemake starts, and with a slurm.conf naming a stopped controller that
 call waited 9 s (MessageTimeout - 1), in every `snakemake` of every later test on the machine. `stop`
-takes the configuration out of /etc/slurm, so the call fails at once. Opt-in like tests/test_slurm.py;
+takes the configuration out of /etc/slurm, so the call fails at once. Opt-in like tests/slurm/test_slurm.py;
 tests/conftest.py runs this file after the others.
 """
 
