@@ -63,7 +63,7 @@ MEANINGS = {
     "training.checkpoint_every": "steps between checkpoints (a killed run resumes from the last); 0 = only at the end",
     "training.log_every": "steps per metrics row and log line",
     "training.device": "`auto`, `cpu` or `cuda`",
-    "training.threads": "threads per training job (rules train and train_seed; capped by `--cores` and the job's "
+    "training.threads": "threads per training job (rule train, every seed; capped by `--cores` and the job's "
                         "CPUs), shared by its processes on a node: each of `train_processes` takes threads / "
                         "processes, at least 1",
     "training.model.n_layers": "decoder layers (the shape is checked before any job: heads must divide hidden, ...)",
@@ -77,7 +77,7 @@ MEANINGS = {
     "training.model.tie_word_embeddings": "the output layer shares the embedding matrix",
     "extraction.device": "`auto`, `cpu` or `cuda`",
     "extraction.batch_size": "sequences per forward pass",
-    "extraction.threads": "threads per extraction job (rules extract_trained, extract_pretrained, paper_llms_extract and emergence; capped by "
+    "extraction.threads": "threads per extraction job (rules extract, pattern_ablation, pattern_ablation_pretrained and emergence; capped by "
                           "`--cores` and the job's CPUs)",
     "extraction.pretrained.seq_len": "tokens per sequence of the pretrained LLMs (the paper: 1,024)",
     "extraction.pretrained.n_sequences": "held-out sequences per pretrained LLM (the paper: 1,000)",
