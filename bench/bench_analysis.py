@@ -1,11 +1,11 @@
 """Peak memory and time of the LLM analysis stages (summary, convergence, claim 8's ledger) against the depth.
 
-Writes synthetic extraction outputs, the files rule `extract_pretrained` writes (scores, intermediates, probe,
+Writes synthetic extraction outputs, the files rule `extract` writes for a pretrained model (scores, intermediates, probe,
 groups through `causalpos.models.outputs`), for one pretrained model of L layers, N sequences in G groups of
 length S: each layer's scores a relative pattern plus a small non-relative one, the groups' sums that pattern
-times their sequences plus noise. Then runs each stage's runner (workflow.runners: run_summary, run_convergence,
-run_claims with claim 8, the rules' own code) in a fresh process and reads that process's peak RSS from the
-kernel (os.wait4) and its wall time.
+times their sequences plus noise. Then runs each rule's job module (causalpos.jobs.summary, .convergence, .claims
+with claim 8, through workflow.job.run_job) in a fresh process and reads that process's peak RSS from the kernel
+(os.wait4) and its wall time.
 
     python bench/bench_analysis.py --layers 8 --seq-len 1024 --sequences 1000 --json out.json
     python bench/bench_analysis.py --layers 2 4 8 --seq-len 1024 --sequences 1000   # the slope in L
@@ -29,16 +29,17 @@ import numpy as np
 
 MODEL = "synthetic"
 STAGES = ("summary", "convergence", "claims")
+JOB = "from causalpos.workflow.job import Job, run_job; run_job(Job("
 RUNNER = {
-    "summary": "from causalpos.workflow.runners import run_summary as r; r([d + '/scores.parquet'], "
-               "[d + '/probe.parquet'], d + '/summary')",
-    "convergence": "from causalpos.workflow.runners import run_convergence as r; "
-                   "r({'scores': [d + '/scores.parquet'], 'groups': [d + '/groups.parquet']}, SETTINGS, "
-                   "d + '/convergence.parquet', [d + '/convergence.png'], {'formats': ['png']})",
-    "claims": "from causalpos.workflow.runners import run_claims as r; "
-              "r({'scores': [d + '/scores.parquet'], 'intermediates': [d + '/intermediates.parquet'], "
-              "'groups': [d + '/groups.parquet']}, SETTINGS, d + '/claims.parquet', d + '/claims.md', "
-              "d + '/claims_pages', {'formats': ['png']}, claim=8)",
+    "summary": JOB + "'summary', input={'scores': [d + '/scores.parquet'], 'probe': [d + '/probe.parquet']}, "
+               "output={'table': d + '/summary/nonrelativeness.parquet'}))",
+    "convergence": JOB + "'convergence', input={'scores': [d + '/scores.parquet'], 'groups': [d + '/groups.parquet']}, "
+                   "output={'table': d + '/convergence.parquet', 'figures': [d + '/convergence.png']}, "
+                   "params={'settings': SETTINGS, 'options': {'formats': ['png']}}))",
+    "claims": JOB + "'claims', input={'scores': [d + '/scores.parquet'], 'intermediates': [d + "
+              "'/intermediates.parquet'], 'groups': [d + '/groups.parquet']}, output={'table': d + '/claims.parquet', "
+              "'markdown': d + '/claims.md', 'figures': d + '/claims_pages'}, params={'settings': SETTINGS, "
+              "'options': {'formats': ['png']}, 'claim': 8}))",
 }
 SETTINGS = {"n_bootstrap": 200, "seed": 0, "thresholds": {}, "convergence_min_groups": 4}
 

@@ -5,7 +5,7 @@ imports) and exits; the time is wall and CPU of the whole process, so the differ
 garbage collection. The sides alternate, `--repeats` times each, and the medians are compared.
 
     python bench/bench_process_exit.py
-    python bench/bench_process_exit.py --imports causalpos.workflow.runners,seaborn --repeats 7
+    python bench/bench_process_exit.py --imports causalpos.jobs.figure,seaborn --repeats 7
 """
 
 from __future__ import annotations
