@@ -1,5 +1,6 @@
 import os
 import re
+from pathlib import Path
 
 import yaml
 
@@ -73,6 +74,14 @@ wildcard_constraints:
     figure=one_of(FIGURES),
 
 
+# the rules whose jobs run a module of causalpos.jobs (every rule but the targets)
+JOB_RULES = sorted(
+    path.stem
+    for path in (Path(settings.__file__).parents[1] / "jobs").glob("*.py")
+    if path.stem != "__init__"
+)
+
+
 # ---- the params every job carries, its code's digest and what its inputs were made from (workflow/provenance.py)
 PROVENANCE = Provenance(workflow)
 
@@ -83,8 +92,11 @@ def code(rule):
 
 
 def upstream(rule):
-    """The `upstream` param: the digest of the params and code of every job above this one, read off the rules."""
-    return lambda wildcards: PROVENANCE.upstream(rule, dict(wildcards.items()))
+    """The `upstream` param: the digest of the params and code of every job above this one, read off the rules (by
+    the rule's name in the workflow that runs it: causalpos_train where another workflow uses this one as a module).
+    """
+    name = workflow.modifier.modify_rulename(rule)
+    return lambda wildcards: PROVENANCE.upstream(name, dict(wildcards.items()))
 
 
 def log_path(name, results=RESULTS):
@@ -93,7 +105,12 @@ def log_path(name, results=RESULTS):
 
 
 # ---- resources: rules/resources.yaml, the one place local runs and the SLURM profile read them from
-with open(os.path.join(workflow.basedir, "rules", "resources.yaml")) as fh:
+# (beside this file: also where another workflow uses this one as a module)
+with open(
+    os.path.join(
+        workflow.current_basedir.get_path_or_uri(secret_free=True), "resources.yaml"
+    )
+) as fh:
     RESOURCES = yaml.safe_load(fh)
 
 
@@ -371,11 +388,17 @@ def paper_llms_outputs():
 
 # ---- the outputs of every rule, published to the jobs, which name the one that rebuilds a damaged input (workflow/job.py)
 def publish_writers():
-    from causalpos.workflow.job import WRITERS_ENV
+    """The outputs of every rule (a job names the one that rebuilds a damaged input), and the job module of every
+    rule by its name in the workflow that runs it (another workflow's prefix, where this one is its module).
+    """
+    from causalpos.workflow.job import JOBS_ENV, WRITERS_ENV
     from causalpos.workflow.provenance import writer_patterns
     import json
 
     os.environ[WRITERS_ENV] = json.dumps(writer_patterns(workflow))
+    jobs = json.loads(os.environ.get(JOBS_ENV) or "{}")
+    jobs |= {workflow.modifier.modify_rulename(name): name for name in JOB_RULES}
+    os.environ[JOBS_ENV] = json.dumps(jobs)
 
 
 onstart:

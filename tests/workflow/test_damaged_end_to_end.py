@@ -10,7 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
 from causalpos.catalogue import paths
 from helpers import planned_jobs, snakemake

@@ -4,6 +4,8 @@ there plans every job whose rule's code imports it, which is every job of the ru
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from causalpos.workflow.digest import import_closure, job_module

@@ -43,6 +43,7 @@ def test_the_workflow_imported_as_a_module_plans_and_runs_from_another_folder(tm
     assert plan.returncode == 0, plan.stderr
     planned = set(re.findall(r"^rule (\w+):$", plan.stdout, flags=re.M))
     # the rules the workflow's own `all` plans, each under its prefix
+    (tmp_path / "direct").mkdir()
     direct = {rule for rule, _ in planned_jobs(copy_workflow(tmp_path / "direct"), "all")}
     assert planned == {f"causalpos_{name}" for name in direct} | {"causalpos_all"}
     assert f"CAUSALPOS_ROOT={ROOT}" in plan.stdout  # what the conda environment's pip entry installs

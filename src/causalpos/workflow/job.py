@@ -24,7 +24,8 @@ from causalpos.workflow.digest import job_module
 from causalpos.workflow.user_errors import is_user_error, report_job_error
 
 log = logging.getLogger("causalpos")
-WRITERS_ENV = "CAUSALPOS_WRITERS"  # the rules' output patterns, set by the Snakefile (workflow.rules_index)
+WRITERS_ENV = "CAUSALPOS_WRITERS"  # the rules' output patterns, set by the Snakefile (rules/common.smk)
+JOBS_ENV = "CAUSALPOS_JOBS"  # {rule name in the running workflow: its job module}, where another workflow renames it
 
 
 class Files(list):
@@ -68,8 +69,10 @@ class Job:
 
 
 def run_job(job) -> None:
-    """Run the job module of `job.rule` on `job` inside its JobLog (where the job has a log)."""
-    module = importlib.import_module(job_module(job.rule))
+    """Run the job module of `job.rule` on `job` inside its JobLog (where the job has a log). A rule renamed by a
+    workflow that uses this one as a module (causalpos_train) runs the module of its own name (train)."""
+    rule = json.loads(os.environ.get(JOBS_ENV) or "{}").get(job.rule, job.rule)
+    module = importlib.import_module(job_module(rule))
     with JobLog(job.log[0]) if job.log else nullcontext():
         try:
             module.run(job)
