@@ -20,7 +20,6 @@ import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoTokenizer
 
 from causalpos.io import DamagedFileError, write_parquet
 from causalpos.models.model import build_model

@@ -30,7 +30,6 @@ from causalpos.io import (
     usual_mode,
     write_parquet,
 )
-from causalpos.catalogue import paths
 from causalpos.workflow.job import WRITERS_ENV, Job, run_job
 from helpers import ROOT, alive, damage, default_stop_signals
 

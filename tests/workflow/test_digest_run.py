@@ -26,11 +26,8 @@ def test_a_docstring_and_a_comment_rerun_nothing_a_statement_reruns_every_user(f
     io.write_text(edited + "\nEDITED_BY_A_TEST = True\n")
     planned = planned_jobs(finished_copy, "all_figures")
     every = snakemake(finished_copy, "-n", "--forceall", "all_figures").stdout
-    jobs = {
-        line.split()[0]: int(line.split()[1])
-        for line in every.split("Job stats:")[1].splitlines()[3:]
-        if line.strip() and line.split()[0] != "total"
-    }
+    stats = every.split("Job stats:")[1].split("\n\n")[0]  # the "job  count" rows, up to the blank line after them
+    jobs = {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", stats, re.M) if m[1] != "total"}
     users = {rule for rule in jobs if rule != "all_figures" and "causalpos.io" in import_closure([job_module(rule)])}
     assert {rule for rule, _ in planned} == users
     assert len(planned) == sum(count for rule, count in jobs.items() if rule in users)

@@ -51,7 +51,7 @@ from causalpos.catalogue.models import TRAINED, uses_rope
 from causalpos.catalogue.tables import METRIC_COLUMNS, TABLES
 from causalpos.io import atomic_path, usual_mode, write_parquet
 from causalpos.models.checkpoints import (
-    CHECKPOINT_MAGIC,
+    CHECKPOINT_MAGIC,  # noqa: F401  (re-exported: the checkpoint format's names live in models.checkpoints)
     CHECKPOINT_NAME,
     RESUMABLE_CHANGES,  # noqa: F401
     CheckpointError,
