@@ -30,8 +30,8 @@ def differing_columns(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, str]:
             continue
         elif np.issubdtype(x.dtype, np.number):
             found[column] = f"max |difference| {np.nanmax(np.abs(x.to_numpy(float) - y.to_numpy(float))):.3g}"
-        else:
-            found[column] = f"{int((x != y).sum())} values differ"
+        else:  # objects (lists, arrays in a cell) compare by their repr
+            found[column] = f"{int((x.map(repr) != y.map(repr)).sum())} values differ"
     return found
 
 
