@@ -129,6 +129,7 @@ def test_snapshot_of_step_s_is_the_weights_after_exactly_s_steps(runs):
     assert not (root / "b" / "snapshots").exists()
 
 
+# over 20 s (~45 s): an interrupted training with snapshots and its resumed run, against an uninterrupted one
 def test_an_interrupted_run_writes_the_rest_and_the_same_bits(runs, data, tmp_path):
     root, _ = runs
     config = tmp_path / "cfg.json"

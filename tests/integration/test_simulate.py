@@ -524,6 +524,7 @@ _RSS_SCRIPT = textwrap.dedent("""
 """)
 
 
+# over 20 s (~35 s, torch side): a process per size, each simulating enough samples to tell memory from N
 @pytest.mark.parametrize("backend,small,large", [("numba", 4096, 40000), ("torch", 1024, 6144)])
 def test_peak_memory_does_not_grow_with_n_samples(backend, small, large):
     """Paper-scale shapes (n = 50, d = 64, 4 layers). Holding the inputs of `large` samples alone

@@ -222,6 +222,7 @@ def test_threads_are_capped_by_the_cpus_of_the_job(data, tmp_path, monkeypatch, 
     assert "1 ranks on cpu, 1 threads" in caplog.text
 
 
+# over 20 s (~70 s): three training processes in turn (stopped, killed, resumed), each starting torch
 def test_sigterm_then_sigkill_and_the_resumed_run_ends_bitwise_the_same(trained, data, tmp_path):
     """Three processes of one training: SIGTERM stops the first after a checkpoint at the step it reached; the
     second resumes there and is killed (SIGKILL) after its next periodic checkpoint; the third resumes from
@@ -274,6 +275,7 @@ def test_sigterm_then_sigkill_and_the_resumed_run_ends_bitwise_the_same(trained,
     )
 
 
+# over 20 s (~27 s): torchrun with two ranks, stopped and resumed
 def test_sigterm_stops_every_rank_at_one_step_and_the_resumed_ranks_split_the_data_and_agree(data, tmp_path):
     """The workflow's DDP path (rule train's job with processes=2: torchrun, gloo): the job passes SIGTERM on to
     torchrun, torchrun to its ranks, and the ranks agree on the step to stop at. The rerun resumes there; per

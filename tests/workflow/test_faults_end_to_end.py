@@ -27,6 +27,7 @@ pytestmark = pytest.mark.workflow
 # ---------------------------------------------------------------- a damaged table, end to end
 
 
+# over 20 s (~35 s): two runs of all_figures on a copy, the failing one and the rebuild
 @pytest.mark.workflow
 def test_truncated_simulation_table_is_named_moved_aside_and_rebuilt(finished_copy):
     workdir = finished_copy  # of the session's finished run, with the default profile
@@ -180,6 +181,7 @@ def assert_resumed(workdir: Path, step: int, checkpoint: Path, output: str) -> N
     assert "rule sample:" not in output and "rule tokenizer:" not in output
 
 
+# over 20 s (~25 s): three stopped trainings under Snakemake and their resumed reruns
 @pytest.mark.workflow
 @pytest.mark.skipif(not HOOKED, reason="needs `onstart: forward_stop_signals()` in the rules (issue 11)")
 def test_ctrl_c_sigint_and_sigterm_each_stop_training_with_a_checkpoint_and_each_rerun_resumes(tokenized, tmp_path):

@@ -223,6 +223,7 @@ def draw_ablation(run: Path, config: dict, out: Path, recorder: Recorder) -> Non
         )
 
 
+# over 20 s (~27 s, once per module): every figure family drawn from the shared run's tables
 @pytest.fixture(scope="module")
 def figures(finished_run, tmp_path_factory) -> dict[str, list[Drawn]]:
     """Every family's figures (family -> [Drawn]), drawn once from the finished run's tables."""

@@ -277,6 +277,7 @@ def test_dry_run_plans_one_paper_size_extraction_per_model_under_its_own_folder(
             assert re.search(r"log: (.*)", body).group(1).startswith(f"{paper}/logs/")
 
 
+# over 20 s (~45 s): target paper_llms in full on a copy (an LLM's extraction at its own size, figures, ledger)
 @pytest.mark.workflow
 def test_paper_llms_writes_its_own_folder_only(finished_copy):
     """Target paper_llms on the test config's small extraction.paper_llms: its tables, figures, claim 8's rows and the

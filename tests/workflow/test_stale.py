@@ -68,6 +68,7 @@ def run_and_kill(workdir: Path, counts: dict[str, int], timeout: float = 300) ->
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
 
 
+# over 20 s (~65 s): a killed run and a rebuild of both branches (simulation, two trainings) on a copy
 def test_killed_jobs_after_a_config_change_are_rebuilt_with_what_is_made_from_them(finished_copy):
     workdir, variant, alpha, lr, steps = finished_copy, "l2_alpha0.2", 0.35, 0.002, 200
     # 200 steps: a logged step near enough the peak of the learning-rate schedule for the lr check below

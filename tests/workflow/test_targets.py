@@ -17,6 +17,7 @@ from helpers import copy_run, edit_config, planned_jobs, snakemake
 pytestmark = pytest.mark.workflow
 
 
+# over 20 s (~35 s): target length_seeds in full on a copy (two more trainings and their ablations)
 def test_length_seeds_target_trains_the_other_seeds_and_summarises(finished_copy):
     """`snakemake length_seeds`: both models again with each of evaluation.seeds, their length evaluation and
     pattern ablation, the tables and figures over seeds and claim 11's ledger; the default run's own trainings
