@@ -217,7 +217,8 @@ def requested(rule: str, config: dict) -> dict:
     from causalpos.workflow.settings import job_request
 
     wanted = job_request(RESOURCES, config, rule)
-    return {**wanted, "gpus": wanted["gpu"], "partition": "gpu" if wanted["gpu"] else "cpu"}
+    gpus = wanted.pop("gpu")
+    return {**wanted, "gpus": gpus, "partition": "gpu" if gpus else "cpu"}
 
 
 def minutes(limit: str) -> float:
