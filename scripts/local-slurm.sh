@@ -249,9 +249,10 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
-# Finished jobs stay visible to squeue/scontrol for 5 minutes (the plugin's
-# squeue status command needs several minutes; sacct reads slurmdbd anyway).
-MinJobAge=300
+# Finished jobs stay visible to squeue/scontrol for an hour: the plugin's squeue
+# status command needs several minutes, more on a slow machine, where its checks
+# come further apart (sacct reads slurmdbd anyway).
+MinJobAge=3600
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 # sacct keeps each job's comment, where the Snakemake plugin names the job's rule (rule_<rule>_wildcards_...)
