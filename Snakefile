@@ -21,8 +21,13 @@ os.environ["CAUSALPOS_ROOT"] = workflow.current_basedir.get_path_or_uri(
 )
 
 
+# a job ends when this Snakemake does, even one killed before the job's first instruction (runtime.processes)
+os.environ["CAUSALPOS_SNAKEMAKE_PID"] = str(os.getpid())
+
+
 envvars:
     "CAUSALPOS_ROOT",
+    "CAUSALPOS_SNAKEMAKE_PID",
 
 
 # config.yaml unless --configfile names another: `--configfile .test/config.yaml` runs that config alone
@@ -53,23 +58,31 @@ include: "rules/report.smk"
 publish_writers()
 
 
+ALL = [
+    rules.theory.output,
+    rules.recursion.output,
+    rules.tokenizer.output,
+    [paths.table_file("length_eval", RESULTS, model=m) for m in TRAINED],
+    all_simulations(),
+    paths.summary_tables(RESULTS),
+    rules.heads.output,
+    [paths.table_file("emergence", RESULTS)] if SNAPSHOTS else [],
+    paths.table_file("pattern_ablation_summary", RESULTS),
+    paths.table_file("claims", RESULTS),
+    rules.runtimes.output,
+    rules.config_record.output,
+    rules.environment.output,
+    all_figure_files(),
+    [paths.all_layers_dir(model, RESULTS) for model in EXTRACTED],
+]
+
+
+# Each target also asks for what it rests on that a finished run has lost (a deleted model, a damaged token file):
+# their jobs run again and everything made from them follows (workflow.verify).
 rule all:
     input:
-        rules.theory.output,
-        rules.recursion.output,
-        rules.tokenizer.output,
-        [paths.table_file("length_eval", RESULTS, model=m) for m in TRAINED],
-        all_simulations(),
-        paths.summary_tables(RESULTS),
-        rules.heads.output,
-        [paths.table_file("emergence", RESULTS)] if SNAPSHOTS else [],
-        paths.table_file("pattern_ablation_summary", RESULTS),
-        paths.table_file("claims", RESULTS),
-        rules.runtimes.output,
-        rules.config_record.output,
-        rules.environment.output,
-        all_figure_files(),
-        [paths.all_layers_dir(model, RESULTS) for model in EXTRACTED],
+        ALL,
+        lost=lost(ALL),
 
 
 # The README's command: every figure and every table the figures and the docs rely on, i.e. all of `all`.
@@ -78,13 +91,28 @@ rule all_figures:
         rules.all.input,
 
 
+# `all`, with every byte of every result it rests on checked against what its job wrote (causalpos.checksums):
+# a flipped bit with the mtime kept, which `all` (size and mtime) does not see. What is damaged is moved aside and
+# made again, in a dry run too (snakemake -n verify: the plan).
+rule verify:
+    input:
+        ALL,
+        lost=lost(ALL, full=True),
+
+
 # The comparisons over training seeds (evaluation.seeds), not part of `all`: each seed trains both models again. The
 # length table and figure, the pattern ablation of every seed and its ledger (claim 11, under results/seeds).
+LENGTH_SEEDS = [
+    rules.length_seeds_table.output,
+    paths.table_file("pattern_ablation_summary", SEEDS),
+    paths.table_file("claims", SEEDS),
+]
+
+
 rule length_seeds:
     input:
-        rules.length_seeds_table.output,
-        paths.table_file("pattern_ablation_summary", SEEDS),
-        paths.table_file("claims", SEEDS),
+        LENGTH_SEEDS,
+        lost=lost(LENGTH_SEEDS),
 
 
 # Section 5.2 at the paper's size: every model of extraction.pretrained.models on extraction.paper_llms's sequences
@@ -93,3 +121,4 @@ rule length_seeds:
 rule paper_llms:
     input:
         paper_llms_outputs(),
+        lost=lost(paper_llms_outputs()),

@@ -21,6 +21,7 @@ from causalpos.catalogue.figures import (
 from causalpos.catalogue.models import TRAINED, TRAINED_RUNS
 from causalpos.workflow import settings
 from causalpos.workflow.config import check_duplicate_keys, validate_config
+from causalpos.workflow.costs import check_costs
 from causalpos.workflow.digest import code_digest
 from causalpos.workflow.provenance import Provenance
 from causalpos.workflow.user_errors import stop_on_user_error
@@ -99,6 +100,19 @@ def upstream(rule):
     return lambda wildcards: PROVENANCE.upstream(name, dict(wildcards.items()))
 
 
+def lost(targets, full=False):
+    """An input function of a target rule: the results `targets` rest on that are missing or damaged (these moved
+    aside), so that their jobs run again and everything made from them follows (workflow.verify). `full` hashes
+    every byte of every result (target verify); otherwise a result is read only where its size or mtime moved.
+    """
+    from snakemake.logging import logger
+    from causalpos.workflow.verify import lost_results
+
+    return lambda wildcards: lost_results(
+        PROVENANCE, targets, full=full, say=logger.warning
+    )
+
+
 def log_path(name, results=RESULTS):
     """A job's log, inside its results folder: <results>/logs/<name>."""
     return paths.log_file(name, results)
@@ -112,6 +126,10 @@ with open(
     )
 ) as fh:
     RESOURCES = yaml.safe_load(fh)
+# what the largest jobs would need, against what they ask for: a config no job could run stops here (workflow.costs)
+stop_on_user_error(
+    check_costs, config, lambda rule: settings.job_request(RESOURCES, config, rule)
+)
 
 
 def job_threads(rule):

@@ -4,14 +4,12 @@
 
 rule runtimes:
     input:
-        # each benchmark with a file of the same job whose metadata names its device
-        train=[paths.train_benchmark(m, RESULTS) for m in TRAINED],
+        # a file of each benchmarked job, whose metadata names its device (its benchmark, a param below, is read
+        # but not an input: a missing timing is reported missing, and never makes Snakemake rerun the job)
         train_metrics=[paths.table_file("metrics", RESULTS, model=m) for m in TRAINED],
-        emergence=[paths.emergence_benchmark(m, RESULTS) for m in TRAINED if SNAPSHOTS],
         emergence_scores=[
             paths.emergence_table(m, "scores", RESULTS) for m in TRAINED if SNAPSHOTS
         ],
-        recursion=[paths.recursion_benchmark(RESULTS)],
         recursion_table=[paths.recursion_table(RESULTS)],
         # the cached rules record their run times in their tables' metadata
         simulate=[paths.simulation_table(v, RESULTS) for v in VARIANTS],
@@ -31,6 +29,13 @@ rule runtimes:
     resources:
         **job_resources("runtimes"),
     params:
+        benchmarks={
+            "train": [paths.train_benchmark(m, RESULTS) for m in TRAINED],
+            "emergence": [
+                paths.emergence_benchmark(m, RESULTS) for m in TRAINED if SNAPSHOTS
+            ],
+            "recursion": [paths.recursion_benchmark(RESULTS)],
+        },
         code=code("runtimes"),
         upstream=upstream("runtimes"),
     script:

@@ -28,9 +28,9 @@ def differing_columns(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, str]:
             found[column] = f"dtype {x.dtype} vs {y.dtype}"
         elif x.map(repr).equals(y.map(repr)) if x.dtype == object else x.equals(y):
             continue
-        elif np.issubdtype(x.dtype, np.number):
+        elif pd.api.types.is_numeric_dtype(x.dtype) and not pd.api.types.is_bool_dtype(x.dtype):
             found[column] = f"max |difference| {np.nanmax(np.abs(x.to_numpy(float) - y.to_numpy(float))):.3g}"
-        else:  # objects (lists, arrays in a cell) compare by their repr
+        else:  # text (a verdict), booleans, objects (lists, arrays in a cell) compare by their repr
             found[column] = f"{int((x.map(repr) != y.map(repr)).sum())} values differ"
     return found
 

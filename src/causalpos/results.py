@@ -15,7 +15,8 @@ diagonal (k > q) under the causal mask and outside a sliding window (k <= q - wi
 entry is a number. Arrays are float64.
 
 Files are read with causalpos.io.read_table, the reader of every stage and of the figures (a damaged file
-raises DamagedFileError), and turned into arrays by causalpos.matrices.maps, the figures' own; a missing one raises
+raises DamagedFileError; so does one that is not what its job wrote, by the record beside it:
+causalpos.checksums; either is moved aside, naming the rule that makes it again), and turned into arrays by causalpos.matrices.maps, the figures' own; a missing one raises
 MissingResultError, naming what the folder holds and the command that makes the file (Snakemake finds the rule). `results` is the results folder (the config's `results` key); `paper_llms=True`
 reads target paper_llms's files inside it.
 """
@@ -30,7 +31,8 @@ import pandas as pd
 
 from causalpos.catalogue.claims import LEDGER_COLUMNS
 from causalpos.errors import UserError
-from causalpos.io import read_table
+from causalpos import checksums
+from causalpos.io import DamagedFileError, move_aside, read_table
 from causalpos.matrices import maps
 from causalpos.catalogue.tables import (
     HEAD_SCORE_COLUMNS,
@@ -130,7 +132,20 @@ def _check_value(value: str, allowed) -> None:
 def _read(path: str, what: str = "", folder=None, present=()) -> pd.DataFrame:
     """The table at `path`; MissingResultError if there is none, naming the `present` ones of `folder`."""
     if Path(path).exists():
-        return read_table(path)
+        record = checksums.read_record(path)
+        found = checksums.damage(path, record, full=True)
+        if not found:
+            try:
+                return read_table(path)
+            except DamagedFileError as err:  # no record (made by hand, or before records), yet not a table
+                found = err.reason
+        rule = f"rule {record['rule']}" if record else "the rule that writes it"
+        raise DamagedFileError(
+            path,
+            found,
+            f"moved to {move_aside(path)}; {rule} makes it again: `snakemake --cores 2 {path}`, or "
+            "snakemake --cores 8 all_figures",
+        )
     held = f"no {what}: {folder} holds {', '.join(sorted(present)) or 'none'}; " if what else ""
     raise MissingResultError(
         f"{held}{path} does not exist; `snakemake --cores 2 {path}` makes it (and what it needs), "

@@ -207,3 +207,17 @@ def test_the_recovery_docs_say_how_to_unlock_after_a_hard_kill():
     recovery = text[text.index("### After a failed, killed or interrupted run") : text.index("## Profiles")]
     bullet = next(item for item in recovery.split("\n- ") if "LockException" in item)
     assert "snakemake --unlock" in bullet and "kill -9" in bullet
+
+
+def test_list_into_a_closed_pipe_ends_quietly():
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        f"{sys.executable} -m causalpos.workflow.cli --configfile {Path(__file__).resolve().parents[2] / '.test' / 'config.yaml'} list | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.stdout.startswith("variant ") and len(proc.stdout.splitlines()) == 1
+    assert proc.stderr == ""

@@ -138,3 +138,30 @@ def test_the_workflow_layer_is_in_no_rule_digest():
     """Running a job (its log, its signals) and reading the config decide no result: editing them reruns nothing."""
     for rule in RULES:
         assert not [m for m in import_closure([job_module(rule)]) if m.startswith("causalpos.workflow")], rule
+
+
+def test_a_prose_module_reaches_only_the_docs_and_its_words_change_no_digest(source_copy):
+    """catalogue/columns.py holds the column meanings of docs/results.md: tables.py gives them to each Table as
+    `column_meanings`, which only the docs generator reads, so leaving its words out of the digests hides nothing a
+    job computes. Editing a meaning changes no rule's digest; a new statement still does."""
+    from causalpos.workflow.digest import PROSE
+
+    assert PROSE == {"causalpos.catalogue.columns"}
+    readers = set()
+    for path in [*SRC.rglob("*.py"), *(SRC.parents[1] / "scripts").rglob("*.py")]:
+        text = path.read_text()
+        if (
+            "column_meanings" in text
+            or "catalogue.columns" in text
+            or "from causalpos.catalogue import columns" in text
+        ):
+            readers.add(path.relative_to(SRC.parents[1]).as_posix())
+    docs = {"scripts/docsgen/catalogue_pages.py", "scripts/docsgen/config_page.py"}
+    assert readers == {"src/causalpos/catalogue/tables.py", "src/causalpos/workflow/digest.py", *docs}
+    columns = source_copy / "catalogue" / "columns.py"
+    before = digests(source_copy)
+    text = columns.read_text()
+    columns.write_text(text.replace('"the measured value"', '"the value measured, in other words"', 1))
+    assert digests(source_copy) == before
+    columns.write_text(text + "\nEDITED_BY_A_TEST = len(COMMON)\n")
+    assert digests(source_copy) != before

@@ -204,3 +204,35 @@ def test_cli_checks_and_lists_a_good_config(capsys):
     listed = capsys.readouterr().out.splitlines()
     assert "model nope trained" in listed and any(line.startswith("model smollm2_135m pretrained") for line in listed)
     assert sum(line.startswith("variant ") for line in listed) == 8
+
+
+# ---------------------------------------------------------------- no tracebacks (issue 40, the probe's cases)
+
+
+def tiny_config_text() -> str:
+    return (ROOT / ".test" / "config.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("- data\n- training\n", "line 1: its top level is a list; a config maps keys"),
+        ("x: !!python/object:os.system 1\n", "line 1, column 4: not valid YAML: could not determine a constructor"),
+    ],
+    ids=["a-list", "a-python-tag"],
+)
+def test_a_config_that_is_no_mapping_is_one_line_naming_file_and_line(tmp_path, capsys, text, message):
+    (tmp_path / "c.yaml").write_text(text)
+    assert main(["--configfile", str(tmp_path / "c.yaml"), "check"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"causalpos check: config file {tmp_path / 'c.yaml'}") and message in line
+
+
+@pytest.mark.parametrize("under", [False, True], ids=["a-file", "under-a-file"])
+def test_results_naming_a_file_is_refused_naming_the_key(tmp_path, capsys, under):
+    (tmp_path / "taken").write_text("a file")
+    results = tmp_path / "taken" / "results" if under else tmp_path / "taken"
+    (tmp_path / "c.yaml").write_text(tiny_config_text() + f"\nresults: {results}\n")
+    assert main(["--configfile", str(tmp_path / "c.yaml"), "check"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"results = '{results}'" in line and "a file; results names the folder" in line

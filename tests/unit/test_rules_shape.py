@@ -7,7 +7,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = [ROOT / "Snakefile", *sorted((ROOT / "rules").glob("*.smk"))]
-TARGETS = ("all", "all_figures", "length_seeds", "paper_llms")  # rules that only name other rules' outputs
 
 
 def bodies() -> dict[str, str]:
@@ -16,6 +15,10 @@ def bodies() -> dict[str, str]:
         parts = re.split(r"^rule (\w+):", path.read_text(), flags=re.M)
         found |= dict(zip(parts[1::2], parts[2::2]))
     return found
+
+
+# the target rules: they make nothing of their own, only ask for other rules' outputs (all, verify, ...)
+TARGETS = {name for name, body in bodies().items() if not re.search(r"^    output:", body, re.M)}
 
 
 def test_at_most_30_rules_and_2_use_rule():

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from causalpos import checksums
 from causalpos.catalogue import paths
 from helpers import ROOT, SNAKEMAKE, alive, copy_run, damage, default_stop_signals, edit_config, job_rule, snakemake
 
@@ -36,6 +37,9 @@ def test_truncated_simulation_table_is_named_moved_aside_and_rebuilt(finished_co
     original = pd.read_parquet(table)
     figures = [workdir / p for p in paths.figure_files("fig02_l2norm", ["pdf", "png"])]
     damage(table, "truncated")
+    # Its record would show the damage first, when Snakemake plans (tests/workflow/test_nothing_stale.py); without
+    # one (a file made before records, or by hand) the reader's own check of the format names it
+    checksums.forget(table)
 
     failed = snakemake(workdir, "all_figures", check=False)
     shown = failed.stdout + failed.stderr

@@ -18,6 +18,7 @@ import pandas as pd
 from causalpos.catalogue.tables import RUNTIME_COLUMNS
 from causalpos.io import read_metadata
 
+MISSING = "missing (no benchmark file)"  # the source of a job whose benchmark file is gone
 HEADERS = {
     "rule": "Rule",
     "job": "Job",
@@ -36,13 +37,16 @@ def job_name(path) -> str:
 
 def runtime_frame(benchmarks: dict, parquets: dict) -> pd.DataFrame:
     """`benchmarks`: rule -> (benchmark .tsv, a Parquet file of the same job whose metadata names its device)
-    pairs; `parquets`: rule -> Parquet files with `seconds` (and `max_rss_mb`, `cpu_seconds`, `device`)
+    pairs (a benchmark file that is gone gives a row of NaN times, its source MISSING); `parquets`: rule -> Parquet files with `seconds` (and `max_rss_mb`, `cpu_seconds`, `device`)
     metadata. Files written before a stage recorded its memory and CPU time leave those cells empty."""
     rows = []
     for rule, pairs in benchmarks.items():
         for path, companion in pairs:
-            bench = pd.read_csv(path, sep="\t")
             device = read_metadata(companion).get("device") if companion else None
+            if not os.path.exists(path):  # a timing deleted after its job ran: reported missing, not remade
+                rows.append({"rule": rule, "job": job_name(path), "device": device, "source": MISSING})
+                continue
+            bench = pd.read_csv(path, sep="\t")
             for _, run in bench.iterrows():  # one row per repeat of the benchmark
                 rows.append(
                     {

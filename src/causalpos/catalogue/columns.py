@@ -297,7 +297,8 @@ RUNTIMES = {
     "max_rss_mb": "peak memory (MB); empty for files written before the stages recorded it",
     "cpu_seconds": "CPU seconds; empty likewise",
     "device": "where it ran",
-    "source": "`benchmark` (a Snakemake benchmark file) or `stage metadata` (what a cached stage stored in its output)",
+    "source": "`benchmark` (a Snakemake benchmark file), `stage metadata` (what a cached stage stored in its output) "
+    "or `missing (no benchmark file)` (its benchmark file was deleted after the job ran: the times are empty)",
 }
 
 LENGTH_SEEDS = {

@@ -11,9 +11,11 @@ import fcntl
 import functools
 import gc
 import os
+import select
 import signal
 import subprocess
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -47,31 +49,52 @@ def lock_file(folder) -> Path:
 
 @contextmanager
 def one_writer(folder, what: str):
-    """Hold the lock of `folder` while the block writes it, or raise OutputLocked at once naming the holder.
+    """Hold the lock of `folder` (a folder or a file a job writes) while the block writes it, or raise OutputLocked
+    at once naming the holder.
 
     An advisory flock on lock_file(folder): Snakemake's own lock covers two Snakemakes in one working folder,
-    not `causalpos train` run beside its job, nor two working folders sharing a results folder. The kernel
-    drops it when its process dies, so a kill -9 leaves nothing to clean up; the file stays, unlocked."""
+    not two working folders sharing a results folder, nor a script beside a job. The kernel drops it when its
+    process dies, so a kill -9 leaves nothing locked (only the file, which the next holder takes over); a holder
+    that ends removes it, and the folder it made for it if that is still empty, so nothing is left beside the
+    outputs. A lock file removed between another process's open and its flock is not the lock: that process
+    looks again."""
     path = lock_file(folder)
+    made = None if path.parent.exists() else path.parent
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
+    while True:
+        fh = open(path, "a+")
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             fh.seek(0)
             holder = fh.read().strip() or "unknown"
+            fh.close()
             raise OutputLocked(
                 f"{folder} is being written by another process ({what}, pid {holder}, lock {path}); "
                 f"wait for it to end or stop it, then run this again"
             ) from None
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(fh.fileno()).st_ino:
+            break
+        fh.close()  # removed by the holder that just ended: lock the file that is there now
+    try:
         fh.seek(0)
         fh.truncate()
         fh.write(f"{os.getpid()}\n")
         fh.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # before the unlock: whoever opens it next makes a new one
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+        if made is not None:
+            try:
+                made.rmdir()
+            except OSError:  # not empty: the block wrote into it
+                pass
 
 
 # ---------------------------------------------------------------- stopping
@@ -133,13 +156,49 @@ def _parent_death_signal(sig=signal.SIGTERM):
     return None if prctl is None else functools.partial(prctl, PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
 
+SNAKEMAKE_PID_ENV = "CAUSALPOS_SNAKEMAKE_PID"  # set by the Snakefile: the pid of the Snakemake that starts the jobs
+
+
 def stop_with_parent(sig=signal.SIGTERM) -> None:
-    """Have Linux send this process `sig` when its parent (Snakemake) dies, so no job outlives a killed
-    workflow; a training takes SIGTERM as a cue to checkpoint and stop. Does nothing off Linux."""
+    """Have this process get `sig` when Snakemake dies, so no job outlives a killed workflow; a training takes
+    SIGTERM as a cue to checkpoint and stop. Does nothing off Linux.
+
+    Called first thing in a job (workflow_scripts/job.py), before the heavy imports. Linux signals the death of
+    the parent (prctl); the pid the Snakefile put in the environment also catches a Snakemake that died before
+    this call (in its preamble of the script), and one with a process between it and the job (a conda
+    environment's shell), which a thread then watches."""
     prctl = _prctl()
     if prctl is None:
         return
     parent = os.getppid()
     prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    if os.getppid() != parent:  # it died before the request took effect
+    snakemake = os.environ.get(SNAKEMAKE_PID_ENV, "")
+    if not snakemake.isdigit():
+        if os.getppid() != parent:  # it died before the request took effect
+            os.kill(os.getpid(), sig)
+        return
+    snakemake = int(snakemake)
+    if not _alive(snakemake) or os.getppid() == 1:
         os.kill(os.getpid(), sig)
+    elif snakemake != os.getppid():
+        threading.Thread(target=_signal_when_ended, args=(snakemake, sig), daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        pass
+    return True
+
+
+def _signal_when_ended(pid: int, sig) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # ended already
+        os.kill(os.getpid(), sig)
+        return
+    select.select([fd], [], [])  # readable when the process ends
+    os.kill(os.getpid(), sig)

@@ -8,6 +8,7 @@ result and what it needs, and keeps its records of what it made (docs/cli.md).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from causalpos.catalogue.models import TRAINED
@@ -57,6 +58,9 @@ def main(argv=None) -> int:
         # what a user can fix (a setting, a file): one line, no traceback
         print(f"causalpos {args.command}: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `causalpos list | head -1`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error as Python flushes at exit
+        return 0
     return 0
 
 

@@ -4,6 +4,7 @@ config is refused before any job, naming the key. What the config then says each
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 
 import jsonschema
@@ -18,7 +19,7 @@ from causalpos.models.pretrained import check_gguf, gguf_file, source_kind
 from causalpos.models.probe_split import MIN_SEQUENCES as PROBE_MIN_SEQUENCES  # its 60/20/20 split by sequence
 from causalpos.models.settings import TrainingSettings, check_warmup, snapshot_schedule, training_settings
 from causalpos.simulation.variant import Variant
-from causalpos.workflow.settings import extra_seeds, extracted_models, pretrained_settings, variant_params
+from causalpos.workflow.settings import extra_seeds, extracted_models, pretrained_settings, results_dir, variant_params
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 DEVICE_KEYS = ("device", "training.device", "extraction.device")  # every `device` of the schema
@@ -76,6 +77,7 @@ def validate_config(config: dict, devices=True) -> dict:
     from snakemake.utils import validate
     from snakemake_interface_common.exceptions import WorkflowError
 
+    check_numbers(config)
     try:
         validate(config, str(SCHEMA_PATH), set_default=True)
     except WorkflowError:
@@ -84,6 +86,40 @@ def validate_config(config: dict, devices=True) -> dict:
         raise ConfigError("invalid config:\n  " + _invalid(validator.iter_errors(config))) from None
     check_config(config, devices)
     return config
+
+
+def _whole(checker, instance) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _finite(checker, instance) -> bool:
+    return isinstance(instance, (int, float)) and not isinstance(instance, bool) and math.isfinite(instance)
+
+
+def check_numbers(config: dict) -> None:
+    """Refuse what JSON Schema lets through: NaN and infinity pass every bound (a comparison with NaN is false), and
+    a whole number written as a float (`d: 64.0`) is an integer to it. Raises ConfigError naming each key."""
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    base = jsonschema.validators.validator_for(schema)
+    strict = jsonschema.validators.extend(
+        base, type_checker=base.TYPE_CHECKER.redefine_many({"integer": _whole, "number": _finite})
+    )(schema)
+    errors = [
+        e
+        for e in strict.iter_errors(config)
+        if e.validator in ("type", "anyOf", "oneOf")
+        and isinstance(e.instance, float)
+        and (not math.isfinite(e.instance) or e.instance.is_integer())  # 2.5 for an integer: the schema's own error
+    ]
+    if errors:
+        lines = []
+        for error in sorted(errors, key=lambda e: list(map(str, e.absolute_path))):
+            where = _key_path(error.absolute_path)
+            if not math.isfinite(error.instance):
+                lines.append(f"{where} = {error.instance!r} is not a finite number")
+            else:
+                lines.append(f"{where} = {error.instance!r} must be a whole number, written without a decimal point")
+        raise ConfigError("invalid config:\n  " + "\n  ".join(dict.fromkeys(lines)))
 
 
 def with_defaults(config: dict) -> dict:
@@ -130,7 +166,19 @@ def _filling_validator(base, schema: dict):
     return jsonschema.validators.extend(base, {"properties": properties})(schema)
 
 
+def check_results_folder(config: dict) -> None:
+    """`results` names a folder to write under: not a file, nor a folder under a file."""
+    results = Path(results_dir(config))
+    for folder in (results, *results.parents):
+        if folder.exists() and not folder.is_dir():
+            where = "is" if folder == results else f"lies under {folder}, which is"
+            raise ConfigError(
+                f"results = {str(results)!r} {where} a file; results names the folder every result goes under"
+            )
+
+
 def check_config(config: dict, devices=True) -> None:
+    check_results_folder(config)
     try:
         training = training_settings(config["training"])  # complete: the schema's defaults are filled in
         check_warmup(training)
@@ -381,8 +429,15 @@ def check_duplicate_keys(path) -> None:
     text = config_text(path)
     try:
         root = yaml.compose(text, Loader=loader)
+        yaml.load(text, Loader=loader)  # a tag no safe loader constructs (!!python/object) fails here, not later
     except yaml.YAMLError as err:
         raise ConfigError(yaml_problem(path, text, err)) from None
+    if root is not None and not isinstance(root, yaml.MappingNode):
+        kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
+        raise ConfigError(
+            f"config file {path}, line {root.start_mark.line + 1}: its top level is {kind}; a config maps keys "
+            f"(data:, training:, ...) to their settings"
+        )
     _find_duplicate_keys(root, [], path)
 
 

@@ -18,8 +18,9 @@ import signal
 from contextlib import nullcontext
 from pathlib import Path
 
+from causalpos import checksums
 from causalpos.io import DamagedFileError, move_aside
-from causalpos.runtime.processes import skip_final_collection, stop_with_parent
+from causalpos.runtime.processes import one_writer, skip_final_collection
 from causalpos.workflow.digest import job_module
 from causalpos.workflow.user_errors import is_user_error, report_job_error
 
@@ -73,23 +74,55 @@ def run_job(job) -> None:
     workflow that uses this one as a module (causalpos_train) runs the module of its own name (train)."""
     rule = json.loads(os.environ.get(JOBS_ENV) or "{}").get(job.rule, job.rule)
     module = importlib.import_module(job_module(rule))
-    with JobLog(job.log[0]) if job.log else nullcontext():
+    with JobLog(job.log[0]) if job.log else nullcontext(), one_job_writing(job):
         try:
+            for output in flat(job.output):  # a job that fails leaves no record of the outputs it was to write
+                checksums.forget(output)
+            check_inputs(flat(job.input))
             module.run(job)
         except DamagedFileError as err:
             raise moved_aside(err) from err
+        for output in flat(job.output):
+            checksums.write_record(output, job.rule, flat(job.input))
+
+
+def flat(files) -> list[str]:
+    """The paths of a job's inputs or outputs: Snakemake's Namedlist is flat already, a Job's may hold lists."""
+    found = []
+    for item in files:
+        found.extend(flat(item) if isinstance(item, (list, tuple)) else [str(item)])
+    return found
+
+
+def one_job_writing(job):
+    """Hold the lock of the job's first output while it runs (runtime.processes.one_writer): a second job writing
+    the same outputs (another Snakemake on the same results folder, a bench script) is refused at once, naming the
+    first. Two jobs that share an output share the first one: Snakemake lets one rule write a file."""
+    outputs = flat(job.output)
+    if not outputs:
+        return nullcontext()
+    return one_writer(outputs[0], f"a job of rule {job.rule}")
+
+
+def check_inputs(inputs) -> None:
+    """Raise DamagedFileError for the first input that is not what its job wrote (causalpos.checksums: every
+    byte hashed, a flipped bit included); inputs without a record pass."""
+    for path in inputs:
+        found = checksums.damage(path, full=True)
+        if found and found != "missing":  # a missing input: Snakemake's own message comes first
+            raise DamagedFileError(path, found)
 
 
 class JobLog:
     """Around a Snakemake job: send its log records (and any traceback) to `path`, as Snakemake's log: wants; a
-    UserError ends the job with its message in one line on stderr (workflow.user_errors); stop the job when
-    Snakemake dies (stop_with_parent); at the end spare its process the final garbage collection."""
+    UserError ends the job with its message in one line on stderr (workflow.user_errors); at the end spare its
+    process the final garbage collection. (The job's end with Snakemake comes before, in workflow_scripts/job.py:
+    runtime.processes.stop_with_parent.)"""
 
     def __init__(self, path):
         self.path = path
 
     def __enter__(self):
-        stop_with_parent()
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self.handler = logging.FileHandler(self.path, mode="w")
         self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -160,7 +193,10 @@ def moved_aside(err: DamagedFileError) -> DamagedFileError:
     else:
         rule = found[0]
         link = os.readlink(err.path) if os.path.islink(err.path) else None
-        moved, what = move_aside(err.path), "file"
+        if found[1]:  # a directory() output, damaged as a whole (its record: causalpos.checksums)
+            moved, what = move_folder_aside(err.path), "folder"
+        else:
+            moved, what = move_aside(err.path), "file"
         advice = f"moved to {moved}. "
         if companion and os.path.lexists(companion):  # not an output of the rule: a missing one reruns nothing
             advice = (

@@ -71,14 +71,18 @@ class Provenance:
                 values[name] = value(Wildcards(fromdict=wildcards)) if callable(value) else value
         return values
 
-    def input_jobs(self, rule: str, wildcards: dict) -> list[tuple[str, dict]]:
-        """The jobs (rule, wildcards) whose outputs one job of `rule` reads, each once, in order; an input no rule
-        writes (a model the config names, an installed corpus) has no job."""
+    def inputs(self, rule: str, wildcards: dict) -> list[str]:
+        """The input paths of one job of `rule`, as Snakemake expands them."""
         from snakemake.iocontainers import Wildcards
 
         inputs, *_ = self.workflow.get_rule(rule).expand_input(Wildcards(fromdict=wildcards))
+        return [str(path) for path in inputs]
+
+    def input_jobs(self, rule: str, wildcards: dict) -> list[tuple[str, dict]]:
+        """The jobs (rule, wildcards) whose outputs one job of `rule` reads, each once, in order; an input no rule
+        writes (a model the config names, an installed corpus) has no job."""
         jobs = []
-        for path in inputs:
+        for path in self.inputs(rule, wildcards):
             job = self.writer(str(path))
             if job is not None and job not in jobs:
                 jobs.append(job)

@@ -8,6 +8,7 @@ Bugs (any other exception) keep their tracebacks. Kept out of workflow.runners: 
 
 from __future__ import annotations
 
+import errno
 import sys
 
 from causalpos.errors import UserError
@@ -32,11 +33,21 @@ def stop_on_user_error(check, *args, **kwargs):
         raise SystemExit(1) from None
 
 
+# A full disk or quota: nothing in the job to fix, and the same for every job that writes meanwhile.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
 def report_job_error(error: BaseException, log_path) -> None:
-    """What a job says on stderr when its stage raised one of USER_ERRORS (the traceback is in its log already;
-    Snakemake's own report of the failed job names the rule)."""
+    """What a job says on stderr when its stage raised one of USER_ERRORS, or found no space to write (the
+    traceback is in its log already; Snakemake's own report of the failed job names the rule)."""
+    if isinstance(error, OSError) and error.errno in NO_SPACE:
+        where = f" writing {error.filename}" if error.filename else ""
+        error = (
+            f"{error.strerror}{where}: free space where the results go (df -h shows it) and run the same command "
+            f"again; nothing half-written is kept"
+        )
     print(f"{error} (details: {log_path})", file=sys.stderr, flush=True)
 
 
 def is_user_error(error: BaseException | None) -> bool:
-    return isinstance(error, USER_ERRORS)
+    return isinstance(error, USER_ERRORS) or (isinstance(error, OSError) and error.errno in NO_SPACE)
