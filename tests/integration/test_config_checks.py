@@ -890,3 +890,31 @@ def test_snakemake_refuses_each_before_any_job(dry_run_copy, tmp_path, change, m
     assert proc.returncode != 0
     assert message.format(d=tmp_path) in proc.stdout + proc.stderr
     assert not (workdir / "results").exists()
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda c: c["simulation"]["defaults"].update(d=64.0),
+            "simulation.defaults.d = 64.0 must be a whole number, written without a decimal point",
+        ),
+        (
+            lambda c: c.setdefault("claims", {}).setdefault("thresholds", {}).update(family_alpha=float("nan")),
+            "claims.thresholds.family_alpha = nan is not a finite number",
+        ),
+        (
+            lambda c: c["theory"].update(seq_len=10**7),
+            "theory.seq_len = 10,000,000: the closed forms' table needs at least 4.8 PB of memory",
+        ),
+    ],
+    ids=["d-as-float", "nan-threshold", "theory-too-large"],
+)
+def test_the_dry_run_refuses_what_json_schema_lets_through(tmp_path, change, message):
+    """Issue 40's probe: `d: 64.0` and a NaN threshold passed `snakemake -n`, and sizes without a bound crashed or
+    ran for ever; the dry run now stops at once, in one line naming the key."""
+    workdir = copy_workflow(tmp_path)
+    edit_config(workdir, change)
+    refused = snakemake(workdir, "-n", "all", check=False)
+    shown = refused.stdout + refused.stderr
+    assert refused.returncode == 1 and message in shown and "Traceback" not in shown, shown[-3000:]

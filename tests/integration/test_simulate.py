@@ -539,3 +539,33 @@ def test_peak_memory_does_not_grow_with_n_samples(backend, small, large):
     )
     rss = json.loads(out.stdout.strip().splitlines()[-1])
     assert rss["after"] - rss["before"] < 48, rss
+
+
+# over 20 s (~25 s): numba compiles the kernels twice, in fresh processes, for each of the four kinds of variant
+def test_a_kernel_compiled_in_the_job_and_one_loaded_from_the_cache_give_the_same_bits(tmp_path):
+    """A simulate job either compiles the numba kernels or loads them from numba's cache; with fast-math
+    reassociation the two summed differently (2.3e-9 apart, issue 40). Two processes on an empty cache folder: the
+    first compiles (and fills it), the second loads; every variant kind's table is equal bit for bit."""
+    script = textwrap.dedent(
+        """
+        import hashlib, sys
+        import numpy as np
+        from causalpos.simulation.engine import simulate
+        from causalpos.simulation.variant import Variant
+        kinds = [
+            dict(norm="l2", alpha=0.0), dict(norm="l2", alpha=0.2), dict(norm="layernorm", scale="sqrt_d"),
+            dict(norm="l2", pe="rope"),
+        ]
+        for kind in kinds:
+            v = Variant(d=64, seq_len=12, n_layers=4, n_samples=600, seed=0, **kind)
+            r = simulate(v, device="cpu", backend="numba", threads=1)
+            arrays = [a for a in vars(r).values() if isinstance(a, np.ndarray)]
+            print(hashlib.sha256(b"".join(a.tobytes() for a in arrays)).hexdigest())
+        """
+    )
+    env = {**__import__("os").environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True) for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr[-3000:] + runs[1].stderr[-3000:]
+    assert any((tmp_path / "numba").rglob("*.nbi"))  # the first run filled the cache, the second read it
+    compiled, cached = (run.stdout.split() for run in runs)
+    assert len(compiled) == 4 and compiled == cached

@@ -49,8 +49,10 @@ _F32 = np.float32
 _ZERO, _ONE = _F32(0.0), _F32(1.0)
 _PAD = 8  # floats per AVX2 vector
 
-# Fast-math without nnan/ninf: reassociation lets LLVM vectorise row sums.
-_FASTMATH = {"nsz", "arcp", "contract", "reassoc"}
+# Fast-math without nnan/ninf, and without reassociation or contraction: with them LLVM vectorised the row sums
+# differently in a kernel compiled in the job and in one loaded from numba's cache (2.3e-9 apart, issue 40); without
+# them the two give the same bits (tests/integration/test_simulate.py; bench/bench_kernel_flags.py: the cost).
+_FASTMATH = {"nsz", "arcp"}
 
 
 def _kernel(fn):
