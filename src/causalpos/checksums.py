@@ -6,7 +6,9 @@ its size, mtime and SHA-256. Checking a file against its record:
 - a size that differs, or a file of the record missing, is damage (a truncation), seen without reading;
 - a different mtime with the same size is read and hashed (a touch is no damage; the record takes the new mtime);
 - `full=True` hashes every file: a flipped bit keeps the size, and disk corruption keeps the mtime too.
-A file without a record (made before records existed, or by hand) is not checked.
+A file without a record (made before records existed, or by hand) is not checked, nor is a link: Snakemake's
+between-workflow cache (--cache) puts a link to its copy in place of an output without running the job, so the
+record beside it may be an earlier job's.
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ def damage(path, record: dict | None = None, full: bool = False) -> str | None:
         return None
     if not os.path.lexists(path):
         return "missing"
+    if os.path.islink(path):  # from Snakemake's between-workflow cache (--cache), not from the job the record names
+        return None
     files = files_of(path)
     refreshed = False
     for name, entry in record["files"].items():
