@@ -3,6 +3,7 @@
 #       snakemake --cores 8 length_seeds     (length and pattern ablation over training seeds: more trainings)
 #       snakemake --cores 8 paper_llms       (Section 5.2 at the paper's size: 1,000 x 1,024 tokens per LLM; hours on a CPU)
 #       snakemake --cores 2 results/simulation/l2_alpha0.0.parquet   (any result: the jobs it needs, and no other)
+#       snakemake --cores 8 verify           (all, with every byte of every result checked against what its job wrote)
 # rules/*.smk are the DAG: each rule's inputs, outputs and params; its code is causalpos.jobs.<rule>.
 
 import os

@@ -918,3 +918,46 @@ def test_the_dry_run_refuses_what_json_schema_lets_through(tmp_path, change, mes
     refused = snakemake(workdir, "-n", "all", check=False)
     shown = refused.stdout + refused.stderr
     assert refused.returncode == 1 and message in shown and "Traceback" not in shown, shown[-3000:]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("- data\n- training\n", "config file config.yaml, line 1: its top level is a list; a config maps keys"),
+        (None, "is a file; results names the folder every result goes under"),
+    ],
+    ids=["a-list", "results-a-file"],
+)
+def test_the_dry_run_names_a_config_that_is_no_mapping_or_whose_results_is_a_file(tmp_path, text, message):
+    """Issue 40's probe: a list-shaped config.yaml named neither file nor line, and `results:` naming a file ended
+    in a 46-line traceback; now one line each, before any job."""
+    workdir = copy_workflow(tmp_path)
+    if text is None:
+        (workdir / "taken").write_text("a file")
+        edit_config(workdir, lambda config: config.update(results="taken"))
+    else:
+        (workdir / "config.yaml").write_text(text)
+    refused = snakemake(workdir, "-n", "all", check=False)
+    shown = refused.stdout + refused.stderr
+    assert refused.returncode == 1 and message in shown and "Traceback" not in shown, shown[-3000:]
+
+
+def test_a_full_disk_ends_the_job_in_one_line_and_leaves_nothing_half_written(tmp_path):
+    """Issue 40's probe: a full disk gave 7 jobs' tracebacks. The results folder on a 12 KB tmpfs (as root, like
+    the SLURM tests; skipped where mount is refused): the closed forms' table does not fit; one line names the
+    cause, and no file of the table, whole or part, is left."""
+    workdir = copy_workflow(tmp_path)
+    results = workdir / "results"
+    results.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(results)], capture_output=True)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        failed = snakemake(workdir, "results/theory/layer2_scores.parquet", check=False)
+        left = [p.name for p in (results / "theory").glob("*")] if (results / "theory").exists() else []
+    finally:
+        subprocess.run(["umount", str(results)], check=True)
+    shown = failed.stdout + failed.stderr
+    assert failed.returncode != 0
+    assert "No space left on device: free space where the results go" in shown and "Traceback" not in shown, shown
+    assert left == []
