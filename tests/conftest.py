@@ -55,6 +55,7 @@ LONG_FILES = (
     "test_recursion.py",
     # these wait for the shared run
     "test_stale.py",
+    "test_nothing_stale.py",
     "test_faults_end_to_end.py",
     "test_paper_llms.py",
     "test_targets.py",
