@@ -69,7 +69,9 @@ def test_bootstrap_over_blocks_gives_the_metric_its_own_standard_error():
 
     value, block_se = metric_se(groups)
     _, parametric_se = metric_se(None)
-    assert value == pytest.approx(per_sample.mean(), abs=1e-9)
+    # two float32 computations of one mean (the kernel's block sums, the torch decoder's per-sample scores): they
+    # agree to float32's resolution at a value of ~0.4 (2^-24 x 0.4 ~ 2.4e-8), not to the last bit
+    assert value == pytest.approx(per_sample.mean(), abs=1e-7)
     # 32 groups: the bootstrap SE itself scatters by ~1/sqrt(2 * 31) = 13%, the replicates by ~4%
     assert 0.65 < block_se / direct_se < 1.4
     assert parametric_se < 0.5 * direct_se
