@@ -541,7 +541,7 @@ def test_peak_memory_does_not_grow_with_n_samples(backend, small, large):
     assert rss["after"] - rss["before"] < 48, rss
 
 
-# over 20 s (~25 s): numba compiles the kernels twice, in fresh processes, for each of the four kinds of variant
+# over 20 s (~60 s): numba compiles the kernels twice, in fresh processes, for each of the four kinds of variant
 def test_a_kernel_compiled_in_the_job_and_one_loaded_from_the_cache_give_the_same_bits(tmp_path):
     """A simulate job either compiles the numba kernels or loads them from numba's cache; with fast-math
     reassociation the two summed differently (2.3e-9 apart, issue 40). Two processes on an empty cache folder: the

@@ -28,7 +28,7 @@ def replace_keeping_mtime(path: Path, data: bytes) -> None:
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
-# over 20 s (~45 s): the rebuild of the tokens and of everything made from them, 30 jobs of the tiny run
+# over 20 s (~110 s): the rebuild of the tokens and of everything made from them, 30 jobs of the tiny run
 def test_a_flipped_bit_with_the_mtime_kept_is_planned_by_verify_and_rebuilt(finished_copy):
     """heldout.npy with one bit flipped and its mtime kept, as disk corruption keeps it: `all` reads no byte of a
     file whose size and mtime are its record's, `verify` reads them all: the rule that writes it and everything
