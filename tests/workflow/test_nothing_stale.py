@@ -28,11 +28,11 @@ def replace_keeping_mtime(path: Path, data: bytes) -> None:
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
 
 
-# over 20 s (~110 s): the rebuild of the tokens and of everything made from them, 30 jobs of the tiny run
 def test_a_flipped_bit_with_the_mtime_kept_is_planned_by_verify_and_rebuilt(finished_copy):
     """heldout.npy with one bit flipped and its mtime kept, as disk corruption keeps it: `all` reads no byte of a
     file whose size and mtime are its record's, `verify` reads them all: the rule that writes it and everything
-    made from it are planned, the damaged file moved aside and named; the rebuilt file is the original again."""
+    made from it are planned, the damaged file moved aside and named; its rule makes the original bits again (the
+    rebuild of everything after it, ~100 s here, is left out: it is what the plan says)."""
     heldout = finished_copy / paths.tokens_file("heldout.npy")
     original = heldout.read_bytes()
     flipped = bytearray(original)
@@ -43,14 +43,13 @@ def test_a_flipped_bit_with_the_mtime_kept_is_planned_by_verify_and_rebuilt(fini
     dry = snakemake(finished_copy, "-n", "verify")
     said = dry.stdout + dry.stderr
     planned = planned_jobs(finished_copy, "verify")
-    assert ("tokenizer", "") in planned and ("length_eval", "nope") in planned, said
+    assert ("tokenizer", "") in planned and ("length_eval", "nope") in planned and ("claims", "") in planned, said
     assert f"{paths.tokens_file('heldout.npy')} is damaged: its content is not what rule tokenizer wrote" in said
     assert "rule tokenizer makes it again" in said
     assert Path(f"{heldout}.damaged").read_bytes() == bytes(flipped)
 
-    snakemake(finished_copy, "verify")
+    snakemake(finished_copy, paths.tokens_file("heldout.npy"))
     assert heldout.read_bytes() == original  # the tokenizer and its blocks are deterministic
-    assert planned_jobs(finished_copy, "verify") == set()
 
 
 @pytest.mark.parametrize(
