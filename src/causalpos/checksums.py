@@ -63,6 +63,11 @@ def write_record(path, rule: str, inputs) -> Path:
         "inputs": [str(item) for item in inputs],
         "files": {name: _entry(file) for name, file in files_of(path).items()},
     }
+    return _save(path, record)
+
+
+def _save(path, record: dict) -> Path:
+    """Write the record of `path` whole or not at all (a reader never sees half of it)."""
     target = record_path(path)
     temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     temporary.write_text(json.dumps(record, indent=1))
@@ -111,8 +116,5 @@ def damage(path, record: dict | None = None, full: bool = False) -> str | None:
             if stat.st_mtime_ns != entry.get("mtime_ns"):
                 entry["mtime_ns"], refreshed = stat.st_mtime_ns, True
     if refreshed:  # touched, not changed: hash it no more
-        target = record_path(path)
-        temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(record, indent=1))
-        os.replace(temporary, target)
+        _save(path, record)
     return None

@@ -86,12 +86,12 @@ def run_job(job) -> None:
             checksums.write_record(output, job.rule, flat(job.input))
 
 
-def flat(files) -> list[str]:
-    """The paths of a job's inputs or outputs: Snakemake's Namedlist is flat already, a Job's may hold lists."""
-    found = []
-    for item in files:
-        found.extend(flat(item) if isinstance(item, (list, tuple)) else [str(item)])
-    return found
+def flat(items) -> list[str]:
+    """The paths of a nest of lists: a job's inputs or outputs (Snakemake's Namedlist is flat already, a Job's may
+    hold lists), a target rule's input (lists of paths, rules' outputs)."""
+    if isinstance(items, (str, os.PathLike)):
+        return [str(items)]
+    return [path for item in items for path in flat(item)]
 
 
 def one_job_writing(job):

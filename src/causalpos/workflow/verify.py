@@ -17,6 +17,7 @@ import os
 
 from causalpos import checksums
 from causalpos.io import move_aside
+from causalpos.workflow.job import flat
 
 
 def lost_results(provenance, targets, full: bool = False, say=print) -> list[str]:
@@ -52,10 +53,3 @@ def lost_results(provenance, targets, full: bool = False, say=print) -> list[str
         for item in provenance.inputs(rule, wildcards):
             pending.append((os.path.normpath(str(item)), rested_on or present))
     return sorted(set(lost), key=lost.index)
-
-
-def flat(items) -> list[str]:
-    """The paths of a nest of lists (a target rule's input: lists of paths, rules' outputs)."""
-    if isinstance(items, (str, os.PathLike)):
-        return [str(items)]
-    return [path for item in items for path in flat(item)]
