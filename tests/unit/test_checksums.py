@@ -232,3 +232,13 @@ def test_an_output_linked_from_the_between_workflow_cache_is_not_held_to_an_earl
     written.unlink()
     written.symlink_to(cached)
     assert checksums.damage(written) is None and checksums.damage(written, full=True) is None
+
+
+def test_the_paths_of_a_nest_of_inputs_leave_out_an_input_the_config_left_out(tmp_path):
+    from causalpos.workflow.job import flat
+
+    assert flat({"a": str(tmp_path / "a"), "b": None, "c": [tmp_path / "c", [str(tmp_path / "d")]]}.values()) == [
+        str(tmp_path / "a"),
+        str(tmp_path / "c"),
+        str(tmp_path / "d"),
+    ]

@@ -88,7 +88,9 @@ def run_job(job) -> None:
 
 def flat(items) -> list[str]:
     """The paths of a nest of lists: a job's inputs or outputs (Snakemake's Namedlist is flat already, a Job's may
-    hold lists), a target rule's input (lists of paths, rules' outputs)."""
+    hold lists, and None for an input a config leaves out), a target rule's input (lists of paths, rules' outputs)."""
+    if items is None:
+        return []
     if isinstance(items, (str, os.PathLike)):
         return [str(items)]
     return [path for item in items for path in flat(item)]
