@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from causalpos.runtime.devices import available_cpus, resolve_device
@@ -165,7 +166,9 @@ def real_loop(args, device: torch.device) -> dict:
         root = Path(tmp)
         blocks = synthetic_blocks(root, args)
         with contextlib.redirect_stderr(io.StringIO()):  # no tqdm bar: the loop logs every row instead
-            metrics = train("rope", True, blocks, root / "out", root / "ckpt", cfg, log=log)
+            metrics = train("rope", True, blocks, root / "out", root / "ckpt", cfg, log=log,
+                            throughput=root / "throughput.tsv")
+        metrics = metrics.assign(tokens_per_s=pd.read_csv(root / "throughput.tsv", sep="\t")["tokens_per_s"])
     first, last = args.warmup, args.warmup + args.steps
     seconds = rows.times[last] - rows.times[first]
     tokens = args.steps * args.grad_accum * args.micro_batch * args.block_len

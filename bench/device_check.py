@@ -261,9 +261,11 @@ def train_once(ctx, blocks: Path, out: Path, device: str, steps: int, **override
     start = time.perf_counter()
     run_job(Job("train", wildcards={"model": "nope"}, input={"blocks": str(Path(blocks) / "blocks.json")},
                 output={"model": str(out / "model.safetensors")},
-                params={"settings": settings, "processes": 1, "checkpoints": str(out.parent / f"{out.name}-ckpt")}))
+                params={"settings": settings, "processes": 1, "checkpoints": str(out.parent / f"{out.name}-ckpt"),
+                        "throughput": str(out / "throughput.tsv")}))
     wall = time.perf_counter() - start
     metrics = pd.read_parquet(out / "metrics.parquet")
+    metrics["tokens_per_s"] = pd.read_csv(out / "throughput.tsv", sep="\t")["tokens_per_s"]
     rows = metrics[metrics["step"] > 0].reset_index(drop=True)
     # each row's tokens_per_s covers the training steps since the previous row (evaluations excluded); the
     # first row's steps hold the warm-up (CUDA context, kernels, allocator), so it is left out where others exist

@@ -30,6 +30,8 @@ rule train:
         settings=lambda wildcards: settings.training_of(config, wildcards.model),
         processes=config["train_processes"],
         checkpoints=paths.checkpoints_dir(RESULTS),
+        # a timing beside the benchmark, not an output: a lost one never reruns the training
+        throughput=lambda wildcards: paths.train_throughput(wildcards.model, RESULTS),
         code=code("train"),
         upstream=upstream("train"),
     script:

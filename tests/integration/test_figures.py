@@ -302,7 +302,6 @@ def _toy_training_tables():
                     "train_loss": 6 - step / 20 + offset,
                     "heldout_loss": 6.1 - step / 20 + offset if step % 20 == 0 else np.nan,
                     "lr": 1e-3,
-                    "tokens_per_s": 1000.0,
                 }
             )
     lengths = pd.DataFrame(

@@ -19,6 +19,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from causalpos.catalogue.tables import METRIC_COLUMNS, THROUGHPUT_COLUMNS
 from causalpos.models.model import build_model, count_parameters
 from causalpos.models.settings import model_settings, training_settings
 from causalpos.models.blocks import TrainOrder, micro_batch_blocks
@@ -26,7 +27,6 @@ from causalpos.models.length_eval import evaluate_lengths
 from causalpos.models.train import (
     CHECKPOINT_NAME,
     DEBUG_ENV,
-    METRIC_COLUMNS,
     CheckpointError,
     load_checkpoint,
     lr_at,
@@ -43,7 +43,16 @@ from helpers import BLOCK, CFG, TINY, VOCAB, command, env, start_and_wait_for_st
 def trained(data, tmp_path_factory) -> Path:
     """An uninterrupted in-process run of CFG: the reference for resume and the model to evaluate."""
     root = tmp_path_factory.mktemp("reference")
-    train("nope", False, data / "blocks", root / "out", root / "ckpt", CFG, tokenizer_dir=data / "tokenizer")
+    train(
+        "nope",
+        False,
+        data / "blocks",
+        root / "out",
+        root / "ckpt",
+        CFG,
+        tokenizer_dir=data / "tokenizer",
+        throughput=root / "throughput.tsv",
+    )
     return root
 
 
@@ -189,7 +198,12 @@ def test_outputs_load_and_the_model_learned(trained, data):
     assert evaluated["step"].tolist() == [0, 40, 80, 120]
     # the chain has 3 successors per token: from ~ln 300 = 5.7 toward ln 3 = 1.1
     assert evaluated["heldout_loss"].iloc[0] > 5.0 and evaluated["heldout_loss"].iloc[-1] < 2.5
-    assert (metrics["tokens_per_s"].iloc[1:] > 0).all()
+    # the speed apart from the results, row by row
+    speed = pd.read_csv(trained / "throughput.tsv", sep="\t")
+    assert list(speed.columns) == THROUGHPUT_COLUMNS
+    assert speed["step"].tolist() == metrics["step"].tolist()
+    assert speed["tokens_seen"].tolist() == metrics["tokens_seen"].tolist()
+    assert (speed["tokens_per_s"].iloc[1:] > 0).all()
 
     loaded = AutoModelForCausalLM.from_pretrained(out)
     assert loaded.config.no_rope_layers == [0, 0]

@@ -18,6 +18,7 @@ import yaml
 from causalpos import results
 from causalpos.analysis.heads import METRICS as HEAD_METRICS
 from causalpos.catalogue import paths
+from causalpos.catalogue.tables import METRIC_COLUMNS
 from causalpos.catalogue.claims import PAGES, VERDICTS
 from helpers import assert_convergence_is_the_ledger, copy_workflow, edit_config, planned_jobs, snakemake
 
@@ -95,7 +96,9 @@ def test_training_outputs(finished_run):
     for model in ("nope", "rope"):
         folder = finished_run / "results" / "models" / model
         metrics = pd.read_parquet(folder / "metrics.parquet")
-        assert {"step", "tokens_seen", "train_loss", "heldout_loss", "lr", "tokens_per_s"} <= set(metrics.columns)
+        assert list(metrics.columns) == METRIC_COLUMNS  # no timing among the results
+        speed = pd.read_csv(finished_run / "results" / "benchmarks" / "train" / f"{model}.throughput.tsv", sep="\t")
+        assert speed["step"].tolist() == metrics["step"].tolist() and (speed["tokens_per_s"].iloc[1:] > 0).all()
         first, last = metrics["heldout_loss"].dropna().iloc[[0, -1]]
         assert last < first  # it learns, even in a few steps
         loaded = AutoModelForCausalLM.from_pretrained(folder)

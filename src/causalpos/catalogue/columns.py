@@ -21,7 +21,6 @@ COMMON = {
     "heldout_loss_sem": "its standard error over the evaluated sequences",
     "train_loss": "mean training loss of the step (nats per token)",
     "lr": "the learning rate of the step",
-    "tokens_per_s": "training throughput",
     "value": "the measured value",
     "uncertainty": "its standard error: the SD of the bootstrap replicates",
     "stage": "Figure 3's stage, a-i (models.md)",

@@ -127,6 +127,12 @@ def train_benchmark(model: str, results: str = RESULTS) -> str:
     return f"{benchmarks_dir(results)}/train/{model}.tsv"
 
 
+def train_throughput(model: str, results: str = RESULTS) -> str:
+    """The tokens per second of each row of a training curve (catalogue.tables.THROUGHPUT_COLUMNS), beside the
+    training job's benchmark: a timing, not a result, so no rule declares it."""
+    return f"{benchmarks_dir(results)}/train/{model}.throughput.tsv"
+
+
 def emergence_table(model: str, table: str, results: str = RESULTS) -> str:
     """results/emergence/{model}/{table}.parquet, table one of EMERGENCE_TABLES (the extraction at each snapshot)."""
     if table not in EMERGENCE_TABLES:

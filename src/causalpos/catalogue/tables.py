@@ -124,7 +124,10 @@ BLOCK_COLUMNS = [
         for key in ("n_documents", "n_stream_tokens", "n_blocks", "n_tokens")
     ),
 ]
-METRIC_COLUMNS = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr", "tokens_per_s"]
+METRIC_COLUMNS = ["model", "step", "tokens_seen", "train_loss", "heldout_loss", "lr"]
+# a training run's speed, kept apart from its results (paths.train_throughput): the same run on another machine
+# has the same metrics.parquet, and a lost timing never reruns the training
+THROUGHPUT_COLUMNS = ["model", "step", "tokens_seen", "tokens_per_s"]
 LENGTH_EVAL_COLUMNS = ["model", "factor", "seq_len", "n_sequences", "heldout_loss", "heldout_loss_sem"]
 ABLATION_COLUMNS = [
     "model",

@@ -52,6 +52,7 @@ def run(job) -> None:
                 settings,
                 tokenizer_dir=tokenizer_dir,
                 log=log,
+                throughput=job.params.get("throughput"),
             )
             return
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
@@ -77,6 +78,8 @@ def run(job) -> None:
             "--tokenizer",
             str(tokenizer_dir),
         ]
+        if job.params.get("throughput"):
+            command += ["--throughput", job.params.throughput]
         log.info("launch: %s", " ".join(command))
         try:
             code = run_stoppable(command)

@@ -48,7 +48,7 @@ import torch.distributed as dist
 from causalpos.runtime.devices import job_cpus, resolve_device
 from causalpos.errors import UserError
 from causalpos.catalogue.models import TRAINED, uses_rope
-from causalpos.catalogue.tables import METRIC_COLUMNS, TABLES
+from causalpos.catalogue.tables import METRIC_COLUMNS, TABLES, THROUGHPUT_COLUMNS
 from causalpos.io import atomic_path, usual_mode, write_parquet
 from causalpos.models.checkpoints import (
     CHECKPOINT_MAGIC,  # noqa: F401  (re-exported: the checkpoint format's names live in models.checkpoints)
@@ -269,6 +269,7 @@ def train(
     cfg: dict,
     tokenizer_dir=None,
     log: logging.Logger | None = None,
+    throughput=None,
 ) -> pd.DataFrame:
     """Train one decoder and write it to `out_dir`; returns the metrics table.
 
@@ -284,7 +285,9 @@ def train(
     snapshots/ (the weights at the steps of training.snapshot_steps, causalpos.models.snapshots),
     training.json, and last metrics.parquet (model, step, tokens_seen,
     train_loss: mean over the steps since the previous row, heldout_loss: NaN
-    where not evaluated, lr, tokens_per_s: of the training steps alone).
+    where not evaluated, lr). The speed of each row (tokens_per_s: of the training steps since the previous row
+    alone) goes to the TSV file `throughput` (catalogue.paths.train_throughput) when given: a timing, apart
+    from the results.
     """
     log = log or logger
     cfg = training_settings(cfg)
@@ -300,7 +303,8 @@ def train(
     try:
         with StopRequest() as stop:
             return _train(
-                ctx, model_name, rope, blocks, Path(out_dir), Path(checkpoint_dir), cfg, tokenizer_dir, log, stop
+                ctx, model_name, rope, blocks, Path(out_dir), Path(checkpoint_dir), cfg, tokenizer_dir, log, stop,
+                throughput,
             )
     finally:
         torch.set_num_threads(threads)  # leave the caller's process as it was
@@ -319,6 +323,7 @@ def _train(
     tokenizer_dir,
     log,
     stop: StopRequest,
+    throughput,
 ) -> pd.DataFrame:
     seed_everything(cfg["seed"])  # same seed on every rank: same initial weights
     model = build_model(cfg["model"], blocks.vocab_size, rope, blocks.eos_token_id).to(ctx.device)
@@ -429,6 +434,8 @@ def _train(
         write_debug(Path(debug_dir), ctx.rank, consumed, model)
     frame = metrics_frame(metrics)
     if ctx.main:
+        if throughput:
+            write_throughput(metrics, Path(throughput))
         snapshots.publish(out_dir)
         write_outputs(
             model,
@@ -523,9 +530,14 @@ def metrics_frame(rows: list[dict]) -> pd.DataFrame:
             "train_loss": "float64",
             "heldout_loss": "float64",
             "lr": "float64",
-            "tokens_per_s": "float64",
         }
     )
+
+
+def write_throughput(rows: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        pd.DataFrame(rows, columns=THROUGHPUT_COLUMNS).to_csv(tmp, sep="\t", index=False)
 
 
 def write_outputs(model, frame: pd.DataFrame, out_dir: Path, tokenizer_dir, info: dict) -> None:
@@ -578,6 +590,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--model", required=True, choices=list(TRAINED), help="which decoder to train")
     parser.add_argument("--tokenizer", help="tokenizer folder to save with the model")
+    parser.add_argument("--throughput", help="TSV file for the tokens per second of each row of the curve")
     args = parser.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(
@@ -594,6 +607,7 @@ def main(argv=None) -> int:
             args.checkpoints,
             cfg,
             tokenizer_dir=args.tokenizer,
+            throughput=args.throughput,
         )
     except (ValueError, CheckpointError, FileNotFoundError, TrainingInterrupted) as err:
         print(f"causalpos.models.train: {err}", file=sys.stderr)
