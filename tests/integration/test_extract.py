@@ -101,6 +101,36 @@ def saved_model_cache(folder):
     return _CACHE[folder]
 
 
+def test_a_constant_score_has_a_standard_error_of_zero_and_a_large_mean_does_not_cancel_its_spread():
+    """Issue 41's audit: Gemma's pair (0, 0), the same in every sequence, read SEMs of 5.7e-5 to 3.0e-4 from
+    E[x^2] - mean^2 in float32. Here, in batches of uneven size, queries and keys on a grid of 1/64 so every
+    float32 score is exact (near 1,000, in steps of 1/128): the first position's query and key are the same in
+    every sequence, the others' queries vary by a few 1/64. The recorder's standard errors against float64 numpy
+    on the same scores: only the accumulation can differ."""
+    generator = torch.Generator().manual_seed(0)
+    heads, seq, dim, sizes = 2, 4, 8, [3, 1, 5, 4]
+    base_q = torch.randint(8, 16, (heads, seq, dim), generator=generator) + torch.randint(
+        0, 64, (heads, seq, dim), generator=generator
+    ) / 64
+    base_k = torch.randint(8, 16, (heads, seq, dim), generator=generator).float()
+    recorder = ScoreRecorder(1, seq, torch.device("cpu"))
+    every = []
+    for size in sizes:
+        q = base_q.expand(size, -1, -1, -1).clone()
+        k = base_k.expand(size, -1, -1, -1).clone()
+        q[:, :, 1:] += torch.randint(-4, 5, (size, heads, seq - 1, dim), generator=generator) / 64
+        recorder.record_scores(0, q, k, scaling=1.0)
+        every.append((q.double() @ k.double().transpose(-1, -2)).mean(dim=1))  # [size, seq, seq], head mean
+    scores = torch.cat(every).numpy()[:, *np.tril_indices(seq)]  # [sequences, packed pairs]
+    mean, sem = recorder.mean_and_sem()
+    assert scores[:, 0].min() > 500 and np.ptp(scores[:, 0]) == 0 and scores[0, 0] % 1 != 0
+    assert sem[0, 0] == 0.0
+    expected = scores.std(axis=0, ddof=1) / np.sqrt(len(scores))
+    assert expected[1:].min() > 1e-3
+    np.testing.assert_allclose(sem[0, 1:], expected[1:], rtol=1e-9)
+    np.testing.assert_allclose(mean[0], scores.mean(axis=0), rtol=1e-12)
+
+
 def test_scores_table_standard_errors_and_diagonal_normalisation(saved):
     name, folder = saved
     ids = tokens(16, 12)

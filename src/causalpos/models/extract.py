@@ -226,7 +226,9 @@ class ExtractionRun:
             "groups_done": self.groups_done,
             "seconds": self.seconds,
             "total": recorder.total,
-            "total_sq": recorder.total_sq,
+            "running_mean": recorder.running_mean,
+            "squared_deviations": recorder.squared_deviations,
+            "layer_n": recorder.layer_n,
             "n_sequences": recorder.n_sequences,
             "hidden": recorder.hidden,
             "gram_total": self.gram_total,
@@ -237,7 +239,9 @@ class ExtractionRun:
     def restore(self, state: dict) -> None:
         self.next_batch, self.groups_done, self.seconds = state["next_batch"], state["groups_done"], state["seconds"]
         self.recorder.total.copy_(state["total"])
-        self.recorder.total_sq.copy_(state["total_sq"])
+        self.recorder.running_mean.copy_(state["running_mean"])
+        self.recorder.squared_deviations.copy_(state["squared_deviations"])
+        self.recorder.layer_n = list(state["layer_n"])
         self.recorder.n_sequences, self.recorder.hidden = state["n_sequences"], state["hidden"]
         self.gram_total, self.probe = state["gram_total"], state["probe"]
         self.recorder.head_total = state.get("head_total")

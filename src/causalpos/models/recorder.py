@@ -6,8 +6,10 @@ model with sliding-window layers gets its windowed masks). A model loaded with
 that implementation calls it in every layer with the queries and keys as the
 model uses them (after RoPE, any q/k norm, the model's own scaling), and the mask
 the layer applies. It adds the head-averaged scaled scores q.k * scaling of each
-sequence to running float64 sums (and sums of squares, for standard errors) of
-that layer, then computes the attention output with transformers' own SDPA
+sequence to running float64 sums of that layer (and, for standard errors, each
+batch's centred sums of squares merged into a running float64 mean and sum of squared deviations, Chan et
+al.'s pairwise update: a pair whose score is the same in every sequence has a standard error of exactly 0,
+and a large mean does not cancel its spread), then computes the attention output with transformers' own SDPA
 function. Nothing of size batch x heads x S x S is ever kept. With `per_head` it also adds each query head's
 scores to running float64 sums [layers, heads, pairs] (the mean only: no squares, no groups), in a second
 computation beside the head average's, which stays as it is.
@@ -47,7 +49,10 @@ class ScoreRecorder:
     capture_layers: tuple = ()
     per_head: bool = False  # also each query head's sums (head_total), extraction.per_head
     total: torch.Tensor = field(init=False)  # [layers, packed pairs] float64, all sequences so far
-    total_sq: torch.Tensor = field(init=False)
+    # [layers, packed pairs] float64: the running mean and sum of squared deviations of the standard errors
+    running_mean: torch.Tensor = field(init=False)
+    squared_deviations: torch.Tensor = field(init=False)
+    layer_n: list = field(init=False)  # sequences each layer has recorded so far
     group_total: torch.Tensor = field(init=False)  # the open group's sums, float32 as groups.parquet stores them
     hidden: dict = field(default_factory=dict)  # layer -> packed bool, pairs its mask hides (absent: none)
     outputs: dict = field(default_factory=dict)  # layer -> this batch's attention output [B, S, H * D]
@@ -61,7 +66,9 @@ class ScoreRecorder:
     def __post_init__(self):
         shape = (self.n_layers, packed_size(self.seq_len))
         self.total = torch.zeros(shape, dtype=torch.float64, device=self.device)
-        self.total_sq = torch.zeros(shape, dtype=torch.float64, device=self.device)
+        self.running_mean = torch.zeros(shape, dtype=torch.float64, device=self.device)
+        self.squared_deviations = torch.zeros(shape, dtype=torch.float64, device=self.device)
+        self.layer_n = [0] * self.n_layers
         # float32: a group's sums are stored as float32, and it adds up few batches (one in the default run)
         self.group_total = torch.zeros(shape, dtype=torch.float32, device=self.device)
         self._blocks = _row_blocks(self.seq_len, self.device)
@@ -85,19 +92,37 @@ class ScoreRecorder:
         q = query.float().reshape(batch, groups, heads // groups, seq, dim).sum(dim=2) * (scaling / heads)
         q = q.transpose(1, 2).reshape(batch, seq, groups * dim)
         k = key.float().transpose(1, 2).reshape(batch, seq, groups * dim)
+        seen = self.layer_n[layer]
         for rows, cols, where, start, stop in self._blocks:
             scores = torch.bmm(q[:, rows], k[:, :cols].transpose(1, 2))  # [B, rows, keys <= the block's last row]
             # float32 over the batch's few sequences, then float64 over all sequences
             block_sum = scores.sum(dim=0).view(-1).index_select(0, where)
-            block_sq = scores.square_().sum(dim=0).view(-1).index_select(0, where)
             self.total[layer, start:stop] += block_sum
             self.group_total[layer, start:stop] += block_sum
-            self.total_sq[layer, start:stop] += block_sq
+            self._add_spread(layer, start, stop, scores, where, seen)
+        self.layer_n[layer] += batch
         if layer == 0:
             self.n_sequences += batch
             self.group_n += batch
         if self.per_head:
             self._record_heads(layer, query, key, scaling)
+
+    def _add_spread(self, layer: int, start: int, stop: int, scores: torch.Tensor, where, seen: int) -> None:
+        """Merge the batch's mean and squared deviations into the layer's running ones (pairwise update). The
+        batch's are taken about its first sequence (shifted data): float32 differences of nearly equal scores
+        are exact, so a constant score adds exactly 0, whatever its size. Overwrites `scores`."""
+        batch = scores.shape[0]
+        shift = scores[0].clone()
+        deviation = scores.sub_(shift)
+        s1 = deviation.sum(dim=0).view(-1).index_select(0, where).double()
+        s2 = deviation.square_().sum(dim=0).view(-1).index_select(0, where).double()
+        batch_mean = shift.view(-1).index_select(0, where).double() + s1 / batch
+        batch_m2 = (s2 - s1.square() / batch).clamp_(min=0)
+        mean, m2 = self.running_mean[layer, start:stop], self.squared_deviations[layer, start:stop]
+        delta = batch_mean - mean
+        n = seen + batch
+        m2 += batch_m2 + delta.square() * (seen * batch / n)
+        mean += delta * (batch / n)
 
     def _record_heads(self, layer: int, query: torch.Tensor, key: torch.Tensor, scaling: float) -> None:
         """Add each query head's scores of the batch to head_total. Query head h reads key head h // (heads //
@@ -161,13 +186,13 @@ class ScoreRecorder:
         """Mean over sequences and its standard error, packed [layers, pairs], NaN where a layer hides a pair.
         Computed in place, layer by layer, over the two accumulators: call it once, at the end."""
         n = self.n_sequences
-        for mean, sem in zip(self.total, self.total_sq):
+        for mean, sem in zip(self.total, self.squared_deviations):
             mean /= n
             if n > 1:  # sample variance of the per-sequence scores, then the standard error of their mean
-                sem.div_(n).sub_(mean.square()).clamp_(min=0).mul_(1.0 / (n - 1)).sqrt_()
+                sem.mul_(1.0 / ((n - 1) * n)).sqrt_()
             else:
                 sem.fill_(float("nan"))
-        mean, sem = self.total.cpu().numpy(), self.total_sq.cpu().numpy()
+        mean, sem = self.total.cpu().numpy(), self.squared_deviations.cpu().numpy()
         for layer in range(self.n_layers):
             self.masked(layer, mean[layer])
             self.masked(layer, sem[layer])
