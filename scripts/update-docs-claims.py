@@ -4,14 +4,19 @@
 
 Also copies the pages of the ledger's figure, results/figures/figL1_claims/claims*.png (one per part of the paper,
 catalogue.claims.PAGES), to docs/figures/figL1_claims/, where docs/claims.md and docs/figures.md show
-them. The counts and findings written around the table in docs/claims.md and README.md are prose: check them
-against the new ledger.
+them; the ledger itself, results/summary/claims.parquet, to docs/tables/default_run/claims.parquet; and the
+ledger's counts by kind (analysis.claims.ledger.headline of that table) into README.md between its markers, where
+tests/docs checks them against the table. The findings written around them are prose: check them against the new
+ledger.
 """
 import re
 import shutil
 import sys
 from pathlib import Path
 
+import pandas as pd
+
+from causalpos.analysis.claims.ledger import headline
 from causalpos.catalogue.claims import PAGES
 from causalpos.catalogue.figures import claims_page
 from causalpos.catalogue.paths import claims_dir
@@ -20,6 +25,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PAGE = ROOT / "docs" / "claims.md"
 START, END = "<!-- claims:start -->", "<!-- claims:end -->"
+README, HEADLINE = ROOT / "README.md", ("<!-- headline:start -->", "<!-- headline:end -->")
+TABLE = ROOT / "docs" / "tables" / "default_run" / "claims.parquet"
+
+
+def between(text: str, markers: tuple[str, str], body: str, where: Path) -> str:
+    start, end = markers
+    if start not in text or end not in text:
+        sys.exit(f"{where} lacks the markers {start} ... {end}")
+    return re.sub(f"{re.escape(start)}.*?{re.escape(end)}", lambda _: f"{start}\n{body}\n{end}", text, flags=re.S)
+
 
 ledger = ROOT / "results" / "summary" / "claims.md"
 if not ledger.is_file():
@@ -28,12 +43,10 @@ figures = [Path(claims_page(ROOT / claims_dir(), page, "png")) for page in PAGES
 missing = [str(p.relative_to(ROOT)) for p in figures if not p.is_file()]
 if missing:
     sys.exit(f"{', '.join(missing)} missing: run the workflow first")
-text = PAGE.read_text()
-if START not in text or END not in text:
-    sys.exit(f"{PAGE} lacks the markers {START} ... {END}")
-body = ledger.read_text().strip()
-PAGE.write_text(re.sub(f"{re.escape(START)}.*?{re.escape(END)}", lambda _: f"{START}\n{body}\n{END}", text,
-                       flags=re.S))
+PAGE.write_text(between(PAGE.read_text(), (START, END), ledger.read_text().strip(), PAGE))
+TABLE.parent.mkdir(parents=True, exist_ok=True)
+shutil.copy2(ledger.with_suffix(".parquet"), TABLE)
+README.write_text(between(README.read_text(), HEADLINE, headline(pd.read_parquet(TABLE)), README))
 docs_figures = ROOT / "docs" / "figures" / Path(claims_dir()).name
 docs_figures.mkdir(exist_ok=True)
 for stale in set(docs_figures.glob("*.png")) - {docs_figures / p.name for p in figures}:

@@ -441,6 +441,9 @@ def start_and_wait_for_steps(cmd: list[str], pattern: str = "nope step 10/") -> 
 
 S = 10
 R = 40  # bootstrap replicates in most tests: enough for a standard error, fast
+# replicates of a whole ledger of clean constructed data, whose metrics often never vary over them: such a row's p is
+# the bootstrap's bound 1 / (R + 1), which must survive Holm over the ledger's few dozen rows to be supported
+R_LEDGER = 1000
 I, J = np.indices((S, S))
 LOWER = J <= I
 BASE = dict(norm="l2", scale="none", alpha=0.0, pe="none", rope_theta=10000.0, mask="causal", residual=True, d=64)

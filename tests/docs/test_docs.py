@@ -83,6 +83,20 @@ def test_readme_fits_on_a_few_screens():
     assert size < README_MAX_BYTES, f"README.md is {size} bytes; move reference material to docs/"
 
 
+def test_the_readmes_counts_are_the_committed_ledgers():
+    """The README's counts by kind are analysis.claims.ledger.headline of the default run's ledger committed under
+    docs/tables (scripts/update-docs-claims.py writes both); and the ledger in docs/claims.md says the same."""
+    import pandas as pd
+
+    from causalpos.analysis.claims.ledger import headline
+
+    expected = headline(pd.read_parquet(ROOT / "docs" / "tables" / "default_run" / "claims.parquet"))
+    block = re.search(r"<!-- headline:start -->\n(.*?)\n<!-- headline:end -->", text(README), re.S)
+    assert block, "README.md lacks its headline markers"
+    assert block.group(1) == expected, "out of date: python scripts/update-docs-claims.py"
+    assert expected in text(DOCS / "claims.md")
+
+
 def quick_start_lines() -> list[str]:
     return [line for line in text(README).splitlines() if line.startswith("pip install torch==")]
 

@@ -1,5 +1,7 @@
 """The claims ledger on synthetic tables whose verdicts are known in advance."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -7,7 +9,7 @@ import pytest
 from causalpos.analysis import triangles
 from causalpos.catalogue.claims import CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, verdict
 from causalpos.analysis.claims.family import one_sided
-from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
+from causalpos.analysis.claims.ledger import build_ledger, headline, ledger_markdown
 from causalpos.analysis.claims.replicates import LedgerInputs, estimate, stack
 from causalpos.analysis.triangles import advantage_weights, band_statistics, concordance, nearer_key_advantage
 from causalpos.simulation.theory import layer2_scores, theory_frame
@@ -16,6 +18,7 @@ from helpers import (
     J,
     LOWER,
     R,
+    R_LEDGER,
     S,
     identity,
     keys_up,
@@ -47,7 +50,7 @@ def one(ledger: pd.DataFrame, claim_id: str) -> pd.Series:
 
 def ledger_of(simulations=None, theory=None, scores=None, intermediates=None, groups=None, **kw):
     sims = pd.concat(simulations, ignore_index=True) if isinstance(simulations, list) else simulations
-    return build_ledger(sims, theory, scores, intermediates, groups, n_bootstrap=kw.pop("n_bootstrap", R), **kw)
+    return build_ledger(sims, theory, scores, intermediates, groups, n_bootstrap=kw.pop("n_bootstrap", R_LEDGER), **kw)
 
 
 # ---------------------------------------------------------------- the verdict rule and the metrics
@@ -494,8 +497,10 @@ def test_markdown():
     ledger = build_ledger(*small_inputs(), n_bootstrap=R)
     text = ledger_markdown(ledger)
     assert "| claim | setting | metric | value | threshold | p (adjusted), for / against | verdict |" in text
-    tested = int((ledger["p_value"].notna() & ledger["p_against"].notna() & ~ledger["exact"]).sum())
-    assert f"Holm-adjusted over the {tested} rows" in text and "at most 0.05" in text
+    paper = ledger[(ledger["ours"] == "") & ~ledger["claim"].isin([10, 11])]
+    tested = int((paper["p_value"].notna() & paper["p_against"].notna() & ~paper["exact"]).sum())
+    assert f"Holm-adjusted over the {tested} rows of the paper's claims" in text and "at most 0.05" in text
+    assert text.startswith(headline(ledger)) and "(*ours*)" in text
     for claim_id in CLAIMS:
         assert f"**{claim_id}**" in text
     assert "Claims 8a and 8d per layer" in text and "| llm | 3 |" in text and "8d keys 1-4" in text
@@ -662,6 +667,12 @@ def test_claim9_same_and_changed_verdicts_under_the_two_laws():
     assert rows.loc["2a", "value"] == 0.0 and rows.loc["2a", "verdict"] == "not supported"
     assert (rows.loc["2a", "official_verdict"], rows.loc["2a", "exact_verdict"]) == ("supported", "not supported")
     assert "the verdict changes" in rows.loc["2a", "note"] and "**opposite**" in ledger_markdown(flipped)
+    # the size of the change, not only the verdicts: exact minus official, the two runs' errors added in quadrature
+    official = rows_of(flipped, "2a").set_index("setting").iloc[-1]
+    assert rows.loc["2a", "law_change"] == pytest.approx(rows.loc["2a", "exact_value"] - official["value"])
+    assert rows.loc["2a", "law_change"] < 0 and rows.loc["2a", "law_change_uncertainty"] == pytest.approx(
+        math.hypot(rows.loc["2a", "exact_uncertainty"], official["uncertainty"])
+    )
 
 
 def test_claim9_without_twins_and_laws_that_are_the_same():

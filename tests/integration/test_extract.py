@@ -109,9 +109,10 @@ def test_a_constant_score_has_a_standard_error_of_zero_and_a_large_mean_does_not
     on the same scores: only the accumulation can differ."""
     generator = torch.Generator().manual_seed(0)
     heads, seq, dim, sizes = 2, 4, 8, [3, 1, 5, 4]
-    base_q = torch.randint(8, 16, (heads, seq, dim), generator=generator) + torch.randint(
-        0, 64, (heads, seq, dim), generator=generator
-    ) / 64
+    base_q = (
+        torch.randint(8, 16, (heads, seq, dim), generator=generator)
+        + torch.randint(0, 64, (heads, seq, dim), generator=generator) / 64
+    )
     base_k = torch.randint(8, 16, (heads, seq, dim), generator=generator).float()
     recorder = ScoreRecorder(1, seq, torch.device("cpu"))
     every = []

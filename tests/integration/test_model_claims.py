@@ -10,7 +10,7 @@ from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
 from causalpos.analysis.claims.model_claims import FAR_KEYS, KEY_SWEEP, KEYS_FROM, SWEEP_COLUMNS, sweep_columns
 from causalpos.analysis.triangles import FIRST_KEYS, diagonal_and_off_correlation, query_share, query_spread_ratio
 from causalpos.simulation.theory import g_no_residual, h_no_residual, theory_frame
-from helpers import R, model_tables, packed
+from helpers import R, R_LEDGER, model_tables, packed
 
 N = 20  # positions: k = 16 of the sweep still leaves rows with two keys
 I, J = np.indices((N, N))
@@ -19,7 +19,7 @@ P = np.arange(N)  # 0-based positions; the paper's i = p + 1
 
 
 def ledger_of(scores, inter, groups, theory=None):
-    return build_ledger(None, theory, scores, inter, groups, n_bootstrap=R)
+    return build_ledger(None, theory, scores, inter, groups, n_bootstrap=R_LEDGER)
 
 
 def one(ledger: pd.DataFrame, claim_id: str) -> pd.Series:
@@ -96,7 +96,7 @@ def test_a_bright_band_over_the_first_keys_lowers_the_order_only_while_it_is_in(
 def test_a_matrix_too_small_for_a_cut_gives_nan_not_an_error():
     small = np.where(np.eye(8, dtype=bool), 1.0, 0.1 + np.indices((8, 8))[1] / 8)
     scores, inter, groups = model_tables("nope", "trained", [np.eye(8), small], stages={"i": (1, small)}, noise=0.01)
-    ledger = build_ledger(None, None, scores, inter, groups, n_bootstrap=R)
+    ledger = build_ledger(None, None, scores, inter, groups, n_bootstrap=R_LEDGER)
     row = one(ledger[ledger["label"] == "nope (i)"], "7a")
     assert np.isnan(row[sweep_columns(FAR_KEYS)[0]]) and row[sweep_columns(KEYS_FROM + FIRST_KEYS)[0]] == 1.0
 

@@ -121,6 +121,13 @@ def breaking(rows, peak: int, n: int = S) -> np.ndarray:
     return m
 
 
+def flat_after(m: np.ndarray, row: int, peak: int) -> np.ndarray:
+    """`m` with row `row` flat from key `peak` to the diagonal: neither rising nor resolvedly falling."""
+    m = m.copy()
+    m[row, peak + 1 : row] = m[row, peak]
+    return m
+
+
 def hand_recursion(name: str, layers: list[np.ndarray]) -> pd.DataFrame:
     frames = [long(m).assign(layer=layer) for layer, m in enumerate(layers)]
     out = pd.concat(frames, ignore_index=True).rename(columns={"value": "score"})
@@ -136,8 +143,10 @@ def hand_recursion(name: str, layers: list[np.ndarray]) -> pd.DataFrame:
         (rising(), breaking([8, 9], 4), "not supported", "missed: 8-9"),
         # a predicted break whose peak Monte Carlo resolves below the nearest key
         (breaking([9], 2), rising(), "not supported", "contradicted: 9"),
-        # neither: agreement
-        (rising(), rising(), "supported", "predicted breaks: none; Monte Carlo resolves violated: none"),
+        # a predicted break Monte Carlo does not resolve (row 7 flat after its peak): no agreement either
+        (breaking([7, 8, 9], 3), flat_after(breaking([8, 9], 3), 7, 3), "not supported", "predicted, not resolved: 7"),
+        # neither names a row: nothing to agree on, no credit
+        (rising(), rising(), "inconclusive", "neither names a row"),
     ],
 )
 def test_10c_names_the_rows_that_stop_rising(predicted, simulated, verdict, words):
@@ -145,7 +154,16 @@ def test_10c_names_the_rows_that_stop_rising(predicted, simulated, verdict, word
     table = ledger(sim_table("l2_alpha0.0", [np.eye(S), simulated], sem=1e-4), recursion)
     (got,) = rows_of(table, "10c").itertuples()
     assert got.verdict == verdict and words in got.note, got.note
-    assert np.isnan(got.p_value)  # decided, outside the family (it compares resolutions made family-wise)
+    assert np.isnan(got.p_value) and got.row_kind == "decision"  # outside the family (resolutions made family-wise)
+
+
+def test_10c_is_the_share_of_the_named_rows_both_name_against_a_baseline():
+    """Predicted 6-9, resolved 8-9 (and so 6-7 predicted, not resolved): 2 of the 4 named rows agree; the baseline
+    of a predictor naming every row breaking is 2 resolved of the S - 2 rows that can break."""
+    recursion = hand_recursion("l2_alpha0.0", [np.eye(S), breaking([6, 7, 8, 9], 3)])
+    table = ledger(sim_table("l2_alpha0.0", [np.eye(S), breaking([8, 9], 3)], sem=1e-4), recursion)
+    (got,) = rows_of(table, "10c").itertuples()
+    assert got.value == pytest.approx(2 / 4) and f"every row predicted to break): {2 / (S - 2):.3g}" in got.note
 
 
 def test_claim_10_is_a_family_of_its_own(l2_recursion):

@@ -609,7 +609,9 @@ def test_slurm_outputs_equal_local_outputs(slurm_run, local_run):
             pd.read_parquet(slurm_run / table), pd.read_parquet(local_run / table), check_exact=True, obj=str(table)
         )
     for model in ("nope", "rope"):  # the training curves too (their speed is a timing, apart)
-        metrics = [pd.read_parquet(run / results / "models" / model / "metrics.parquet") for run in (slurm_run, local_run)]
+        metrics = [
+            pd.read_parquet(run / results / "models" / model / "metrics.parquet") for run in (slurm_run, local_run)
+        ]
         pd.testing.assert_frame_equal(*metrics, check_exact=True, obj=f"{model} metrics")
 
 

@@ -172,12 +172,26 @@ def test_2c_intersection_union_and_bonferroni_on_a_constructed_matrix():
 
 
 def test_the_ledgers_adjustment_is_holm_over_its_family():
+    """Holm within each family: the paper's claims in the paper's scope, the rows on our readings (catalogue.readings),
+    each of our own claims."""
+    from causalpos.catalogue.readings import OWN_CLAIM
+
     ledger = build_ledger(*small_inputs(), n_bootstrap=R)
     family = in_family(ledger)
     tested = ledger[family]
-    assert family.sum() >= 10 and not tested["exact"].any()
-    np.testing.assert_allclose(tested["p_adjusted"], holm_by_definition(tested["p_value"]), rtol=1e-12)
-    np.testing.assert_allclose(tested["p_against_adjusted"], holm_by_definition(tested["p_against"]), rtol=1e-12)
+    assert family.sum() >= 10 and not tested["exact"].any() and (tested["row_kind"] == "test").all()
+    names = np.where(
+        tested["ours"] == "",
+        "paper",
+        np.where(tested["ours"] == OWN_CLAIM, "claim " + tested["claim"].astype(str), "ours"),
+    )
+    assert {"paper", "ours"} <= set(names)
+    for name in set(names):
+        part = tested[names == name]
+        np.testing.assert_allclose(part["p_adjusted"], holm_by_definition(part["p_value"]), rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(
+            part["p_against_adjusted"], holm_by_definition(part["p_against"]), rtol=1e-12, err_msg=name
+        )
     assert [verdict(a, b) for a, b in zip(tested["p_adjusted"], tested["p_against_adjusted"])] == list(
         tested["verdict"]
     )
@@ -190,8 +204,11 @@ def test_the_ledgers_adjustment_is_holm_over_its_family():
         and (outside["exact"] <= (outside["uncertainty"] == 0)).all()
     )
     assert outside.loc[outside["claim_id"] == "9a", "p_value"].isna().all()  # not a test
-    # an estimate whose replicates do not vary (a concordance of 1 in every one) is no closed form: it counts
-    assert ((tested["uncertainty"] == 0) & tested["claim_id"].isin(["2a", "7a"])).any()
+    # an estimate whose replicates do not vary (a concordance of 1 in every one) is no closed form: it counts, with
+    # the p the bootstrap can give, 1 / (R + 1), not 0
+    still = tested[tested["uncertainty"] == 0]
+    assert still["claim_id"].isin(["2a", "7a"]).any() and (still["reference"] == "bootstrap bound").all()
+    assert set(still["p_value"]) | set(still["p_against"]) <= {1.0 / (R + 1), 1.0}
 
 
 def test_a_config_naming_the_removed_margin_is_refused_with_the_replacement():
@@ -219,3 +236,51 @@ def test_the_convergence_table_adjusts_within_each_rebuilt_ledger():
             rows.loc[family, "p_adjusted"], holm_by_definition(rows.loc[family, "p_value"]), rtol=1e-12
         )
         assert [verdict(a, b) for a, b in zip(rows["p_adjusted"], rows["p_against_adjusted"])] == list(rows["verdict"])
+
+
+# ---------------------------------------------------------------- row kinds and references (issue 41)
+
+
+def test_a_t_reference_is_scipys_t_and_wider_than_the_normal():
+    from scipy.stats import t
+
+    value, se, threshold = 0.3, 0.08, 0.1  # z = 2.5
+    p_normal, _ = one_sided(value, se, threshold, ">")
+    p_t, p_t_against = one_sided(value, se, threshold, ">", df=15)
+    assert p_t == pytest.approx(t.sf(2.5, 15), rel=1e-12) and p_t_against == pytest.approx(t.cdf(2.5, 15), rel=1e-12)
+    assert p_t > p_normal == pytest.approx(norm.sf(2.5), rel=1e-12)
+    assert one_sided(value, se, threshold, ">", df=10**6)[0] == pytest.approx(p_normal, rel=1e-4)
+
+
+def test_every_row_says_its_kind_and_its_reference():
+    """Model rows (a bootstrap over the groups of sequences) are referred to t with G - 1 degrees of freedom; the
+    simulations' to the normal; closed forms are exact; 9a is an agreement with no p."""
+    from causalpos.catalogue.readings import ROW_KINDS
+
+    ledger = build_ledger(*small_inputs(), n_bootstrap=R)
+    assert ledger["row_kind"].isin(ROW_KINDS).all() and ledger["reference"].notna().all()
+    models = ledger[ledger["model"].notna() & (ledger["row_kind"] == "test") & ledger["p_value"].notna()]
+    groups = small_inputs()[4]
+    for model, rows in models.groupby("model"):
+        n_groups = groups[(groups["model"] == model) & (groups["quantity"] == "scores")]["group"].nunique()
+        moving = rows[rows["uncertainty"] > 0]
+        assert len(moving) and (moving["reference"] == f"t({n_groups - 1})").all(), model
+    simulated = ledger[ledger["claim_id"].isin(["1a", "3a"]) & (ledger["uncertainty"] > 0)]
+    assert len(simulated) and (simulated["reference"] == "normal").all()
+    assert (
+        ledger.loc[ledger["exact"] & (ledger["claim_id"] != "9a"), "row_kind"].isin(["exact", "by construction"])
+    ).all()
+    agreement = ledger[ledger["claim_id"] == "9a"]
+    assert (agreement["row_kind"] == "agreement").all() or agreement["setting"].eq("(no such setting)").all()
+
+
+def test_rows_on_our_readings_take_no_power_from_the_papers():
+    """The paper's adjusted p's are those of Holm over the paper's rows alone: dropping the rows on our readings
+    from the family changes none of them."""
+    ledger = build_ledger(*small_inputs(), n_bootstrap=R)
+    ours = ledger[(ledger["ours"] != "") & in_family(ledger)]
+    assert len(ours) and ours["claim_id"].isin(["1a", "3d", "6e", "8d", "2d", "5c", "7m", "7n"]).all()
+    paper = ledger[(ledger["ours"] == "") & in_family(ledger)]
+    np.testing.assert_allclose(paper["p_adjusted"], holm(paper["p_value"].to_numpy()), rtol=1e-12)
+    d16 = ledger[(ledger["claim_id"] == "1a") & ledger["setting"].str.contains(r"\bd=16\b")]
+    assert len(d16) and (d16["ours"] != "").all()

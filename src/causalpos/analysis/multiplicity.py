@@ -22,6 +22,13 @@ def normal_sf(x):
     return float(out) if out.ndim == 0 else out
 
 
+def t_sf(x: float, df: int) -> float:
+    """P(T > x) for Student's t with `df` degrees of freedom (scipy's, exact in the far tails too)."""
+    from scipy.stats import t
+
+    return float(t.sf(float(x), df))
+
+
 def intersection_union(p_values) -> float:
     """p of "every sub-test holds": the largest sub-test p (NaN if any is NaN, or there are none)."""
     p = np.asarray(list(p_values), dtype=float)

@@ -48,11 +48,13 @@ bias-corrected: value = estimate - (mean of the replicates - estimate), since ea
 same amount of noise once more. Concordances and advantages are reported as estimated.
 
 Verdict (THRESHOLDS["family_alpha"] = 0.05; family.py). Each row tests its claim one-sided: ``p_value`` = P(an
-estimate at least this far on the claim's side | the true value = the threshold), from the normal
-approximation z = (value - threshold) / uncertainty (11a: Student's t over training seeds instead), and
+estimate at least this far on the claim's side | the true value = the threshold), from z = (value - threshold) /
+uncertainty referred to the normal (simulations) or to Student's t with G - 1 degrees of freedom (trained and
+pretrained models: a bootstrap over G groups of sequences; 11a: t over training seeds), and
 ``p_against`` the same for the other side (evidence that the claim fails). Holm's step-down adjustment over the
-ledger's family (every row with finite p's that is not exact; our own claims 10 and 11 are a family each, so
-they leave the paper's verdicts as they are) gives
+ledger's family (every row with finite p's that is not exact, of the paper's claims in the paper's scope; the rows
+on our own settings, thresholds or readings, catalogue.readings.OUR_READINGS, are a family apart, and our own claims
+10 and 11 a family each, so they leave the paper's verdicts as they are) gives
 ``p_adjusted`` and ``p_against_adjusted``: a row is *supported* when p_adjusted <= alpha,
 *not supported* when p_against_adjusted <= alpha, else *inconclusive*. Guarantee: over the m rows of the
 family, the chance of any false "supported" verdict is at most alpha, and, separately, the chance of any false
@@ -60,7 +62,8 @@ family, the chance of any false "supported" verdict is at most alpha, and, separ
 dependence between the rows; as exact as the p's, which rest on the normal approximation). Exact rows
 (``exact``: closed forms, symbolic checks, uncertainty 0 by construction) have p 0 or 1 and are not counted in
 m; an estimate whose replicates happen not to vary (uncertainty 0, e.g. a concordance of 1 in every replicate)
-is not exact and is counted. A missing setting, a NaN value or a missing uncertainty gives NaN p's and
+is not exact and is counted, with the smallest p its bootstrap can give, 1 / (R + 1) for R replicates. Each row
+says its kind and reference (``row_kind``, ``reference``, ``ours``: catalogue.readings). A missing setting, a NaN value or a missing uncertainty gives NaN p's and
 *inconclusive* with a note. Claims of several sub-tests give one p each way, stated in their builders: 2c
 (every step of every row: the largest step's p for, the Bonferroni p of the strongest decrease against) and 6b
 (every named region must agree: the largest region's p either way). Rows that are not tests (9a, which
@@ -702,8 +705,8 @@ CLAIMS = {
             section="ours (issue 25), 4.1",
             statement="Ours: the recursion predicts which rows break the paper's \"strictly increasing for j <= i "
             'with fixed i" (claim 2c) and where they peak',
-            metric="share of the rows Monte Carlo resolves violated or the recursion predicts breaking on which "
-            "they agree",
+            metric="share of the rows Monte Carlo resolves violated or the recursion predicts breaking that both "
+            "name (no value where neither names a row)",
             unit="share of rows",
             direction=">=",
             threshold="break_agreement",

@@ -224,6 +224,12 @@ CLAIMS = {
     "value": "the measured value (variance shares bias-corrected)",
     "uncertainty": "one standard error",
     "verdict": "supported, not supported, inconclusive; `by construction` for a property of a formula, not a test",
+    "row_kind": "test (a one-sided test, the only kind counted among the tests), exact, agreement (9a), by "
+    "construction or decision (catalogue.readings)",
+    "reference": "what the p's are referred to: normal, t(df) (a bootstrap over G groups of sequences: G - 1; "
+    "training seeds: n - 1), bootstrap bound (replicates that never vary: p = 1 / (R + 1)), exact or none",
+    "ours": "why the row is our reading and not the paper's (our setting, threshold or reading; our own "
+    "claim): such rows are Holm-adjusted apart from the paper's; empty for the paper's",
     "p_value": "one-sided p of the claim",
     "p_adjusted": "Holm-adjusted over the family (the verdict compares it with `alpha`)",
     "p_against": "one-sided p of the other side",
@@ -257,6 +263,8 @@ CLAIMS = {
     "exact_value": "9a: its value under our exact-moment law",
     "exact_uncertainty": "its standard error",
     "exact_verdict": "its verdict",
+    "law_change": "9a: the value under our exact-moment law minus that under the paper's construction",
+    "law_change_uncertainty": "its standard error (the two laws' Monte Carlo runs are independent)",
 }
 
 CONVERGENCE = {

@@ -232,6 +232,9 @@ LEDGER_COLUMNS = [
     "uncertainty",
     "threshold",
     "verdict",
+    "row_kind",  # catalogue.readings: test, exact, agreement, by construction, decision
+    "reference",  # what the p's are referred to: normal, t(df), bootstrap bound, exact, none
+    "ours",  # why the row is our reading and not the paper's ("" for the paper's)
 ]
 EXTRA_COLUMNS = [
     "p_value",
@@ -269,6 +272,8 @@ EXTRA_COLUMNS = [
     "exact_value",
     "exact_uncertainty",
     "exact_verdict",
+    "law_change",
+    "law_change_uncertainty",
 ]
 CONVERGENCE_COLUMNS = [
     "model",

@@ -303,8 +303,9 @@ THRESHOLD_RECORDS = {
             1.0,
             "(0, 1]",
             meaning="a share of rows the metric must reach",
-            why="10c (ours): the recursion predicts the rows that break strict increase when every row Monte Carlo "
-            "resolves agrees with it (no resolved break it misses, no predicted break resolved the other way).",
+            why="10c (ours): the recursion predicts the rows that break strict increase when it and Monte Carlo name "
+            "the same rows (no resolved break it misses, no predicted break Monte Carlo leaves unresolved or "
+            "resolves the other way).",
         ),
         Threshold(
             "window_change",

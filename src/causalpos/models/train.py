@@ -303,7 +303,16 @@ def train(
     try:
         with StopRequest() as stop:
             return _train(
-                ctx, model_name, rope, blocks, Path(out_dir), Path(checkpoint_dir), cfg, tokenizer_dir, log, stop,
+                ctx,
+                model_name,
+                rope,
+                blocks,
+                Path(out_dir),
+                Path(checkpoint_dir),
+                cfg,
+                tokenizer_dir,
+                log,
+                stop,
                 throughput,
             )
     finally:

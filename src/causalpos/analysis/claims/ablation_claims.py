@@ -113,6 +113,8 @@ def setting_row(model: str, factor: int, tested: pd.DataFrame, baseline: pd.Data
         note=note,
         p_value=test["p_value"],
         p_against=test["p_against"],
+        kind="test",
+        reference=f"t({len(effects) - 1})",
         **common,
     )
 

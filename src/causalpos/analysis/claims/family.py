@@ -32,7 +32,7 @@ from statistics import NormalDist
 import numpy as np
 
 from causalpos.catalogue.claims import verdict
-from causalpos.analysis.multiplicity import bonferroni_min, holm, intersection_union, normal_sf
+from causalpos.analysis.multiplicity import bonferroni_min, holm, intersection_union, normal_sf, t_sf
 from causalpos.analysis.triangles import packed_size
 
 
@@ -42,8 +42,11 @@ def interval_z(alpha: float) -> float:
     return NormalDist().inv_cdf(1.0 - float(alpha))
 
 
-def one_sided(value: float, uncertainty: float, threshold: float, direction: str) -> tuple[float, float]:
-    """(p_value, p_against) of "value `direction` threshold" from an estimate and its standard error.
+def one_sided(
+    value: float, uncertainty: float, threshold: float, direction: str, df: int | None = None
+) -> tuple[float, float]:
+    """(p_value, p_against) of "value `direction` threshold" from an estimate and its standard error: from the
+    normal, or from Student's t with `df` degrees of freedom where given.
 
     Uncertainty 0 is an exact value: p_value 0 if the claim's side holds strictly, else 1, and p_against 0
     if the other side holds strictly, else 1 (value == threshold: neither). NaN value, uncertainty or
@@ -57,6 +60,8 @@ def one_sided(value: float, uncertainty: float, threshold: float, direction: str
     if uncertainty == 0:
         return (0.0 if gap > 0 else 1.0), (0.0 if gap < 0 else 1.0)
     z = gap / uncertainty
+    if df is not None:
+        return t_sf(z, df), t_sf(-z, df)
     return normal_sf(z), normal_sf(-z)
 
 
@@ -134,6 +139,17 @@ def in_family(rows) -> np.ndarray:
 def is_exact(flag) -> bool:
     """An `exact` cell: True only for a true boolean (a missing or NaN cell is not exact)."""
     return isinstance(flag, (bool, np.bool_)) and bool(flag)
+
+
+def adjust_apart(rows: list[dict], alpha: float, family_of) -> list[dict]:
+    """`adjust` within each family, family_of(row) naming it; the rows in their order."""
+    names = [family_of(r) for r in rows]
+    out = [None] * len(rows)
+    for name in dict.fromkeys(names):
+        where = [i for i, n in enumerate(names) if n == name]
+        for i, r in zip(where, adjust([rows[i] for i in where], alpha)):
+            out[i] = r
+    return out
 
 
 def adjust(rows: list[dict], alpha: float) -> list[dict]:

@@ -152,6 +152,7 @@ def claim7_stages(data: LedgerInputs, th: dict) -> list[dict]:
                     layer=layer,
                     model=model,
                     label=model,
+                    df=field.df,
                     **sweep,
                 )
             )
@@ -229,6 +230,7 @@ def later_layers(data: LedgerInputs, model: str, inner_layer: int | None, th: di
                 layer=layer,
                 model=model,
                 label=f"{model} L{layer + 1}",
+                df=field.df,
                 **sweep,
             )
         )

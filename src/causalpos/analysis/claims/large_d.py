@@ -59,12 +59,14 @@ def claim10(data: LedgerInputs, th: dict) -> list[dict]:
     row breaks when its off-diagonal peak lies before the nearest key i - 1. Monte Carlo resolves rows as in 2c
     (triangles.strict_increase, family-wise at family_alpha). A *miss* is a row Monte Carlo resolves violated
     that the recursion predicts rising; a *contradiction* a predicted break whose peak Monte Carlo resolves
-    below the nearest key (its difference beyond the family-wise z of the predicted rows, the other way). A
-    predicted break that Monte Carlo leaves unresolved, or resolves "rising" (no pair resolvedly decreasing), is
-    neither: at this N it cannot tell. Value: the share of the rows either names (Monte Carlo's violated rows and
-    the predicted breaks) that are neither; 1 = agreement (also when neither names a row). Not a test of its own
-    (it compares resolutions made family-wise already): its verdict is decided, supported at 1, else not
-    supported, outside the Holm family like 9a's.
+    below the nearest key (its difference beyond the family-wise z of the predicted rows, the other way). Value
+    (issue 41: agreement, not containment): the share of the rows either names (Monte Carlo's violated rows and the
+    predicted breaks) that both name, |predicted & resolved| / |predicted | resolved|: a miss, and a predicted
+    break Monte Carlo does not resolve (at this N it cannot tell, so it is no agreement either), both count
+    against it. Two empty sets agree on nothing: no value, no verdict. The note gives the baseline of a predictor
+    that names every row breaking (|resolved| / rows). Not a test of its own (it compares resolutions made
+    family-wise already): its verdict is decided, supported at the threshold, else not supported, outside the Holm
+    family like 9a's.
     """
     if data.recursion is None or data.sim is None:
         why = "no recursion table" if data.recursion is None else "no simulation tables"
@@ -170,11 +172,17 @@ def break_rows(data: LedgerInputs, th: dict) -> list[dict]:
             missed = sorted(set(violated) - set(breaks))
             against = contradictions(field, breaks, th["family_alpha"])
             named = set(violated) | set(breaks)
-            value = 1.0 - (len(missed) + len(against)) / len(named) if named else 1.0
+            value = len(set(violated) & set(breaks)) / len(named) if named else np.nan
+            unresolved = sorted(set(breaks) - set(violated) - {a[0] for a in against})
             note = (
                 f"variant {variant}; predicted breaks: {spans_or_none(breaks)}; Monte Carlo resolves violated: "
-                f"{spans_or_none(violated)}"
+                f"{spans_or_none(violated)}; baseline (every row predicted to break): "
+                f"{len(violated) / max(1, field.size - 2):.3g}"
             )
+            if unresolved:
+                note += f"; predicted, not resolved: {spans_or_none(unresolved)}"
+            if not named:
+                note += "; neither names a row: nothing to agree on"
             if breaks and violated:
                 last = max(set(breaks) & set(violated), default=None)
                 if last is not None:
@@ -196,7 +204,9 @@ def break_rows(data: LedgerInputs, th: dict) -> list[dict]:
                     note=note,
                     layer=layer,
                     label=label,
-                    decided="supported" if value >= th["break_agreement"] else "not supported",
+                    decided="inconclusive"
+                    if not named
+                    else ("supported" if value >= th["break_agreement"] else "not supported"),
                 )
             )
     if not out:

@@ -18,7 +18,8 @@ from causalpos.analysis.claims import (
     simulation_claims,
 )
 from causalpos.catalogue.claims import CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, merge_thresholds
-from causalpos.analysis.claims.family import adjust, in_family, is_exact
+from causalpos.analysis.claims.family import adjust, adjust_apart, in_family, is_exact
+from causalpos.catalogue.readings import OWN_CLAIM, our_reading
 from causalpos.analysis.claims.replicates import LedgerInputs
 from causalpos.analysis.triangles import FIRST_KEYS
 
@@ -62,7 +63,8 @@ def build_ledger(
     "inconclusive" and a note. A table missing a needed column raises ValueError.
 
     Verdicts: Holm over the paper's claims' rows (family.adjust, at thresholds' family_alpha), after every builder
-    ran; the exact-law twin rows that claim 9a compares get a Holm of their own first (their family: the twin
+    ran, and apart over the rows on our own readings (catalogue.readings.OUR_READINGS, column `ours`); the exact-law
+    twin rows that claim 9a compares get a Holm of their own first (their family: the twin
     rows), so that both verdicts of a pair follow the same rule. 9a's rows are not tests (outside the family).
     Each of our own claims (10, 11) is a family of its own (OWN_FAMILIES): their tests take no power from the
     paper's, nor from each other's.
@@ -91,13 +93,15 @@ def build_ledger(
         twins = data.twin_view()
         for build in SIM_BUILDERS:
             twin_rows.extend(build(twins, th))
-    rows = adjust(rows, th["family_alpha"])
+    # the paper's claims in the paper's scope are one family, the rows on our readings another (ours_apart)
+    rows = adjust_apart(ours_marked(rows), th["family_alpha"], ours_apart)
     own = [
-        r
+        {**r, "ours": OWN_CLAIM}
         for family in OWN_FAMILIES
         for r in adjust([r for build in family for r in build(data, th)], th["family_alpha"])
     ]
-    rows.extend(robustness.claim9(rows, adjust(twin_rows, th["family_alpha"]), data, th))
+    twins = adjust_apart(ours_marked(twin_rows), th["family_alpha"], ours_apart)
+    rows.extend(ours_marked(robustness.claim9(rows, twins, data, th)))
     ledger = pd.DataFrame(rows + own)
     ledger = ledger.iloc[np.argsort(ledger["claim"].to_numpy(), kind="stable")]  # 9a is built after the family's
     for column in EXTRA_COLUMNS:
@@ -105,6 +109,15 @@ def build_ledger(
             ledger[column] = np.nan
     ledger["layer"] = ledger["layer"].astype("Int64")
     return ledger[LEDGER_COLUMNS + EXTRA_COLUMNS].reset_index(drop=True)
+
+
+def ours_marked(rows: list[dict]) -> list[dict]:
+    """The rows with `ours` filled from the registry of our readings (catalogue.readings.OUR_READINGS)."""
+    return [{**r, "ours": our_reading(r)} for r in rows]
+
+
+def ours_apart(row: dict) -> bool:
+    return bool(row["ours"])
 
 
 def format_value(value: float, se: float) -> str:
@@ -193,19 +206,70 @@ def own_text(ledger: pd.DataFrame) -> str:
     return text
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def verdict_counts(rows: pd.DataFrame) -> str:
+    counts = rows["verdict"].value_counts()
+    return ", ".join(f"{counts.get(v, 0)} {v}" for v in ("supported", "not supported", "inconclusive"))
+
+
+def headline(ledger: pd.DataFrame) -> str:
+    """The ledger's rows counted by kind (catalogue.readings): the tests of the paper's claims in the paper's scope
+    (the paper's Holm family) apart from the tests on our readings, the exact rows, the agreement rows and what
+    holds by construction; our own claims last. One paragraph, for claims.md and the README."""
+    own = ledger["claim"].isin(OWN_CLAIMS)
+    paper, ours = ledger[~own & (ledger["ours"] == "")], ledger[~own & (ledger["ours"] != "")]
+    tests = paper[paper["row_kind"] == "test"]
+    our_tests = ours[ours["row_kind"] == "test"]
+    exact = ledger[~own & (ledger["row_kind"] == "exact")]
+    built = ledger[~own & (ledger["row_kind"] == "by construction")]
+    agreement = ledger[ledger["row_kind"] == "agreement"]
+    references = tests.loc[tests["p_value"].notna(), "reference"].value_counts()
+    parts = [
+        f"**{len(tests)} tests of the paper's claims** in the paper's scope: {verdict_counts(tests)} "
+        f"(Holm over the {int(in_family(tests).sum())} with p-values, family-wise {ledger_alpha(ledger):g}; "
+        + ", ".join(f"{n} referred to {ref}" for ref, n in references.items())
+        + ")",
+        f"{len(our_tests)} tests on our own readings of them (our settings, thresholds or readings: "
+        f"{verdict_counts(our_tests)}, Holm apart)",
+        f"{len(exact)} exact rows (closed forms and symbolic checks: {verdict_counts(exact)})",
+        f"{len(built)} by construction",
+        f"{len(agreement)} agreement rows (claim 9a: {int((agreement['value'] == 1).sum())} of {len(agreement)} "
+        "verdicts the same under our exact-moment input law)",
+    ]
+    text = "; ".join(parts) + "."
+    for number in OWN_CLAIMS:
+        rows = ledger[ledger["claim"] == number]
+        if len(rows):
+            tested = rows[rows["row_kind"] == "test"]
+            decided = rows[rows["row_kind"] == "decision"]
+            text += f" Our claim {number}: {plural(len(tested), 'test')} ({verdict_counts(tested)})"
+            text += f", {plural(len(decided), 'decision')} ({verdict_counts(decided)})." if len(decided) else "."
+    return text
+
+
 def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> str:
     """The ledger as Markdown: one table of every claim (its statement on its first row; the per-layer claims
     8a and 8d summarised per model, claim 9a in one line), then a table of claims 8a and 8d per model and
     layer, one of claim 7 with the first k keys left out (model_claims.KEY_SWEEP), and one of claim 9a's comparisons of
     the two input laws. `model_labels`: the models' names in the per-layer table (default: their keys)."""
     alpha = ledger_alpha(ledger)
-    m = int((in_family(ledger) & ~ledger["claim"].isin(OWN_CLAIMS).to_numpy()).sum())
+    m = int((in_family(ledger) & ~ledger["claim"].isin(OWN_CLAIMS).to_numpy() & (ledger["ours"] == "")).sum())
     lines = [
+        headline(ledger),
+        "",
         "Each row is one claim of the paper measured in one setting: value ± one standard error (the spread of "
         "the metric itself under a bootstrap over groups of Monte Carlo sample blocks for the simulations, over "
-        "groups of sequences for the trained and pretrained models). Each row tests its claim one-sided against its threshold (normal approximation, z = (value - "
-        "threshold) / standard error): a p-value for the claim and one against it, each Holm-adjusted over the "
-        f"{m} rows that test something (column p (adjusted), for / against). A claim is **supported** where "
+        "groups of sequences for the trained and pretrained models). Each test row tests its claim one-sided "
+        "against its threshold (z = (value - threshold) / standard error, referred to the normal for the "
+        "simulations and to Student's t with G - 1 degrees of freedom for a bootstrap over G groups of "
+        "sequences; a metric whose replicates never vary gets the bootstrap's smallest p, 1 / (R + 1)): a "
+        "p-value for the claim and one against it, each Holm-adjusted over the "
+        f"{m} rows of the paper's claims in the paper's scope that test something (column p (adjusted), for / "
+        "against); the rows on our own settings, thresholds or readings (marked *ours*) are adjusted apart, so "
+        f"they take no power from the paper's. A claim is **supported** where "
         f"its adjusted p is at most {alpha:g}, **not supported** where the adjusted p against it is, and "
         f'inconclusive otherwise: the chance of any false "supported" among the {m} rows is at most {alpha:g}, '
         f'and so is the chance of any false "not supported" (Holm, whatever the dependence between the rows). '
@@ -253,8 +317,9 @@ def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> s
             )
             continue
         value = format_value(row["value"], row["uncertainty"])
+        setting = cell(row["setting"]) + (" (*ours*)" if row.get("ours") and row["claim"] not in OWN_CLAIMS else "")
         lines.append(
-            f"| {claim} | {cell(row['setting'])} | {metric} | {value} | {threshold_text(row)} | "
+            f"| {claim} | {setting} | {metric} | {value} | {threshold_text(row)} | "
             f"{p_text(row)} | {verdict_cell(row['verdict'])} |"
         )
     if len(per_layer):
@@ -317,8 +382,8 @@ def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> s
             "official) that has an exact-law twin (our exact-moment law: the same parameters but the sampler), "
             "measured again with the twin in its place, and both verdicts.",
             "",
-            "| claim | setting | paper's construction | exact-moment law | verdicts |",
-            "| --- | --- | --- | --- | --- |",
+            "| claim | setting | paper's construction | exact-moment law | change (exact - paper's) | verdicts |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
         for _, row in law.iterrows():
             same = {1.0: "the same", 0.5: "one inconclusive", 0.0: "**opposite**"}.get(float(row["value"]), "")
@@ -327,6 +392,7 @@ def ledger_markdown(ledger: pd.DataFrame, model_labels: dict | None = None) -> s
                 f"| {row['compared_claim']} | {cell(setting)} | "
                 f"{format_value(row['official_value'], row['official_uncertainty'])}, "
                 f"{row['official_verdict']} | {format_value(row['exact_value'], row['exact_uncertainty'])}, "
-                f"{row['exact_verdict']} | {same} |"
+                f"{row['exact_verdict']} | {format_value(row['law_change'], row['law_change_uncertainty'])} | "
+                f"{same} |"
             )
     return "\n".join(lines) + "\n"

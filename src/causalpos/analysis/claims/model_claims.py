@@ -155,6 +155,7 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
                     layer=layer,
                     label=f"{model} ({stage})",
                     model=model,
+                    df=field.df,
                     **sweep,
                 )
             )
@@ -175,6 +176,7 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
                     layer=layer,
                     label=model,
                     model=model,
+                    df=field.df,
                     **sweep,
                 )
             )
@@ -212,6 +214,7 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
                 layer=layer,
                 label=model,
                 model=model,
+                df=field.df,  # the model's groups: fewer than the simulation's sample-block groups
                 **sweep,
             )
         )
@@ -269,7 +272,7 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
             value_sink, se_sink = estimate(sink)
             value_def, se_def = estimate(deficit)
             value_range, se_range = estimate(ranges[layer])
-            common = dict(layer=layer, label=f"{prefix}L{layer + 1}", model=model)
+            common = dict(layer=layer, label=f"{prefix}L{layer + 1}", model=model, df=field.df)
             rows_a.append(
                 row(
                     "8a",
@@ -311,6 +314,7 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
                     note=f"{len(later)} layers",
                     label=model,
                     model=model,
+                    df=field.df,
                 )
             )
             rows_c.append(
@@ -323,6 +327,7 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
                     + ", ".join(f"{ranges[layer][0]:.3g}" for layer in later),
                     label=model,
                     model=model,
+                    df=field.df,
                 )
             )
         else:

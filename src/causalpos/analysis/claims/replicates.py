@@ -112,6 +112,13 @@ class Field:
     x: np.ndarray
     size: int
     source: str
+    groups: int | None = None  # the groups of sequences its bootstrap draws (None: replicates of another kind)
+
+    @property
+    def df(self) -> int | None:
+        """The degrees of freedom of its standard error: G - 1 for a bootstrap over G groups of sequences, whose
+        rows the ledger refers to Student's t (None: the normal)."""
+        return self.groups - 1 if self.groups and self.groups > 1 else None
 
 
 def stack(point: np.ndarray, replicates) -> np.ndarray:
@@ -398,12 +405,12 @@ class LedgerInputs:
             groups = self._first_groups(groups)
             mean = list_matrix(groups["sums"]).sum(axis=0) / groups["n_sequences"].sum()
         reps = self.bootstrap(model, "scores", "", layer, size)
-        source = "bootstrap over groups of sequences"
+        source, groups = "bootstrap over groups of sequences", None if reps is None else reps[1].shape[0]
         if reps is None:
             z = seeded_rng(self.seed, "score", model, layer).standard_normal((mean.size, self.n_bootstrap))
             reps = mean[:, None] + np.nan_to_num(sem, nan=0.0)[:, None] * z
             source = "no groups table: parametric replicates from score_sem"
-        return Field(stack(mean, reps), size, source)
+        return Field(stack(mean, reps), size, source, groups)
 
     def intermediate_field(self, model: str, stage: str) -> tuple[Field | None, int | None]:
         """Stage `stage` of Figure 3 for `model` (the lowest layer it was recorded under) and that layer."""
@@ -425,10 +432,10 @@ class LedgerInputs:
                         else np.full(value.size, np.nan)
                     )
                 reps = self.bootstrap(model, "intermediate", stage, None, size)
-                source = "bootstrap over groups of sequences"
+                source, groups = "bootstrap over groups of sequences", None if reps is None else reps[1].shape[0]
                 if reps is None:
                     reps = np.full((value.size, self.n_bootstrap), np.nan)
                     source = "no groups table for this stage"
-                field = Field(stack(value, reps), size, source)
+                field = Field(stack(value, reps), size, source, groups)
             self._cache[key] = (field, layer)
         return self._cache[key]

@@ -11,6 +11,7 @@ A twin has the same parameters but the law (replicates.find_twins).
 
 from __future__ import annotations
 
+import math
 import re
 
 from causalpos.catalogue.claims import CLAIMS, verdict
@@ -44,7 +45,9 @@ def claim9(rows: list[dict], twin_rows: list[dict], data: LedgerInputs, th: dict
     the two laws coincide, i.i.d. uniform on the sphere). Rows are matched by claim and setting (the law
     taken out of the setting). Value: the agreement of the two verdicts (1 the same, 0.5 one inconclusive,
     0 opposite); > 0.5 = the verdict does not depend on the law. Both values and verdicts are in the extra
-    columns (official_*, exact_*) and the note. The expected answer is that no verdict changes.
+    columns (official_*, exact_*) and the note, and the size of the change, exact minus official, with its standard
+    error (law_change, law_change_uncertainty): a verdict can hold while the value moves. The expected answer is
+    that no verdict changes.
     """
     if not data.twins:
         return [
@@ -81,6 +84,7 @@ def claim9(rows: list[dict], twin_rows: list[dict], data: LedgerInputs, th: dict
                 th,
                 note=note,
                 decided=agreed,
+                kind="agreement",
                 layer=None if paper["layer"] != paper["layer"] else paper["layer"],
                 label=f"{paper['claim_id']} {paper['label']}",
                 model=paper.get("model"),
@@ -91,6 +95,8 @@ def claim9(rows: list[dict], twin_rows: list[dict], data: LedgerInputs, th: dict
                 exact_value=twin["value"],
                 exact_uncertainty=twin["uncertainty"],
                 exact_verdict=twin["verdict"],
+                law_change=twin["value"] - paper["value"],
+                law_change_uncertainty=math.hypot(twin["uncertainty"], paper["uncertainty"]),
             )
         )
     if not out:

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.catalogue.claims import CLAIMS, VERDICTS, verdict
+from causalpos.catalogue.readings import ROW_KINDS
 from causalpos.analysis.claims.family import one_sided
 from causalpos.analysis.claims.replicates import MAIN_LAW, PAPER_D, SIM_PARAMS, VARIANT_KEYS, estimate
 
@@ -23,6 +24,9 @@ def row(
     decided: str | None = None,
     p_value: float | None = None,
     p_against: float | None = None,
+    df: int | None = None,
+    kind: str | None = None,
+    reference: str | None = None,
     **extra,
 ) -> dict:
     """A ledger row from [estimate, replicates...] (or (value, uncertainty) for precomputed ones).
@@ -33,9 +37,15 @@ def row(
     exact (closed forms, symbolic checks): p 0 or 1, outside the Holm family. A claim made of sub-tests (2c's
     steps, 6b's regions) passes its own `p_value` and `p_against` (family.intersection_union,
     family.bonferroni_min; the builder's docstring states the rule). `decided`: the verdict of a row that is
-    not a test (9a compares two verdicts; "by construction"): its p's are NaN and it stays outside the family."""
+    not a test (9a compares two verdicts; "by construction"): its p's are NaN and it stays outside the family.
+
+    `df`: the p's from Student's t with df degrees of freedom (a bootstrap over G groups of sequences: G - 1)
+    instead of the normal. Replicates that never vary (SE 0, not exact) get the bootstrap's own bound, p =
+    1 / (R + 1) with R replicates, not 0. `kind` (catalogue.readings.ROW_KINDS; default: exact, test, or by
+    construction / decision for a `decided` row) and `reference` (what the p's are referred to, for p's the
+    caller passes; default normal) fill the columns row_kind and reference."""
     claim = CLAIMS[claim_id]
-    exact = False
+    exact, n_replicates = False, 0
     if isinstance(values, tuple):  # precomputed; uncertainty 0 here = exact (closed forms, symbolic checks)
         value, se = values
         exact = se == 0
@@ -43,6 +53,7 @@ def row(
         value, se = math.nan, math.nan
     else:
         value, se = estimate(values)
+        n_replicates = np.asarray(values).size - 1
     threshold = float(thresholds[claim.threshold])
     alpha = float(thresholds["family_alpha"])
     if decided is not None:
@@ -52,15 +63,32 @@ def row(
             raise ValueError("a row's verdict comes from its p-values or from `decided` (not a test), not both")
         p_value = p_against = math.nan
         result = decided
+        kind = kind or ("by construction" if decided == "by construction" else "decision")
+        reference = "none"
     else:
+        kind = kind or ("exact" if exact else "test")
         if p_value is None and p_against is None:
-            p_value, p_against = one_sided(value, se, threshold, claim.direction.rstrip("="))
+            side = claim.direction.rstrip("=")
+            if exact:
+                p_value, p_against = one_sided(value, se, threshold, side)
+                reference = "exact"
+            elif se == 0 and n_replicates:  # no replicate on the other side: p is 1 / (R + 1), not 0
+                bound = 1.0 / (n_replicates + 1)
+                p_value, p_against = (max(p, bound) for p in one_sided(value, se, threshold, side))
+                reference = "bootstrap bound"
+            else:
+                p_value, p_against = one_sided(value, se, threshold, side, df)
+                reference = f"t({df})" if df is not None else "normal"
         elif p_value is None or p_against is None:
             raise ValueError("a row with its own p-values needs both p_value and p_against")
+        else:
+            reference = reference or "normal"
         p_value, p_against = float(p_value), float(p_against)
         result = verdict(p_value, p_against, alpha)
         if np.isfinite(value) and not np.isfinite(p_value):
             note = "; ".join(filter(None, [note, "no uncertainty available, so no verdict"]))
+    if kind not in ROW_KINDS:
+        raise ValueError(f"row kind must be one of {ROW_KINDS}, got {kind!r}")
     return {
         "claim_id": claim.id,
         "section": claim.section,
@@ -71,6 +99,9 @@ def row(
         "uncertainty": se,
         "threshold": threshold,
         "verdict": result,
+        "row_kind": kind,
+        "reference": reference if np.isfinite(p_value) or decided is not None else "none",
+        "ours": "",
         "p_value": p_value,
         "p_adjusted": p_value,
         "p_against": p_against,
