@@ -426,3 +426,21 @@ def test_emergence_and_seed_figures_render(tmp_path):
     out = tmp_path / "figT3_length_seeds.png"
     save_figure(lambda: fig_length_seeds(tables, PLOT), PLOT, [out])
     assert out.stat().st_size > 1000
+
+
+def test_a_pdf_says_its_title(tmp_path):
+    """A figure's PDF carries its title (the first clause of its caption), what a viewer and a reference manager show."""
+    import matplotlib.figure
+
+    from causalpos.catalogue.figures import figure_title
+    from causalpos.figures.style import save_figure
+
+    def draw():
+        fig = matplotlib.figure.Figure()
+        fig.add_subplot().plot([0, 1])
+        return fig
+
+    pdf = tmp_path / "fig01_mechanism.pdf"
+    save_figure(draw, {}, [pdf], "fig01_mechanism", figure_title("fig01_mechanism"))
+    assert figure_title("fig01_mechanism") == "causalpos fig01_mechanism: Figure 1: the mechanism on three tokens"
+    assert b"/Title (causalpos fig01_mechanism: Figure 1: the mechanism on three tokens)" in pdf.read_bytes()

@@ -12,6 +12,8 @@ job's wildcards, params and config, so a file can choose among the captions but 
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 from causalpos.catalogue.models import TRAINED_LABELS  # noqa: F401  (its old place: workflow.config reads it here)
@@ -429,6 +431,13 @@ def claims_page(folder, page: str, ext: str) -> str:
 def claims_pages(folder, pages, formats) -> dict[str, list[str]]:
     """Each page of CLAIMS_FIGURE in `pages` (catalogue.claims.ledger_pages) with its file in every format."""
     return {page: [claims_page(folder, page, fmt) for fmt in formats] for page in pages}
+
+
+def figure_title(figure: str) -> str:
+    """A figure's title for its PDF: the first clause of its caption, e.g. "Figure 1: the mechanism on three tokens"."""
+    caption = figure_spec(figure).caption.replace("**", "").replace("``", "")
+    first = re.split(r"[,(.;]| \u2014 ", caption, maxsplit=1)[0].strip()
+    return f"causalpos {figure}: {first}" if first else f"causalpos {figure}"
 
 
 def figure_spec(figure: str) -> FigureSpec:

@@ -12,7 +12,7 @@ import importlib
 
 import pandas as pd
 
-from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, figure_spec
+from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, figure_spec, figure_title
 from causalpos.figures import activations
 from causalpos.catalogue.models import NOPE
 from causalpos.figures.style import save_figure
@@ -33,7 +33,7 @@ def render_figure(figure_id: str, tables: dict[str, pd.DataFrame], options: dict
             f"{figure_spec(figure_id).tables[0]!r}, not by render_figure"
         )
     draw = drawer(figure_id)
-    save_figure(lambda: draw(tables, options), options, outputs, figure_id)
+    save_figure(lambda: draw(tables, options), options, outputs, figure_id, figure_title(figure_id))
 
 
 def render_all_layers(tables: dict, options: dict, page_files) -> list:

@@ -321,8 +321,9 @@ def max_size_option(options: dict):
 # ---------------------------------------------------------------- saving
 
 
-def save_figure(draw, options: dict, outputs, label: str = "figure") -> None:
-    """Call draw() -> Figure in the plot style of `options` and write it to every path in outputs.
+def save_figure(draw, options: dict, outputs, label: str = "figure", title: str | None = None) -> None:
+    """Call draw() -> Figure in the plot style of `options` and write it to every path in outputs; a PDF's Title
+    is `title` (default: `label`), what a viewer's window and a reference manager show.
 
     Each file is written under a temporary name in its folder and renamed only
     after all of them were written, so no half-written figure looks complete.
@@ -361,6 +362,8 @@ def save_figure(draw, options: dict, outputs, label: str = "figure") -> None:
                 fmt, dpi = out.suffix.lstrip(".").lower(), options.get("dpi", 150)
                 # the PNG says how small its text is, so a viewer's scale tells what a reader sees
                 metadata = {PNG_TEXT_KEY: f"{smallest_text_px(fig, dpi):.2f}"} if fmt == "png" else None
+                if fmt == "pdf":
+                    metadata = {"Title": title or label}
                 fig.savefig(tmp, format=fmt, dpi=dpi, metadata=metadata)
             for tmp, out in zip(temps, outputs):
                 os.replace(tmp, out)

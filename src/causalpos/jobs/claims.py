@@ -18,7 +18,7 @@ from causalpos import __version__
 from causalpos.analysis.claims.convergence import note_flips
 from causalpos.analysis.claims.ledger import build_ledger, ledger_markdown
 from causalpos.catalogue.claims import ledger_pages
-from causalpos.catalogue.figures import CLAIMS_FIGURE, CLAIMS_PAGE, claims_pages
+from causalpos.catalogue.figures import CLAIMS_FIGURE, CLAIMS_PAGE, claims_pages, figure_title
 from causalpos.figures.ledger import plot_ledger
 from causalpos.figures.style import save_figure
 from causalpos.io import PartTable, atomic_path, read_tables, write_parquet
@@ -61,7 +61,11 @@ def run(job) -> None:
     written = []
     for page, files in claims_pages(folder, ledger_pages(claim), options.get("formats") or ["pdf", "png"]).items():
         save_figure(
-            lambda page=page: plot_ledger(ledger, page, options), options, files, label=f"{CLAIMS_FIGURE} page {page}"
+            lambda page=page: plot_ledger(ledger, page, options),
+            options,
+            files,
+            label=f"{CLAIMS_FIGURE} page {page}",
+            title=f"{figure_title(CLAIMS_FIGURE)}, claims {page}",
         )
         written += [Path(f) for f in files]
     for stale in set(folder.glob(CLAIMS_PAGE.format(claims="*", ext="*"))) - set(written):
