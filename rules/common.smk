@@ -363,10 +363,13 @@ def all_layers_digits(model, results):
 
 
 def claims_page_labels(wildcards):
-    """The report's labels of one page of figL1_claims: the claims it shows and its format."""
+    """The report's labels of one page of figL1_claims: the claims it shows, numbers zero-padded (the report sorts
+    labels as strings: 01, 02-03, ..., 10, 11, not 1, 10, 11, 2-3), and its format."""
     return {
         "figure": CLAIMS_FIGURE,
-        "claims": wildcards.claims,
+        "claims": re.sub(
+            r"\d+", lambda number: f"{int(number.group()):02d}", wildcards.claims
+        ),
         "format": format_label(wildcards.ext),
     }
 

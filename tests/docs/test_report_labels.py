@@ -248,6 +248,15 @@ def test_all_layers_pages_are_listed_by_layer(report_results, model):
     assert listed == pages(LAYERS[model])
 
 
+def test_the_claims_pages_are_listed_in_claim_order(report_results):
+    """The ledger's pages in the report's table, in the order of their claims (1, 2-3, ..., 10, 11; a string sort of
+    unpadded numbers put 10 and 11 before 2)."""
+    tables = report_tables(report_results)
+    (key,) = [key for key, t in tables.items() if any(CLAIMS_FIGURE in p for _, v in t["rows"] for p in v.values())]
+    shown = [Path(path).stem for path in tables[key]["opens"] if f"/{CLAIMS_FIGURE}/" in path]
+    assert shown == [Path(claims_page(Path("."), page, "png")).stem for page in PAGES], shown
+
+
 def test_every_figure_table_has_a_format_toggle_that_opens_the_png(report_results):
     """Every table of figures (each category and subcategory: simulation, trained models, pretrained LLMs,
     measurements, all layers, claims pages and convergence) has one toggle, the format, with a PDF and a PNG
