@@ -36,6 +36,7 @@ rule runtimes:
             ],
             "recursion": [paths.recursion_benchmark(RESULTS)],
         },
+        model_labels=settings.model_labels(config),
         code=code("runtimes"),
         upstream=upstream("runtimes"),
     script:

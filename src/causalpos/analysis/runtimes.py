@@ -78,8 +78,10 @@ def runtime_frame(benchmarks: dict, parquets: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RUNTIME_COLUMNS).sort_values(["rule", "job"], ignore_index=True)
 
 
-def runtime_html(frame: pd.DataFrame) -> str:
-    """The table as a small self-contained HTML page (the report embeds it): every job, then the sums per rule."""
+def runtime_html(frame: pd.DataFrame, labels: dict | None = None) -> str:
+    """The table as a small self-contained HTML page (the report embeds it): every job, then the sums per rule. A
+    job named by a model's key shows the model's name (`labels`: NoPE, SmolLM2-135M; the table keeps the keys)."""
+    frame = frame.assign(job=frame["job"].map(lambda job: (labels or {}).get(job, job)))
     totals = (
         frame.groupby("rule", sort=True)
         .agg(

@@ -22,7 +22,7 @@ def run(job) -> None:
     frame = runtime_frame(benchmarks, {"simulate": list(inputs.simulate), "extract": list(inputs.extract)})
     write_parquet(frame, job.output.table, {"stage": "runtimes", "version": __version__})
     with atomic_path(job.output.html) as tmp:
-        tmp.write_text(runtime_html(frame))
+        tmp.write_text(runtime_html(frame, job.params.get("model_labels") or {}))
     for missing in frame.loc[frame["source"] == MISSING, "job"]:
         log.warning(
             "runtimes: no benchmark file for %s (measured by a run whose timing was deleted): reported missing", missing
