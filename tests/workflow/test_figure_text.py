@@ -33,6 +33,7 @@ from causalpos.figures.legibility import (
     drawn_tick_labels,
     legends_over_data,
     overlapping_texts,
+    texts_over_axes,
 )
 from causalpos.figures.ledger import plot_ledger
 from causalpos.figures.ablation import fig_pattern_ablation
@@ -89,7 +90,7 @@ class Recorder:
     def __init__(self, real, out: Path):
         self.real, self.out, self.family, self.drawn = real, out, None, {}
 
-    def __call__(self, draw, options, outputs, label="figure"):
+    def __call__(self, draw, options, outputs, label="figure", title=None):
         def recorded():
             fig = draw()
             # the context save_figure opened, as seaborn reports it (not its constants copied here)
@@ -99,7 +100,7 @@ class Recorder:
             )
             return fig
 
-        self.real(recorded, options, outputs, label)
+        self.real(recorded, options, outputs, label, title)
 
 
 def deepest(scores: pd.DataFrame) -> int:
@@ -280,6 +281,10 @@ def problems_of(drawn_figure: Drawn) -> list[str]:
             found = [f"clipped: {where(t)}" for t in clipped_texts(fig, renderer)]
             found += [f"overlap: {where(a)} and {where(b)}" for a, b in overlapping_texts(fig, renderer)]
             found += [
+                f"over another panel: {where(text)} over the axes of {ax.get_title() or ax.get_ylabel()!r}"
+                for text, ax in texts_over_axes(fig, renderer)
+            ]
+            found += [
                 f"legend over data: legend {[t.get_text() for t in legend.get_texts()][:3]}... over panel "
                 f"{ax.get_title() or ax.get_title(loc='left')!r}"
                 for legend, ax in legends_over_data(fig, renderer)
@@ -342,6 +347,23 @@ def test_the_checks_find_clipped_and_overlapping_text_and_a_legend_over_data():
         "layer ticks",
         "small text",
     }
+
+
+def test_a_title_over_the_colour_bar_of_the_next_panel_is_found():
+    """Issue 41: Figure 1's titles (c) and (d) ran under the colour bar to their left; no other text was there, so
+    the text-against-text check could not see it. The check against every axes' area does; a twin axes drawn over
+    the same area is no other panel."""
+    fig = style.new_figure(6, 3)
+    left, right = fig.subplots(1, 2)
+    image = left.imshow(np.eye(3))
+    bar = fig.colorbar(image, ax=left)
+    # lowered into the panels' height, as Figure 1's titles were beside its taller bars: over the bar and the panel
+    right.set_title("a title long enough to run left over the colour bar of the panel beside it", y=0.85)
+    right.twinx().set_ylabel("a twin's label")
+    found = texts_over_axes(fig)
+    assert {text.get_text() for text, _ in found} == {right.get_title()} and {ax for _, ax in found} == {left, bar.ax}
+    right.set_title("short", y=0.85)
+    assert texts_over_axes(fig) == []
 
 
 def categories(problems: list[str]) -> set[str]:

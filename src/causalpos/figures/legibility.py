@@ -178,6 +178,25 @@ def overlapping_texts(fig: Figure, renderer=None) -> list[tuple[Text, Text]]:
     return [(texts[i], texts[j]) for i, j in candidates if overlap_depth(corners[i], corners[j]) > TOLERANCE_PX]
 
 
+def texts_over_axes(fig: Figure, renderer=None) -> list[tuple[Text, object]]:
+    """(text, axes) pairs where a visible text lies over the drawing area of an axes it does not belong to, by more
+    than TOLERANCE_PX: a panel's title under a colour bar, a colour bar's label across the next panel (texts are
+    checked against every artist that covers an area, not only against other texts); `renderer`: as in drawn()."""
+    found = []
+    with drawn(fig, renderer) as renderer:
+        areas = [(ax, ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible() and ax.axison]
+        for text in visible_texts(fig):
+            corners = text_corners(text, renderer)
+            own = text.axes.get_window_extent(renderer).bounds if text.axes is not None else None
+            for ax, box in areas:
+                if text.axes is ax or box.bounds == own:  # its own axes, or a twin drawn over the same area
+                    continue
+                area = np.array([[box.x0, box.y0], [box.x1, box.y0], [box.x1, box.y1], [box.x0, box.y1]])
+                if overlap_depth(corners, area) > TOLERANCE_PX:
+                    found.append((text, ax))
+    return found
+
+
 def data_paths(ax) -> list[np.ndarray]:
     """What an axes plots, in display pixels: the vertices of each run of finite points of its data lines
     (Line2D in data coordinates: lines, markers, error-bar caps), the segments of its error bars

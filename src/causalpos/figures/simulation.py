@@ -186,10 +186,11 @@ def mechanism_panels(n: int, alpha: float, theory: pd.DataFrame | None = None) -
         if len(corner) == packed_size(n):
             scores2[corner["query_pos"].to_numpy(int), corner["key_pos"].to_numpy(int)] = corner["score"]
     return [
-        (scores1, "(a) Layer-1 scores"),
-        (weights1, "(b) $x^{(1)}_i$: weight of $x_j$"),
-        (weights1 / norms[:, None], "(c) $y^{(2)}_i$ (normalised): weight of $x_j$"),
-        (scores2, "(d) Layer-2 scores $g(i)/(h(i)h(j))$"),
+        # two lines each: on one, (c)'s and (d)'s titles ran over the colour bar of the panel to their left
+        (scores1, "(a) Layer-1\nscores"),
+        (weights1, "(b) $x^{(1)}_i$:\nweight of $x_j$"),
+        (weights1 / norms[:, None], "(c) $y^{(2)}_i$ (normalised):\nweight of $x_j$"),
+        (scores2, "(d) Layer-2 scores\n$g(i)/(h(i)h(j))$"),
     ]
 
 
