@@ -258,3 +258,16 @@ def test_the_figure_shows_each_models_effects_over_its_seeds_and_the_llms_losses
     ]
     assert drawn and drawn[0][-1] == pytest.approx(nope["effect"].mean())  # the mean over the two seeds at 4x
     assert "Tiny LLM" in fig.axes[2].get_xticklabels()[0].get_text()
+    # every marker and error bar inside its panel: a symmetric log scale's autoscale cut the largest at the top, as
+    # the default run's RoPE had it at 2x (relative part removed: 0.0096 ± 0.0015 beside effects of 1e-4)
+    rope = (frame["model"] == "rope") & (frame["factor"] == 2)
+    frame.loc[rope & (frame["condition"] == "relative"), ["effect", "effect_sem"]] = [0.0096, 0.0015]
+    frame.loc[rope & (frame["condition"] == "none"), ["effect", "effect_sem"]] = [-0.00037, 0.00023]
+    fig = fig_pattern_ablation({"pattern_ablation": frame}, {})
+    fig.draw_without_rendering()
+    for ax in fig.axes[:2]:
+        box = ax.get_window_extent()
+        for bars in ax.containers:  # each error bar's ends at least a marker's size (6 px) inside the panel
+            ends = np.concatenate([np.asarray(s) for s in bars.lines[2][0].get_segments()])
+            y = ax.transData.transform(ends)[:, 1]
+            assert box.y0 + 6 < y.min() and y.max() < box.y1 - 6, (ax.get_title(), bars.get_label())

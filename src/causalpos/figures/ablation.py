@@ -47,6 +47,15 @@ def over_seeds(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     return rows.groupby(["seq_len", "condition"], sort=True)[[column, f"{column}_sem"]].apply(one).reset_index()
 
 
+def pad_limits(ax, low: float, high: float, fraction: float = 0.08) -> None:
+    """The y range from low to high and 0, widened by `fraction` of it at each end in the axis' own scale (a
+    symmetric log scale's autoscale can leave the outermost marker on the edge)."""
+    scale = ax.yaxis.get_transform()
+    low, high = scale.transform([min(low, 0.0), max(high, 0.0)])
+    margin = fraction * (high - low or 1.0)
+    ax.set_ylim(*scale.inverted().transform([low - margin, high + margin]))
+
+
 def fig_pattern_ablation(tables: dict, options) -> Figure:
     """One panel per trained model: under each condition, the loss gap to the training length (loss at k x it
     minus at 1x) minus the gap under the shuffled control, at each k > 1 (the `effect` column: claim 11's
@@ -89,6 +98,9 @@ def fig_pattern_ablation(tables: dict, options) -> Figure:
         ax.axhline(0.0, ls=":", color="gray")
         if (summary["mean"].abs() + summary["error"].fillna(0)).max() > 2 * LINEAR_WITHIN:
             ax.set_yscale("symlog", linthresh=LINEAR_WITHIN)  # the pattern's effects next to the relative part's
+        error = summary["error"].fillna(0)
+        shown = pd.concat([summary["mean"] - error, summary["mean"] + error, rows["effect"]]).dropna()
+        pad_limits(ax, float(shown.min()), float(shown.max()))  # no marker or error bar cut at the edge
         length_axis(ax, rows["seq_len"])
         ax.set_ylabel("Gap - control's gap (nats/token)")
         spread = "SE over seeds" if n_seeds > 1 else "SE over sequences"
