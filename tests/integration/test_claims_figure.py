@@ -139,3 +139,16 @@ def test_the_pages_are_in_the_folder_rule_claims_writes():
         claims_page(claims_dir("results/paper_llms"), "8-9", "png")
         == "results/paper_llms/figures/figL1_claims/claims8-9.png"
     )
+
+
+def test_a_panel_labels_every_row_that_is_not_supported_first():
+    """A panel of more rows than it can label (10a's 19 settings, 8a's layers) labels the rows a reader looks for,
+    the ones that are not supported, and fills the rest evenly; a panel of few rows labels them all."""
+    from causalpos.figures.ledger import MAX_LABELS, labelled_rows
+
+    verdicts = ["supported"] * 19
+    verdicts[5], verdicts[11] = "not supported", "inconclusive"
+    shown = labelled_rows(verdicts)
+    assert {5, 11} <= set(shown) and len(shown) == MAX_LABELS and shown == sorted(shown)
+    assert labelled_rows(["supported"] * 4) == [0, 1, 2, 3]
+    assert labelled_rows(["inconclusive"] * 20) == list(range(MAX_LABELS))

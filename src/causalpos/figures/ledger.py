@@ -36,6 +36,18 @@ LABEL_CHARS = 16  # characters of a setting's (slanted) tick label
 MAX_LABELS = 7
 
 
+def labelled_rows(verdicts: list[str]) -> list[int]:
+    """Which of a panel's rows get a tick label, at most MAX_LABELS: every row that is not supported first (a reader
+    looks for what fails), then evenly spaced others while room is left, in row order."""
+    if len(verdicts) <= MAX_LABELS:
+        return list(range(len(verdicts)))
+    failing = [i for i, v in enumerate(verdicts) if v != "supported"][:MAX_LABELS]
+    others = [i for i in range(len(verdicts)) if i not in failing]
+    room = MAX_LABELS - len(failing)
+    step = max(1, math.ceil(len(others) / room)) if room else 0
+    return sorted(failing + (others[::step][:room] if room else []))
+
+
 def display_label(label, model, options: dict | None) -> str:
     """A setting's tick label with its model's key (the ledger's identifier) shown as people write the model."""
     label = str(label)
@@ -117,10 +129,14 @@ def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
             textwrap.shorten(display_label(label, model, options), LABEL_CHARS, placeholder="…")
             for label, model in zip(rows["label"], rows.get("model", [None] * len(rows)))
         ]
-        step = max(1, math.ceil(len(rows) / MAX_LABELS))
+        shown = labelled_rows(rows["verdict"].tolist())
         turn = len(rows) > 3 or max(len(label) for label in labels) > 10
         ax.set_xticks(
-            x[::step], labels[::step], rotation=50 if turn else 0, ha="right" if turn else "center", fontsize=SMALLEST
+            x[shown],
+            [labels[i] for i in shown],
+            rotation=50 if turn else 0,
+            ha="right" if turn else "center",
+            fontsize=SMALLEST,
         )
         ax.set_xlim(-0.6, len(rows) - 0.4)
         first = rows.iloc[0]
