@@ -89,8 +89,9 @@ FIGURES = {
             draw="causalpos.figures.simulation.fig_layer_grid",
             caption="**Figure 2**: attention scores of the parameter-free l2-normalised causal model, "
             "layers 1-4, alpha = 0 and 0.2 (Monte Carlo), on the paper's fixed colour scale 0-1 "
-            "(the diagonal is 1). **Look for**: from layer 2 on, every row rises toward the keys "
-            "near the query (a non-relative pattern); at alpha = 0 it is the paper's 'faint "
+            "(the diagonal is 1). **Look for**: from layer 2 on, the rows rise toward the keys "
+            "near the query (a non-relative pattern; at layers 3-4, alpha = 0, not every row: claim 2c "
+            "finds some falling before the diagonal); at alpha = 0 it is the paper's 'faint "
             "pattern' at layer 2 (dark on this scale: off-diagonal scores between 0.02 and 0.15) "
             "and clearer at layers 3-4; with alpha > 0 it saturates and barely depends on the "
             "query.",
@@ -103,7 +104,8 @@ FIGURES = {
             caption="**Figure 4**: RoPE with the causal mask, alpha = 0: raw scores on the paper's fixed "
             "scale 0-1, and scores minus the mean of their diagonal, each panel on its own range. "
             "**Look for**: layer 1 is relative (its normalised panel is noise); from layer 2 on "
-            "the normalised panels show the non-relative pattern, the left region lower: the mask "
+            "the normalised panels show the non-relative pattern: the left region (the first keys) "
+            "brighter than its diagonals at layer 2 and darker at layer 4 (claim 6b): the mask "
             "distorts RoPE's relative scores.",
         ),
         FigureSpec(
