@@ -37,15 +37,21 @@ MAX_LABELS = 7
 
 
 def labelled_rows(verdicts: list[str]) -> list[int]:
-    """Which of a panel's rows get a tick label, at most MAX_LABELS: every row that is not supported first (a reader
-    looks for what fails), then evenly spaced others while room is left, in row order."""
-    if len(verdicts) <= MAX_LABELS:
-        return list(range(len(verdicts)))
-    failing = [i for i, v in enumerate(verdicts) if v != "supported"][:MAX_LABELS]
-    others = [i for i in range(len(verdicts)) if i not in failing]
-    room = MAX_LABELS - len(failing)
-    step = max(1, math.ceil(len(others) / room)) if room else 0
-    return sorted(failing + (others[::step][:room] if room else []))
+    """Which of a panel's rows get a tick label, at most MAX_LABELS and no two closer than n / MAX_LABELS rows (nearer
+    slanted labels run into each other): rows that are not supported first (a reader looks for what fails), then
+    evenly spaced others, in row order."""
+    n = len(verdicts)
+    if n <= MAX_LABELS:
+        return list(range(n))
+    gap = math.ceil(n / MAX_LABELS)
+    failing = [i for i, v in enumerate(verdicts) if v != "supported"]
+    chosen: list[int] = []
+    for i in failing + list(range(0, n, gap)) + list(range(n)):
+        if len(chosen) == MAX_LABELS:
+            break
+        if all(abs(i - j) >= gap for j in chosen):
+            chosen.append(i)
+    return sorted(chosen)
 
 
 def display_label(label, model, options: dict | None) -> str:

@@ -9,7 +9,7 @@ and uncertainty; below it, the estimate is the first groups' sums over their seq
 draws k groups (replicates.LedgerInputs.first_groups_view).
 
 Verdicts: the ledger's rule (catalogue.verdict after family.adjust), Holm within each rebuilt set of rows:
-the claim 8 rows of one model at one N. That family is smaller than the ledger's (every claim, every
+the claim 8 rows of one model at one N, those on our readings (8d at layer 1) apart as in the ledger. That family is smaller than the ledger's (every claim, every
 model), so at k = G the verdict equals the ledger's only where the ledger's family is the same (a ledger
 of that model's claim 8 alone); elsewhere it can be less strict.
 
@@ -24,7 +24,7 @@ import math
 import pandas as pd
 
 from causalpos.catalogue.claims import merge_thresholds
-from causalpos.analysis.claims.family import adjust
+from causalpos.analysis.claims.family import adjust_apart, ours_apart, ours_marked
 from causalpos.analysis.claims.model_claims import claim8
 from causalpos.analysis.claims.replicates import (
     GROUP_NEEDS,
@@ -69,7 +69,8 @@ def convergence_frame(
         size = longest_seq_len(model_scores)
         for k in group_levels(len(counts), min_groups):
             view = data if k == len(counts) else data.first_groups_view(k)
-            for found in adjust(claim8(view, th), th["family_alpha"]):  # Holm within this model's claim 8 at k
+            # Holm within this model's claim 8 at k, the rows on our readings apart as in the ledger
+            for found in adjust_apart(ours_marked(claim8(view, th)), th["family_alpha"], ours_apart):
                 rows.append(
                     {
                         "model": model,

@@ -32,6 +32,7 @@ from statistics import NormalDist
 import numpy as np
 
 from causalpos.catalogue.claims import verdict
+from causalpos.catalogue.readings import our_reading
 from causalpos.analysis.multiplicity import bonferroni_min, holm, intersection_union, normal_sf, t_sf
 from causalpos.analysis.triangles import packed_size
 
@@ -139,6 +140,16 @@ def in_family(rows) -> np.ndarray:
 def is_exact(flag) -> bool:
     """An `exact` cell: True only for a true boolean (a missing or NaN cell is not exact)."""
     return isinstance(flag, (bool, np.bool_)) and bool(flag)
+
+
+def ours_marked(rows: list[dict]) -> list[dict]:
+    """The rows with `ours` filled from the registry of our readings (catalogue.readings.OUR_READINGS)."""
+    return [{**r, "ours": our_reading(r)} for r in rows]
+
+
+def ours_apart(row: dict) -> bool:
+    """The family key of the paper's Holm adjustment: the rows on our readings apart from the paper's."""
+    return bool(row["ours"])
 
 
 def adjust_apart(rows: list[dict], alpha: float, family_of) -> list[dict]:

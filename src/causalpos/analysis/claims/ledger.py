@@ -18,8 +18,8 @@ from causalpos.analysis.claims import (
     simulation_claims,
 )
 from causalpos.catalogue.claims import CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, merge_thresholds
-from causalpos.analysis.claims.family import adjust, adjust_apart, in_family, is_exact
-from causalpos.catalogue.readings import OWN_CLAIM, our_reading
+from causalpos.analysis.claims.family import adjust, adjust_apart, in_family, is_exact, ours_apart, ours_marked
+from causalpos.catalogue.readings import OWN_CLAIM
 from causalpos.analysis.claims.replicates import LedgerInputs
 from causalpos.analysis.triangles import FIRST_KEYS
 
@@ -109,15 +109,6 @@ def build_ledger(
             ledger[column] = np.nan
     ledger["layer"] = ledger["layer"].astype("Int64")
     return ledger[LEDGER_COLUMNS + EXTRA_COLUMNS].reset_index(drop=True)
-
-
-def ours_marked(rows: list[dict]) -> list[dict]:
-    """The rows with `ours` filled from the registry of our readings (catalogue.readings.OUR_READINGS)."""
-    return [{**r, "ours": our_reading(r)} for r in rows]
-
-
-def ours_apart(row: dict) -> bool:
-    return bool(row["ours"])
 
 
 def format_value(value: float, se: float) -> str:
