@@ -101,12 +101,13 @@ def saved_model_cache(folder):
     return _CACHE[folder]
 
 
-def test_a_constant_score_has_a_standard_error_of_zero_and_a_large_mean_does_not_cancel_its_spread():
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def test_a_constant_score_has_a_standard_error_of_zero_and_a_large_mean_does_not_cancel_its_spread(device):
     """Issue 41's audit: Gemma's pair (0, 0), the same in every sequence, read SEMs of 5.7e-5 to 3.0e-4 from
     E[x^2] - mean^2 in float32. Here, in batches of uneven size, queries and keys on a grid of 1/64 so every
     float32 score is exact (near 1,000, in steps of 1/128): the first position's query and key are the same in
     every sequence, the others' queries vary by a few 1/64. The recorder's standard errors against float64 numpy
-    on the same scores: only the accumulation can differ."""
+    on the same scores: only the accumulation can differ. On CUDA too where there is one (bench/README.md)."""
     generator = torch.Generator().manual_seed(0)
     heads, seq, dim, sizes = 2, 4, 8, [3, 1, 5, 4]
     base_q = (
@@ -114,13 +115,13 @@ def test_a_constant_score_has_a_standard_error_of_zero_and_a_large_mean_does_not
         + torch.randint(0, 64, (heads, seq, dim), generator=generator) / 64
     )
     base_k = torch.randint(8, 16, (heads, seq, dim), generator=generator).float()
-    recorder = ScoreRecorder(1, seq, torch.device("cpu"))
+    recorder = ScoreRecorder(1, seq, torch.device(device))
     every = []
     for size in sizes:
         q = base_q.expand(size, -1, -1, -1).clone()
         k = base_k.expand(size, -1, -1, -1).clone()
         q[:, :, 1:] += torch.randint(-4, 5, (size, heads, seq - 1, dim), generator=generator) / 64
-        recorder.record_scores(0, q, k, scaling=1.0)
+        recorder.record_scores(0, q.to(device), k.to(device), scaling=1.0)
         every.append((q.double() @ k.double().transpose(-1, -2)).mean(dim=1))  # [size, seq, seq], head mean
     scores = torch.cat(every).numpy()[:, *np.tril_indices(seq)]  # [sequences, packed pairs]
     mean, sem = recorder.mean_and_sem()
