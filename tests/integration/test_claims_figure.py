@@ -7,7 +7,16 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from causalpos.catalogue.claims import CLAIMS, MAX_PAGE_CLAIMS, PAGES, TOPICS, claim_number, ledger_pages, page_of
+from causalpos.catalogue.claims import (
+    CLAIMS,
+    MAX_PAGE_CLAIMS,
+    PAGE_CLAIMS,
+    PAGES,
+    TOPICS,
+    claim_number,
+    ledger_pages,
+    page_of,
+)
 from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.figures.ledger import COLUMNS, PANEL, plot_ledger
 from causalpos.catalogue.figures import claims_page, claims_pages
@@ -37,10 +46,15 @@ def aspect(fig: Figure) -> float:
 
 def test_every_claim_is_on_exactly_one_page():
     numbers = {claim_number(claim_id) for claim_id in CLAIMS}
-    assert sorted(n for claims in PAGES.values() for n in claims) == sorted(numbers)  # each claim once
+    assert sorted(c for ids in PAGE_CLAIMS.values() for c in ids) == sorted(CLAIMS)  # each claim once
     assert set(TOPICS) == numbers and all(claim.id == claim_id for claim_id, claim in CLAIMS.items())
     for claim_id in CLAIMS:
-        assert [page for page, claims in PAGES.items() if claim_number(claim_id) in claims] == [page_of(claim_id)]
+        assert [page for page, ids in PAGE_CLAIMS.items() if claim_id in ids] == [page_of(claim_id)]
+        assert claim_number(claim_id) in PAGES[page_of(claim_id)]
+    assert all(0 < len(ids) <= MAX_PAGE_CLAIMS for ids in PAGE_CLAIMS.values())
+    # claim 7's 14 claims on two pages named by their first and last claim; an id the catalogue lacks goes on
+    # its topic's first page
+    assert ledger_pages(7) == ["7a-7j", "7k-7n"] and page_of("7z") == "7a-7j"
     assert ledger_pages() == list(PAGES) and ledger_pages(8) == ["8-9"]
     with pytest.raises(ValueError, match="no page"):
         ledger_pages(12)
@@ -69,14 +83,17 @@ def test_each_page_is_wider_than_tall_and_shows_its_claims_once(ledger):
 
 
 def test_the_largest_page_allowed_still_fits(ledger):
-    """A page of MAX_PAGE_CLAIMS panels (a new claim may fill one) stays within the aspect."""
-    ids = [claim_id for claim_id in CLAIMS if page_of(claim_id) == "7"]
-    rows = ledger[ledger["claim_id"].isin(ids)]
-    extra = [
-        rows[rows["claim_id"] == ids[0]].assign(claim_id=f"7{chr(ord(ids[-1][-1]) + 1 + k)}")
-        for k in range(MAX_PAGE_CLAIMS - len(ids))
-    ]
-    fig = plot_ledger(pd.concat([rows, *extra]), "7", PLOT)
+    """A page of MAX_PAGE_CLAIMS panels (claim 7's first) stays within the aspect, its legend listing failing
+    rows without a tick label included: every 8a and 8d row made not supported, on a copy of claim 7's rows."""
+    ids = PAGE_CLAIMS["7a-7j"]
+    assert len(ids) == MAX_PAGE_CLAIMS
+    fig = plot_ledger(ledger, "7a-7j", PLOT)
+    assert panel_claims(fig) == list(ids) and aspect(fig) <= ASPECT
+    failing = ledger[ledger["claim_id"].isin(["8a", "8d"])].assign(verdict="not supported")
+    crowded = pd.concat(
+        [ledger[ledger["claim_id"] == c] for c in ids[:8]] + [failing.assign(claim_id=c) for c in ids[8:]]
+    )
+    fig = plot_ledger(crowded, "7a-7j", PLOT)
     assert len(panel_claims(fig)) == MAX_PAGE_CLAIMS and aspect(fig) <= ASPECT
 
 
@@ -153,5 +170,24 @@ def test_a_panel_labels_every_row_that_is_not_supported_first():
     gap = -(-19 // MAX_LABELS)
     assert min(b - a for a, b in zip(shown, shown[1:])) >= gap  # never two labels so close they overlap
     assert labelled_rows(["supported"] * 4) == [0, 1, 2, 3]
+    # the row not supported is labelled before the inconclusive ones that precede it
+    assert 3 in labelled_rows(["inconclusive"] * 3 + ["not supported"] + ["inconclusive"] * 15)
     dense = labelled_rows(["inconclusive"] * 48)  # 48 layers, every one failing: spaced, not the first seven
     assert len(dense) == MAX_LABELS and min(b - a for a, b in zip(dense, dense[1:])) >= -(-48 // MAX_LABELS)
+
+
+def test_failing_rows_without_a_tick_label_are_named_under_the_legend(ledger):
+    """48 layers of 8a, all not supported: 7 get a tick label, the other 41 are named in the legend's title, each
+    by its full label; a page where every failing row has its label names none."""
+    from causalpos.figures.ledger import MAX_LABELS
+
+    one = ledger[ledger["claim_id"] == "8a"].iloc[[0]]
+    rows = pd.concat([one.assign(label=f"a long model name, L{k + 1}") for k in range(48)]).assign(
+        verdict="not supported"
+    )
+    fig = plot_ledger(rows, "8-9", PLOT)
+    title = fig.legends[0].get_title().get_text()
+    named = title.split("not supported, no tick label: 8a: ")[1].replace("\n", " ").split(", a long")
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert len(ticks) == MAX_LABELS and len(named) == len(rows) - MAX_LABELS
+    assert "no tick label" not in plot_ledger(ledger, "1", PLOT).legends[0].get_title().get_text()

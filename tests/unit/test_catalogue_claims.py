@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from causalpos.catalogue.claims import CLAIMS, PAGES, THRESHOLDS, TOPICS, claim_number, merge_thresholds
+from causalpos.catalogue.claims import CLAIMS, PAGES, THRESHOLDS, TOPICS, claim_number, merge_thresholds, page_of
 from causalpos.catalogue.thresholds import REMOVED_THRESHOLDS, THRESHOLD_RECORDS, Threshold
 
 SCHEMA = Path(__file__).resolve().parents[2] / "src" / "causalpos" / "schemas" / "config.schema.yaml"
@@ -45,7 +45,7 @@ def test_a_claims_code_and_threshold_exist(claim_id):
     module, _, name = claim.measured_by.rpartition(".")
     assert callable(getattr(importlib.import_module(module), name))
     assert claim.threshold in THRESHOLD_RECORDS and claim.direction in (">", "<", ">=")
-    assert claim.number in TOPICS and claim.number in PAGES[TOPICS[claim.number].page]
+    assert claim.number in TOPICS and claim.number in PAGES[page_of(claim_id)]
     assert claim_number(claim_id) == claim.number
 
 

@@ -777,7 +777,7 @@ TOPICS = {
         Topic(4, "not relative, not absolute", "4-6"),
         Topic(5, "LayerNorm's scaling", "4-6"),
         Topic(6, "RoPE", "4-6"),
-        # 4.2, 5.2: trained and pretrained models (claim 7 on a page of its own: 7a-7n); 9: the simulations' input law
+        # 4.2, 5.2: trained and pretrained models (claim 7 on pages of its own: 7a-7j, 7k-7n); 9: the input law
         Topic(7, "the trained NoPE model", "7"),
         Topic(8, "pretrained RoPE LLMs", "8-9"),
         Topic(9, "the input law", "8-9"),
@@ -787,14 +787,9 @@ TOPICS = {
         Topic(11, "the pattern and length generalisation (ours)", "11"),
     )
 }
-# the claims figure's pages, in order: page -> the claim numbers it shows
-PAGES = {
-    page: tuple(n for n, topic in TOPICS.items() if topic.page == page)
-    for page in dict.fromkeys(topic.page for topic in TOPICS.values())
-}
-# at most MAX_PAGE_CLAIMS claims on a page: 3 rows of 5 panels, a page wide enough for the report's viewer
-# (figures.style.MAX_ASPECT; tests/integration/test_claims_figure.py checks that a full page fits)
-MAX_PAGE_CLAIMS = 15
+# at most MAX_PAGE_CLAIMS claims on a page: 2 rows of 5 panels, so a page stays under figures.style.MAX_ASPECT
+# (the report in a 1280 x 720 window; tests/integration/test_claims_figure.py checks that a full page fits)
+MAX_PAGE_CLAIMS = 10
 
 
 def claim_number(claim_id: str) -> int:
@@ -802,12 +797,33 @@ def claim_number(claim_id: str) -> int:
     return int(claim_id.rstrip("abcdefghijklmnopqrstuvwxyz"))
 
 
+def _page_claims() -> dict:
+    """page -> the claim ids it shows, in order: each topic page's claims of CLAIMS, cut into pages of at most
+    MAX_PAGE_CLAIMS named by their first and last claim ("7a-7j") where a topic page needs more than one."""
+    pages = {}
+    for topic_page in dict.fromkeys(topic.page for topic in TOPICS.values()):
+        ids = [c for c in CLAIMS if TOPICS[claim_number(c)].page == topic_page]
+        chunks = [ids[i : i + MAX_PAGE_CLAIMS] for i in range(0, len(ids), MAX_PAGE_CLAIMS)] or [[]]
+        for chunk in chunks:
+            pages[topic_page if len(chunks) == 1 else f"{chunk[0]}-{chunk[-1]}"] = tuple(chunk)
+    return pages
+
+
+# the claims figure's pages, in order: page -> the claim ids it shows, and page -> the claim numbers among them
+PAGE_CLAIMS = _page_claims()
+PAGES = {page: tuple(dict.fromkeys(map(claim_number, ids))) for page, ids in PAGE_CLAIMS.items()}
+
+
 def page_of(claim_id: str) -> str:
-    """The page of the claims figure (a key of PAGES) that shows `claim_id`: its number's topic's."""
-    topic = TOPICS.get(claim_number(claim_id))
-    if topic is None:
+    """The page of the claims figure (a key of PAGES) that shows `claim_id`; a claim id the catalogue does not
+    list goes on the first page of its number's topic."""
+    for page, ids in PAGE_CLAIMS.items():
+        if claim_id in ids:
+            return page
+    number = claim_number(claim_id)
+    if number not in TOPICS:
         raise ValueError(f"claim {claim_id!r} is on no page of the claims figure (catalogue.TOPICS)")
-    return topic.page
+    return next(page for page, numbers in PAGES.items() if number in numbers)
 
 
 def ledger_pages(claim: int | None = None) -> list[str]:

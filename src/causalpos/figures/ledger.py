@@ -26,9 +26,9 @@ COLUMNS = 5  # panels per row, and the width of every page (a page of fewer pane
 MARGIN = 1.0  # inches for the page's title and the legend
 # The smallest text of a page, and the page's width: text of s points on a page W inches wide is
 # s / 72 * legibility.REPORT_WIDTH_PX / W pixels high in the report (780 px wide: 8.3 px for "small", 10 pt in
-# the notebook context, on 5 x 2.6 = 13 inches; "x-small", 8.3 pt, would need a page of 11 inches). Three rows
-# (catalogue.MAX_PAGE_CLAIMS panels) then stay within style.MAX_ASPECT: (3 x 3.0 + 1.0) / 13 = 0.77; four
-# columns would need four rows, too tall.
+# the notebook context, on 5 x 2.6 = 13 inches; "x-small", 8.3 pt, would need a page of 11 inches). Two rows
+# (catalogue.MAX_PAGE_CLAIMS panels) then stay within style.MAX_ASPECT: (2 x 3.0 + 1.0) / 13 = 0.54, with room
+# for the legend's list of failing rows that have no tick label; three rows (0.77) would not.
 SMALLEST = "small"
 TITLE_CHARS = 25  # characters per line of a panel's title (two lines): about the width of its axes at 10 pt
 LABEL_CHARS = 16  # characters of a setting's (slanted) tick label
@@ -39,14 +39,15 @@ MAX_LABELS = 7
 def labelled_rows(verdicts: list[str]) -> list[int]:
     """Which of a panel's rows get a tick label, at most MAX_LABELS and no two closer than n / MAX_LABELS rows (nearer
     slanted labels run into each other): rows that are not supported first (a reader looks for what fails), then
-    evenly spaced others, in row order."""
+    the inconclusive, then evenly spaced others, in row order."""
     n = len(verdicts)
     if n <= MAX_LABELS:
         return list(range(n))
     gap = math.ceil(n / MAX_LABELS)
-    failing = [i for i, v in enumerate(verdicts) if v != "supported"]
+    failing = [i for i, v in enumerate(verdicts) if v == "not supported"]
+    unsettled = [i for i, v in enumerate(verdicts) if v not in ("supported", "not supported")]
     chosen: list[int] = []
-    for i in failing + list(range(0, n, gap)) + list(range(n)):
+    for i in failing + unsettled + list(range(0, n, gap)) + list(range(n)):
         if len(chosen) == MAX_LABELS:
             break
         if all(abs(i - j) >= gap for j in chosen):
@@ -109,6 +110,7 @@ def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
             va="center",
             color="tab:gray",
         )
+    unnamed = []  # per panel, the rows not supported that got no tick label (more of them than MAX_LABELS)
     for ax, claim_id in zip(axes, claim_ids):
         rows = ledger[ledger["claim_id"] == claim_id].reset_index(drop=True)
         rows["value"] = rows["value"].astype(float).where(np.isfinite(rows["value"].astype(float)))
@@ -131,11 +133,15 @@ def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
             ax.axhline(threshold, ls="--", color="black", lw=1)
         if not rows["value"].notna().any():
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="tab:gray")
-        labels = [
-            textwrap.shorten(display_label(label, model, options), LABEL_CHARS, placeholder="…")
+        names = [
+            display_label(label, model, options)
             for label, model in zip(rows["label"], rows.get("model", [None] * len(rows)))
         ]
+        labels = [textwrap.shorten(name, LABEL_CHARS, placeholder="…") for name in names]
         shown = labelled_rows(rows["verdict"].tolist())
+        unlabelled = [names[i] for i, v in enumerate(rows["verdict"]) if v == "not supported" and i not in shown]
+        if unlabelled:
+            unnamed.append(f"{claim_id}: {', '.join(unlabelled)}")
         turn = len(rows) > 3 or max(len(label) for label in labels) > 10
         ax.set_xticks(
             x[shown],
@@ -161,13 +167,18 @@ def plot_ledger(ledger: pd.DataFrame, page: str, options: dict | None = None):
         ax.set_axis_off()
     handles = [Line2D([], [], color=c, marker=m, linestyle="none", label=v) for v, (c, m) in VERDICT_STYLE.items()]
     handles.append(Line2D([], [], color="black", ls="--", label="threshold"))
+    bars = (
+        f"error bars: ±{z:.3g} standard errors, {1 - alpha:.0%} one-sided bounds (unadjusted; "
+        f"verdicts: Holm-adjusted, family-wise {alpha:g})"
+    )
+    # a failing row a reader cannot find by its tick label is named under the legend
+    footnote = textwrap.wrap("not supported, no tick label: " + "; ".join(unnamed), 160) if unnamed else []
     fig.legend(
         handles=handles,
         loc="outside lower center",
         ncols=len(handles),
         fontsize=SMALLEST,
-        title=f"error bars: ±{z:.3g} standard errors, {1 - alpha:.0%} one-sided bounds (unadjusted; "
-        f"verdicts: Holm-adjusted, family-wise {alpha:g})",
+        title="\n".join([bars, *footnote]),
         title_fontsize=SMALLEST,
     )
     fig.suptitle(page_title(claim_ids, page), fontweight="bold")

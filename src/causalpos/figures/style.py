@@ -38,7 +38,8 @@ from causalpos.catalogue.tables import require_columns
 
 PANEL_SIZE = (3.2, 2.8)  # inches per heatmap panel, colour bar included
 # The report's viewer cannot scroll: a figure shown WIDEST_REPORT_WIDTH_PX wide loses its top when taller than
-# REPORT_HEIGHT_PX (776 / 959 = 0.809). Figures keep height / width under this (rounded down: 0.8).
+# REPORT_HEIGHT_PX (696 / 959 = 0.726 in a 1280 x 720 window). Figures keep height / width under this (rounded
+# down: 0.72).
 MAX_ASPECT = math.floor(100 * REPORT_HEIGHT_PX / WIDEST_REPORT_WIDTH_PX) / 100
 BUILD_DPI = 20  # see build_figure
 IMAGE_ABOVE = 64  # heatmaps with more rows than this are drawn as one image (see heatmap)

@@ -36,7 +36,7 @@ def pretrained_settings(config: dict, name: str) -> dict:
     return {
         "seq_len": section["seq_len"],
         "n_sequences": section["n_sequences"],
-        "batch_size": config["extraction"]["batch_size"],
+        "batch_size": section.get("batch_size", config["extraction"]["batch_size"]),
         **spec,
     }
 
@@ -179,9 +179,17 @@ def recursion_variants(config: dict) -> dict:
 
 
 def pretrained_ablation_settings(config: dict, model: str) -> dict:
-    """What of a pretrained model's extraction its pattern ablation shares: its length, batch and sequences."""
+    """What of a pretrained model's extraction its pattern ablation shares: its length and sequences. Its batch is
+    the model's own batch_size or extraction.batch_size, not extraction.pretrained.batch_size: that one sets the
+    extraction's bootstrap groups, which the ablation has none of."""
     settings = extraction_settings(config, model)
-    return {key: settings[key] for key in ("seq_len", "batch_size", "splits", "setting")}
+    batch = pretrained_spec(config, model).get("batch_size", config["extraction"]["batch_size"])
+    return {
+        "seq_len": settings["seq_len"],
+        "batch_size": batch,
+        "splits": settings["splits"],
+        "setting": settings["setting"],
+    }
 
 
 def gguf_models(config: dict) -> list[str]:
