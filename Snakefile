@@ -74,7 +74,7 @@ ALL = [
     rules.config_record.output,
     rules.environment.output,
     all_figure_files(),
-    [paths.all_layers_dir(model, RESULTS) for model in EXTRACTED],
+    [figure_paths.all_layers_dir(model, RESULTS) for model in EXTRACTED],
 ]
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from causalpos.catalogue import paths
+from causalpos.catalogue import figures as figure_paths
 from causalpos.catalogue.models import TRAINED
 from causalpos.workflow import settings
 from causalpos.workflow.config import with_defaults
@@ -79,7 +80,7 @@ def jobs_of(config: dict, results: str) -> tuple[list[dict], list[dict], dict]:
               **{t: [paths.activation_table(m, t, results) for m in TRAINED] for t in ("scores", "intermediates", "groups")}}
     claims = {"rule": "claims", "input": inputs,
               "output": {"table": paths.table_file("claims", results),
-                         "markdown": paths.summary_file("claims.md", results), "figures": paths.claims_dir(results)},
+                         "markdown": paths.summary_file("claims.md", results), "figures": figure_paths.claims_dir(results)},
               "params": {"settings": config["claims"], "options": settings.plot_options(config), "claim": None}}
     return trainings, [*extractions, *simulations, theory], claims
 

@@ -11,7 +11,7 @@ rule claims:
         markdown=paths.summary_file("claims.md", "{results}"),
         # one page per part of the paper (catalogue.claims.PAGES; only its claim's in paper_llms and seeds)
         figures=report_folder(
-            paths.claims_dir("{results}"),
+            figure_paths.claims_dir("{results}"),
             CLAIMS_PAGE,
             "Claims",
             CLAIMS_FIGURE,

@@ -5,6 +5,7 @@ from pathlib import Path
 import yaml
 
 from causalpos.catalogue import paths
+from causalpos.catalogue import figures as figure_paths
 from causalpos.catalogue.claims import ledger_pages
 from causalpos.catalogue.figures import (
     ABLATION_FIGURE,
@@ -357,7 +358,7 @@ def all_layers_digits(model, results):
     """Digits of the highest layer among a model's fig_all_layers pages on disk (at least 2, as in their file names):
     the report's labels are made after the run, from the pages found."""
     found = snakemake_io.glob_wildcards(
-        os.path.join(paths.all_layers_dir(model, results), ALL_LAYERS_PAGE)
+        os.path.join(figure_paths.all_layers_dir(model, results), ALL_LAYERS_PAGE)
     ).layers
     return max([2] + [len(layers.split("-")[1].lstrip("0")) for layers in found])
 
@@ -402,8 +403,8 @@ def paper_llms_outputs():
             for stem in PAPER_FIGURES + [CONVERGENCE_FIGURE]
             for path in paths.figure_files(stem, FORMATS, PAPER)
         ]
-        + [paths.claims_dir(PAPER)]
-        + [paths.all_layers_dir(model, PAPER) for model in PRETRAINED]
+        + [figure_paths.claims_dir(PAPER)]
+        + [figure_paths.all_layers_dir(model, PAPER) for model in PRETRAINED]
     )
 
 

@@ -144,7 +144,7 @@ rule model_figure:
         scores=paths.activation_table("{model}", "scores", "{results}"),
     output:
         report_folder(
-            paths.all_layers_dir("{model}", "{results}"),
+            figure_paths.all_layers_dir("{model}", "{results}"),
             ALL_LAYERS_PAGE,
             "Figures",
             ALL_LAYERS_FIGURE,

@@ -19,7 +19,7 @@ import pandas as pd
 from causalpos.analysis.claims.ledger import headline
 from causalpos.catalogue.claims import PAGES
 from causalpos.catalogue.figures import claims_page
-from causalpos.catalogue.paths import claims_dir
+from causalpos.catalogue.figures import claims_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,7 @@ from causalpos.analysis.claims.ledger import build_ledger
 from causalpos.figures.ledger import COLUMNS, PANEL, plot_ledger
 from causalpos.catalogue.figures import claims_page, claims_pages
 from causalpos.figures.style import MAX_ASPECT
-from causalpos.catalogue.paths import claims_dir
+from causalpos.catalogue.figures import claims_dir
 from causalpos.workflow.job import Job, run_job
 from helpers import R, small_inputs
 

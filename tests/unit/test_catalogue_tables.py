@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from causalpos.catalogue import paths
+from causalpos.catalogue import figures as figure_paths
 from causalpos.catalogue.models import seed_run
 from causalpos.catalogue.columns import COMMON
 from causalpos.catalogue.tables import ACTIVATION_TABLES, EMERGENCE_TABLES, SUMMARY_FILES, SUMMARY_TABLES, TABLES, table
@@ -138,18 +139,20 @@ def test_the_catalogue_imports_only_the_standard_library_numpy_pandas_and_base_m
 
 
 def test_a_figures_input_files_come_from_its_record():
-    assert paths.figure_inputs("figS1_mc_vs_closed_form", "r", variants=["a", "b"]) == {
+    assert figure_paths.figure_inputs("figS1_mc_vs_closed_form", "r", variants=["a", "b"]) == {
         "simulation": ["r/simulation/a.parquet", "r/simulation/b.parquet"],
         "theory": ["r/theory/layer2_scores.parquet"],
     }
-    assert paths.figure_inputs("figT1_training_loss", "r") == {  # no models in the record: the trained ones
+    assert figure_paths.figure_inputs("figT1_training_loss", "r") == {  # no models in the record: the trained ones
         "metrics": ["r/models/nope/metrics.parquet", "r/models/rope/metrics.parquet"],
         "blocks": ["r/tokens/blocks.json"],
     }
-    assert paths.figure_inputs("fig05_llms", "r", models=["smol"]) == {"scores": ["r/activations/smol/scores.parquet"]}
+    assert figure_paths.figure_inputs("fig05_llms", "r", models=["smol"]) == {
+        "scores": ["r/activations/smol/scores.parquet"]
+    }
     # rule summary's table holds every model: one file, whatever the models
-    assert paths.figure_inputs("figM1_nonrelativeness", "r", models=["a", "b"]) == {
+    assert figure_paths.figure_inputs("figM1_nonrelativeness", "r", models=["a", "b"]) == {
         "nonrelativeness": ["r/summary/nonrelativeness.parquet"]
     }
     with pytest.raises(ValueError, match="drawn by the rule that writes its table 'convergence'"):
-        paths.figure_inputs("figL2_convergence")
+        figure_paths.figure_inputs("figL2_convergence")

@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 
 from causalpos.catalogue import paths
+from causalpos.catalogue import figures as figure_paths
 from helpers import SNAKEMAKE, edit_config, job_rule, planned_jobs, processes_in, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -76,7 +77,7 @@ def test_killed_jobs_after_a_config_change_are_rebuilt_with_what_is_made_from_th
     models = workdir / "results" / "models"
     fig02 = [workdir / p for p in paths.figure_files("fig02_l2norm", ["pdf", "png"])]
     ledger = workdir / paths.summary_file("claims.parquet")
-    nope_pages = workdir / paths.all_layers_dir("nope")
+    nope_pages = workdir / figure_paths.all_layers_dir("nope")
 
     def change(config):
         config["simulation"]["variants"][variant].update(alpha=alpha)

@@ -16,7 +16,9 @@ import re
 
 from dataclasses import dataclass
 
-from causalpos.catalogue.models import TRAINED_LABELS  # noqa: F401  (its old place: workflow.config reads it here)
+from causalpos.catalogue import paths
+from causalpos.catalogue.models import TRAINED, TRAINED_LABELS  # noqa: F401  (TRAINED_LABELS: its old place)
+from causalpos.catalogue.tables import table
 
 ALL_LAYERS_FIGURE = "fig_all_layers"  # Figures 11-16: drawn for every extracted model by rule model_figure
 CLAIMS_FIGURE = "figL1_claims"  # drawn by rule claims, beside the ledger: a folder of pages (catalogue.claims.PAGES)
@@ -46,7 +48,7 @@ class FigureSpec:
     (catalogue.tables.TABLES; "simulation" the variants listed under figures.<id>.variants); models: the models
     it shows, whose per-model tables ({model} in the path) it reads (MODEL_SETS; None: a per-model table is read
     for the trained models, as metrics and length_eval; a summary table holds every model of its folder);
-    catalogue.paths.figure_inputs lists the files; draw: the dotted name of the function that
+    figure_inputs lists the files; draw: the dotted name of the function that
     draws it, `f(tables, options) -> Figure` (for a figure drawn `beside` its table the writing rule's own call);
     beside: drawn by the rule that writes its one table, from the frame it wrote (its `tables` are then no input
     file of a figure job); caption: its report caption (reST); caption_file: the report file that shows it."""
@@ -424,13 +426,13 @@ RENDERED = tuple(f for f, spec in FIGURES.items() if not spec.beside)
 
 def all_layers_page(folder, kind: str, first: int, last: int, ext: str) -> str:
     """One page of ALL_LAYERS_FIGURE, e.g. <folder>/raw_layers01-08.png (layers 1-based, as in its titles);
-    catalogue.paths.all_layers_dir is the folder of a model's pages."""
+    all_layers_dir is the folder of a model's pages."""
     return f"{folder}/" + ALL_LAYERS_PAGE.format(kind=kind, layers=f"{first:02d}-{last:02d}", ext=ext)
 
 
 def claims_page(folder, page: str, ext: str) -> str:
     """One page of CLAIMS_FIGURE, e.g. <folder>/claims2-3.png for page "2-3" (catalogue.claims.PAGES);
-    catalogue.paths.claims_dir is the folder of a results folder's pages."""
+    claims_dir is the folder of a results folder's pages."""
     return f"{folder}/" + CLAIMS_PAGE.format(claims=page, ext=ext)
 
 
@@ -450,3 +452,34 @@ def figure_spec(figure: str) -> FigureSpec:
     if figure not in FIGURES:
         raise ValueError(f"unknown figure {figure!r}; known: {sorted(FIGURES)}")
     return FIGURES[figure]
+
+
+def all_layers_dir(model: str, results: str = paths.RESULTS) -> str:
+    """The folder of one model's fig_all_layers pages (rule model_figure's directory() output)."""
+    return f"{results}/figures/{ALL_LAYERS_FIGURE}_{model}"
+
+
+def claims_dir(results: str = paths.RESULTS) -> str:
+    """The folder of figL1_claims's pages (rule claims's outputs, one file per page and format: see
+    claims_pages)."""
+    return f"{results}/figures/{CLAIMS_FIGURE}"
+
+
+def figure_inputs(figure: str, results: str = paths.RESULTS, models=None, variants=()) -> dict[str, list[str]]:
+    """The files a figure is drawn from, by table name, from its record: a table of one file
+    once, a per-variant table for each of `variants` (its figures.<id>.variants), a per-model table for each of
+    `models` (the models its record's `models` stands for, which the config decides), or, where the record names
+    no models, for the trained models (metrics, length_eval)."""
+    spec = figure_spec(figure)
+    if spec.beside:
+        raise ValueError(f"figure {figure!r} is drawn by the rule that writes its table {spec.tables[0]!r}")
+    files = {}
+    for name in spec.tables:
+        wildcards = table(name).wildcards
+        if wildcards == ("variant",):
+            files[name] = [paths.table_file(name, results, variant=v) for v in variants]
+        elif wildcards == ("model",):
+            files[name] = [paths.table_file(name, results, model=m) for m in (TRAINED if models is None else models)]
+        else:
+            files[name] = [paths.table_file(name, results)]
+    return files

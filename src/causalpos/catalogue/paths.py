@@ -3,12 +3,14 @@
 Every function takes the results folder (default "results"; the config's `results` key changes it) and returns a
 path as a string; pass "{variant}" or "{model}" to get a rule's pattern. Logs and benchmarks go inside the results
 folder too, so that two configs never share a file and a results folder is whole in itself.
-Layers and positions inside the files are 0-based; see docs/results.md for the columns.
+Layers and positions inside the files are 0-based; see docs/results.md for the columns. The figures' folders
+and inputs are catalogue.figures' (all_layers_dir, claims_dir, figure_inputs): this module does not import the
+figure registry, so a figure's record or caption is not part of the code of the jobs that only need paths
+(training, extraction, simulation).
 """
 
 from __future__ import annotations
 
-from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, CLAIMS_FIGURE, figure_spec
 from causalpos.catalogue.models import TRAINED
 from causalpos.catalogue.tables import ACTIVATION_TABLES, EMERGENCE_TABLES, SUMMARY_TABLES, TABLES, table
 
@@ -215,34 +217,3 @@ def heads_benchmark(results: str = RESULTS) -> str:
 def figure_files(stem: str, formats, results: str = RESULTS) -> list[str]:
     """One figure in every format, e.g. figure_files("fig02_l2norm", ["pdf", "png"])."""
     return [f"{results}/figures/{stem}.{fmt}" for fmt in formats]
-
-
-def all_layers_dir(model: str, results: str = RESULTS) -> str:
-    """The folder of one model's fig_all_layers pages (rule model_figure's directory() output)."""
-    return f"{results}/figures/{ALL_LAYERS_FIGURE}_{model}"
-
-
-def claims_dir(results: str = RESULTS) -> str:
-    """The folder of figL1_claims's pages (rule claims's outputs, one file per page and format: see
-    catalogue.figures.claims_pages)."""
-    return f"{results}/figures/{CLAIMS_FIGURE}"
-
-
-def figure_inputs(figure: str, results: str = RESULTS, models=None, variants=()) -> dict[str, list[str]]:
-    """The files a figure is drawn from, by table name, from its record (catalogue.figures): a table of one file
-    once, a per-variant table for each of `variants` (its figures.<id>.variants), a per-model table for each of
-    `models` (the models its record's `models` stands for, which the config decides), or, where the record names
-    no models, for the trained models (metrics, length_eval)."""
-    spec = figure_spec(figure)
-    if spec.beside:
-        raise ValueError(f"figure {figure!r} is drawn by the rule that writes its table {spec.tables[0]!r}")
-    files = {}
-    for name in spec.tables:
-        wildcards = table(name).wildcards
-        if wildcards == ("variant",):
-            files[name] = [table_file(name, results, variant=v) for v in variants]
-        elif wildcards == ("model",):
-            files[name] = [table_file(name, results, model=m) for m in (TRAINED if models is None else models)]
-        else:
-            files[name] = [table_file(name, results)]
-    return files

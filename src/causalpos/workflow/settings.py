@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from causalpos.catalogue import paths
+from causalpos.catalogue import figures as figure_paths
 from causalpos.catalogue import models as model_records
 from causalpos.catalogue.figures import FIGURES
 from causalpos.catalogue.models import TRAINED, is_trained, parse_run, seed_run
@@ -237,7 +238,7 @@ def figure_inputs(config: dict, figure: str, results: str, paper_llms: bool = Fa
     }.get(FIGURES[figure].models)
     if paper_llms:
         models = [m for m in models or [] if m in pretrained_models(config)]
-    return paths.figure_inputs(figure, results, models, figure_variants(config, figure))
+    return figure_paths.figure_inputs(figure, results, models, figure_variants(config, figure))
 
 
 PACKAGES = (
