@@ -203,12 +203,33 @@ def test_query_spread_ratio_by_hand():
 
 
 def test_7n_one_row_per_layer_after_i():
+    """7n reads each later layer diagonal-normalised (as the authors draw Figure 8): a key-driven rise survives
+    band-centring, a fall too (not supported), and a purely relative map, which rises in every raw row, has
+    nothing left once its diagonals' means are out (not supported either, at about one half)."""
     rising, falling = np.where(EYE, 1.0, J / N), np.where(EYE, 1.0, 1.0 - J / N)
-    layers = [np.eye(N), rising, rising, falling]  # (i) is layer 1 (0-based): 7n reads layers 2 and 3
-    ledger = ledger_of(*nope({"i": rising}, layers=layers))
+    relative = np.where(J <= I, np.exp(-(I - J) / 3.0), 0.0)  # nearer keys higher in every row, by offset alone
+    assert brute_concordance(relative, KEYS_FROM) == 1.0
+    layers = [np.eye(N), rising, rising, falling, relative]  # (i) is layer 1 (0-based): 7n reads layers 2-4
+    tables = nope({"i": rising}, layers=layers)
+    ledger = ledger_of(*tables)
     rows = ledger[ledger["claim_id"] == "7n"]
-    assert list(rows["layer"]) == [2, 3] and list(rows["label"]) == ["nope L3", "nope L4"]
-    assert list(rows["verdict"]) == ["supported", "not supported"]
+    assert list(rows["layer"]) == [2, 3, 4] and list(rows["label"]) == ["nope L3", "nope L4", "nope L5"]
+    assert list(rows["verdict"]) == ["supported", "not supported", "not supported"]
     assert rows["value"].iloc[1] == pytest.approx(0.0)
+    assert abs(rows["value"].iloc[2] - 0.5) < 0.1
+    # the value is the brute-force concordance of the measured mean map, diagonal-normalised by hand: each
+    # off-diagonal band of keys >= 1 minus its mean
+    scores = tables[0]
+    for layer, value in zip(rows["layer"], rows["value"]):
+        mean = np.full((N, N), np.nan)
+        own = scores[scores["layer"] == layer]
+        mean[own["query_pos"], own["key_pos"]] = own["score_mean"]
+        centred = mean.copy()
+        for offset in range(1, N - KEYS_FROM):
+            band = [(q, q - offset) for q in range(KEYS_FROM + offset, N)]
+            band_mean = np.mean([mean[q, k] for q, k in band])
+            for q, k in band:
+                centred[q, k] = mean[q, k] - band_mean
+        assert value == pytest.approx(brute_concordance(centred, KEYS_FROM), abs=1e-12)
     shallow = ledger_of(*nope({"i": rising}, layers=[np.eye(N), rising]))
     assert one(shallow, "7n")["verdict"] == "inconclusive" and "after layer 2 (paper)" in one(shallow, "7n")["note"]

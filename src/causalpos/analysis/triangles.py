@@ -172,6 +172,15 @@ def band_centred(x: np.ndarray, size: int, kmin: int = 0, window: int | None = N
     return s - np.repeat(means, counts, axis=0)
 
 
+def diagonal_normalised(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
+    """x packed, with every off-diagonal pair of key >= kmin replaced by its band_centred value (the map as the
+    paper's diagonal-normalised rows draw it); the diagonal and the keys below kmin as they were."""
+    positions, _, _, _ = sorted_pairs(size, kmin, "band")
+    out = np.array(x, dtype=float, copy=True)
+    out[positions] = band_centred(x, size, kmin)
+    return out
+
+
 def nonrelative_share(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     """Var(score minus its band mean) / Var(score), off-diagonal pairs with key >= kmin (kmin 0 or 1): the
     same number as summary.nonrelativeness's ``index`` / ``index_no_sink``. See band_statistics."""

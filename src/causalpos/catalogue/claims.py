@@ -601,12 +601,13 @@ CLAIMS = {
         ),
         Claim(
             "7n",
-            title="Fig. 8: later layers increasing",
+            title="Fig. 8: later layers increasing (diagonal-normalised)",
             section="4.2, App. C (Fig. 8)",
             statement="Figure 8 shows the later layers' attention patterns (\"drawn with a same manner to Figure "
-            '3") without a word on them; our reading: the increasing pattern of (i) (7a) holds in every '
-            "later layer (one row per layer, keys >= 1)",
-            metric="key-order concordance of the layer's scores, keys >= 1",
+            '3") without a word on them; our reading, of the maps as the authors draw them (diagonal-normalised): '
+            "each row rises with the key once its diagonals' means are taken out, in every later layer (one row "
+            "per layer, keys >= 1)",
+            metric="key-order concordance of the layer's diagonal-normalised scores, keys >= 1",
             unit="share of key pairs",
             direction=">",
             threshold="concordance",

@@ -58,7 +58,11 @@ OUR_READINGS = (
     OurReading("5c", "our threshold: the paper says 'similar', with no size"),
     OurReading("6e", "the paper's sentence is about Figure 4 (alpha = 0); alpha = 0.5 is our setting", r"α=0\.5\b"),
     OurReading("7m", "our threshold: the paper says 'only weakly dependent', with no size"),
-    OurReading("7n", "our reading: the paper shows Figure 8's later layers and says nothing of them"),
+    OurReading(
+        "7n",
+        "our reading: the paper shows Figure 8's later layers (diagonal-normalised in the authors' notebook) and "
+        "says nothing of them",
+    ),
     OurReading("8d", "the paper says the pattern emphasises the first keys 'except for the first layer'", layer=0),
     OurReading("9a", "our robustness check: the exact-moment input law is ours"),
 )

@@ -19,6 +19,7 @@ from causalpos.analysis.claims.rows import absent_row, paper_layer, row
 from causalpos.analysis.triangles import (
     concordance,
     diagonal_and_off_correlation,
+    diagonal_normalised,
     diagonal_concordance,
     diagonal_curve_correlation,
     key_share,
@@ -100,8 +101,10 @@ def claim7_stages(data: LedgerInputs, th: dict) -> list[dict]:
     is a size, and the paper's own comparison is the diagonal's. The note gives the closed forms' ratio, g'(i)
     over h'(i)^2 at alpha = 0 (0.385 at S = 50).
     7n, Figure 8 (every layer of the scores table after the (i) layer): the paper only shows the later layers'
-    attention patterns, "drawn with a same manner to Figure 3", and says nothing of them; our reading is that
-    the increasing pattern of (i) (claim 7a) goes on there: the key-order concordance of each layer's scores.
+    attention patterns, "drawn with a same manner to Figure 3", and says nothing of them. The authors' notebook
+    draws Figure 8 diagonal-normalised, so our reading is of those maps: the non-relative increasing pattern
+    goes on there, each row rising with the key once every diagonal's mean is taken out (the key-order
+    concordance of the diagonal-normalised scores, bands recentred without the keys below the cut).
     The stage is read at the layer the extraction recorded it under ((h) and (i) the next layer's).
     """
     models = nope_models(data)
@@ -201,8 +204,8 @@ def closed_form_spread(data: LedgerInputs) -> str:
 
 
 def later_layers(data: LedgerInputs, model: str, inner_layer: int | None, th: dict, rows: list) -> None:
-    """7n: the key-order concordance (keys >= 1) of every layer of the model's scores after the (i) layer (after
-    layer 2 (paper) where the model has no stage (i))."""
+    """7n: the key-order concordance (keys >= 1) of the diagonal-normalised scores of every layer of the model
+    after the (i) layer (after layer 2 (paper) where the model has no stage (i))."""
     after = inner_layer if inner_layer is not None else 1
     layers = [layer for layer in data.score_layers(model) if layer > after]
     if not layers:
@@ -219,7 +222,9 @@ def later_layers(data: LedgerInputs, model: str, inner_layer: int | None, th: di
         )
     for layer in layers:
         field = data.score_field(model, layer)
-        values, sweep = key_sweep(lambda k: concordance(field.x, field.size, k), field.size)
+        values, sweep = key_sweep(
+            lambda k: concordance(diagonal_normalised(field.x, field.size, k), field.size, k), field.size
+        )
         rows.append(
             row(
                 "7n",
