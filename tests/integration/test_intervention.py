@@ -3,6 +3,8 @@ subtracts it (models.intervention), checked against an independent eager attenti
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -195,7 +197,7 @@ def test_gap_and_effect_pair_each_long_sequence_with_its_blocks():
     assert (rows["seed"] == 3).all() and (rows["n_estimate"] == 5).all()
 
 
-def test_a_trained_models_table_on_held_out_blocks(llama, tmp_path):
+def test_a_trained_models_table_on_held_out_blocks(llama, tmp_path, caplog):
     from causalpos.models.intervention import ablate_trained, split_heldout
 
     blocks = tmp_path / "tokens"
@@ -207,17 +209,24 @@ def test_a_trained_models_table_on_held_out_blocks(llama, tmp_path):
     assert split_heldout(40, [1, 2, 4], 5, 3) == (20, 12)
     with pytest.raises(ValueError, match="evaluation.ablation_sequences"):
         split_heldout(40, [1, 2, 4], 5, 10)
-    table = ablate_trained(
-        llama,
-        blocks,
-        [1, 2, 4],
-        max_sequences=5,
-        n_estimate=3,
-        seed=0,
-        batch_size=4,
-        model_name="tiny",
-        training_seed=2,
-    )
+    with caplog.at_level(logging.INFO, logger="causalpos"):
+        table = ablate_trained(
+            llama,
+            blocks,
+            [1, 2, 4],
+            max_sequences=5,
+            n_estimate=3,
+            seed=0,
+            batch_size=4,
+            model_name="tiny",
+            training_seed=2,
+            progress_terminal=False,
+        )
+    # a long job says how far it is (issue 42): at least every 5% of the tokens it puts through, to 100%; the
+    # total is every factor's 3 x factor estimation blocks once and its 20 evaluation blocks once per condition
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pattern ablation tiny:")]
+    total = sum(3 * f * 8 + 20 * 8 * len(pa.CONDITIONS) for f in (1, 2, 4))
+    assert len(lines) >= 10 and lines[-1].startswith(f"pattern ablation tiny: {total}/{total} tokens (100%)")
     assert set(table["factor"]) == {1, 2, 4} and set(table["condition"]) == set(pa.CONDITIONS)
     assert table.set_index(["factor", "condition"]).loc[(4, "none"), "n_sequences"] == 5
     assert (table["seed"] == 2).all() and (table["model"] == "tiny").all()

@@ -143,7 +143,7 @@ def test_chunks_are_joined_beside_the_output_and_removed(tmp_path, monkeypatch):
 
     seen = []
 
-    def dequantise(path):
+    def dequantise(path, step):
         seen.append((path, path.stat().st_size))
         raise RuntimeError("stop here")
 

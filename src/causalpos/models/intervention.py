@@ -30,6 +30,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from causalpos.models.errors import ExtractionError
 from causalpos.models.model_files import checked_again_on_failure, verify_model_folder
+from causalpos.models.progress import Progress
 from causalpos.models.recorder import ScoreRecorder
 from causalpos.models.blocks import Blocks, to_tokens
 from causalpos.models.pattern_ablation import (
@@ -97,26 +98,33 @@ def _autocast(device: torch.device):
 
 
 @torch.no_grad()
-def mean_score_maps(model, tokens: np.ndarray, batch_size: int, device: torch.device) -> np.ndarray:
+def mean_score_maps(
+    model, tokens: np.ndarray, batch_size: int, device: torch.device, progress: Progress | None = None
+) -> np.ndarray:
     """Every layer's mean head-averaged logits over `tokens` [n, S], packed [layers, pairs], NaN where a layer
-    hides a pair (the model unmodified)."""
+    hides a pair (the model unmodified). `progress` counts the tokens put through."""
     recorder = ScoreRecorder(model.config.num_hidden_layers, tokens.shape[1], device)
     for start in range(0, len(tokens), batch_size):
+        batch = tokens[start : start + batch_size]
         with _autocast(device):
-            model(
-                input_ids=to_tokens(tokens[start : start + batch_size], device),
-                causalpos_recorder=recorder,
-                use_cache=False,
-            )
+            model(input_ids=to_tokens(batch, device), causalpos_recorder=recorder, use_cache=False)
+        if progress is not None:
+            progress.update(batch.size)
     mean, _ = recorder.mean_and_sem()
     return mean
 
 
 @torch.no_grad()
 def sequence_losses(
-    model, tokens: np.ndarray, bias: torch.Tensor | None, batch_size: int, device: torch.device
+    model,
+    tokens: np.ndarray,
+    bias: torch.Tensor | None,
+    batch_size: int,
+    device: torch.device,
+    progress: Progress | None = None,
 ) -> np.ndarray:
-    """Each sequence's mean next-token loss, float64 [n], with `bias` [layers, S, S] subtracted (None: none)."""
+    """Each sequence's mean next-token loss, float64 [n], with `bias` [layers, S, S] subtracted (None: none).
+    `progress` counts the tokens put through."""
     per_sequence = []
     for start in range(0, len(tokens), batch_size):
         batch = to_tokens(tokens[start : start + batch_size], device)
@@ -124,6 +132,8 @@ def sequence_losses(
             logits = model(input_ids=batch, causalpos_bias=bias, use_cache=False).logits
         losses = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="none")
         per_sequence.append(losses.view(len(batch), -1).double().mean(dim=1).cpu())
+        if progress is not None:
+            progress.update(batch.numel())
     return torch.cat(per_sequence).numpy()
 
 
@@ -135,23 +145,29 @@ def ablate(
     device: torch.device,
     seed: int,
     conditions=CONDITIONS,
+    progress: Progress | None = None,
 ) -> tuple[dict, dict]:
     """({condition: per-sequence losses of `evaluate`}, {condition: bias RMS}), the biases from the mean maps
-    of `estimate` (sequences of the same length)."""
+    of `estimate` (sequences of the same length). `progress` counts the tokens put through (ablated_tokens)."""
     if estimate.shape[1] != evaluate.shape[1]:
         raise ValueError(
             f"estimation sequences of {estimate.shape[1]} tokens for evaluation ones of "
             f"{evaluate.shape[1]}: the maps are estimated at the evaluation length"
         )
-    mean = mean_score_maps(model, estimate, batch_size, device)
+    mean = mean_score_maps(model, estimate, batch_size, device, progress)
     biases = condition_biases(mean, seed)
     losses, sizes = {}, {}
     for condition in conditions:
         bias = biases[condition]
         tensor = None if condition == "none" else torch.from_numpy(square(bias.astype(np.float32))).to(device)
-        losses[condition] = sequence_losses(model, evaluate, tensor, batch_size, device)
+        losses[condition] = sequence_losses(model, evaluate, tensor, batch_size, device, progress)
         sizes[condition] = bias_rms(bias, mean, keys_from=0 if condition == "pattern_sink" else 1)
     return losses, sizes
+
+
+def ablated_tokens(evaluation_tokens: int, conditions=CONDITIONS) -> int:
+    """Tokens the evaluation puts through: every evaluation token once per condition."""
+    return evaluation_tokens * len(conditions)
 
 
 def split_heldout(n_blocks: int, factors: list[int], max_sequences: int, n_estimate: int) -> tuple[int, int]:
@@ -181,8 +197,11 @@ def ablate_trained(
     device: torch.device | None = None,
     model_name: str | None = None,
     training_seed: int = 0,
+    progress_terminal: bool | None = None,
 ) -> pd.DataFrame:
-    """The ablation table of one trained model at every length factor (pattern_ablation.ABLATION_COLUMNS)."""
+    """The ablation table of one trained model at every length factor (pattern_ablation.ABLATION_COLUMNS).
+    Progress: a bar on a terminal, log lines every 5% of the tokens otherwise (`progress_terminal` forces
+    one or the other)."""
     from transformers import AutoModelForCausalLM
 
     device = device or torch.device("cpu")
@@ -200,12 +219,18 @@ def ablate_trained(
             f"= {model.config.max_position_embeddings} of {model_dir} (training.model.context)"
         )
     heldout = np.asarray(blocks.heldout)
+    name = model_name or Path(model_dir).name
+    # every factor puts its n_estimate estimation sequences through once and the evaluation tokens once per condition
+    total = sum(
+        n_estimate * factor * blocks.block_len + ablated_tokens(n_eval * blocks.block_len) for factor in factors
+    )
+    progress = Progress(total, 0, f"pattern ablation {name}", progress_terminal, unit="tokens")
     losses, sizes, seq_lens = {}, {}, {}
     for factor in factors:
         length = factor * blocks.block_len
         evaluate = heldout[:n_eval].reshape(-1, length)
         estimate = heldout[len(heldout) - n_est :][: n_estimate * factor].reshape(-1, length)
-        per_condition, rms = ablate(model, estimate, evaluate, batch_size, device, seed)
+        per_condition, rms = ablate(model, estimate, evaluate, batch_size, device, seed, progress=progress)
         for condition in per_condition:
             losses[(factor, condition)], sizes[(factor, condition)] = per_condition[condition], rms[condition]
         seq_lens[factor] = length
@@ -215,7 +240,7 @@ def ablate_trained(
             factor,
             ", ".join(f"{c} {np.mean(v):.4f}" for c, v in per_condition.items()),
         )
-    name = model_name or Path(model_dir).name
+    progress.close()
     return ablation_rows(losses, sizes, seq_lens, name, "trained", training_seed, n_estimate)
 
 
@@ -226,7 +251,11 @@ def ablate_pretrained(
     [n, S] estimate the maps, the rest are evaluated (factor 1 only: no gaps)."""
     if not 0 < n_estimate < len(tokens) - 1:
         raise ValueError(f"{len(tokens)} sequences cannot give {n_estimate} for the maps and >= 2 to evaluate")
-    losses, sizes = ablate(model, tokens[:n_estimate], tokens[n_estimate:], batch_size, device, seed)
+    evaluate = tokens[n_estimate:]
+    total = tokens[:n_estimate].size + ablated_tokens(evaluate.size)
+    progress = Progress(total, 0, f"pattern ablation {name}", unit="tokens")
+    losses, sizes = ablate(model, tokens[:n_estimate], evaluate, batch_size, device, seed, progress=progress)
+    progress.close()
     return ablation_rows(
         {(1, c): v for c, v in losses.items()},
         {(1, c): v for c, v in sizes.items()},

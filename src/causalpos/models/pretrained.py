@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from causalpos.io import usual_mode
+from causalpos.models.progress import Steps
 
 log = logging.getLogger("causalpos")
+CONVERSION_STEPS = 5  # convert_gguf's: the file, the weights, the tokenizer, the rebuilt model, the saved folder
 
 SOURCE_KEYS = ("gguf", "path", "name")
 
@@ -256,16 +258,18 @@ def convert_gguf(spec: dict, out_dir, setting: str) -> None:
     source, out_dir = gguf_file(spec, setting), Path(out_dir)
     joined = out_dir.with_name(f".{out_dir.name}.gguf")
     shutil.rmtree(joined, ignore_errors=True)
+    step = Steps("pretrained", CONVERSION_STEPS)  # transformers' GGUF reader reports nothing: a line per step
     try:
         path = _joined(source, spec, joined)
-        log.info("pretrained: dequantising %s (%.0f MB)", path, path.stat().st_size / 1e6)
-        model, tokenizer = _dequantised(path)
+        step.done(f"the GGUF file {path} ({path.stat().st_size / 1e6:.0f} MB)")
+        model, tokenizer = _dequantised(path, step)
     finally:
         shutil.rmtree(joined, ignore_errors=True)
     staging = out_dir.with_name(f".{out_dir.name}.partial")  # renamed whole: no half-written folder
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging, safe_serialization=True)
     tokenizer.save_pretrained(staging)
+    step.done(f"saved as safetensors in {staging}")
     usual_mode(staging)  # safetensors writes 0600: other users of a shared results folder could not read it
     shutil.rmtree(out_dir, ignore_errors=True)
     staging.rename(out_dir)
@@ -288,12 +292,14 @@ def _joined(source: GGUFFile, spec: dict, folder: Path) -> Path:
     return Path(importlib.import_module(model.module).assemble(folder / source.name))
 
 
-def _dequantised(path: Path):
+def _dequantised(path: Path, step: Steps):
     """The model (float weights, a plain config) and tokenizer transformers reads from a GGUF file."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+    step.done("weights dequantised")
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    step.done("tokenizer read")
     # the weights are dequantised on load, but the model stays marked as GGUF-quantised, which
     # save_pretrained refuses: move them into the same architecture built from the plain config
     settings = loaded.config.to_dict()
@@ -301,6 +307,7 @@ def _dequantised(path: Path):
     config = type(loaded.config).from_dict(settings)
     model = AutoModelForCausalLM.from_config(config, dtype=loaded.dtype)
     model.load_state_dict(loaded.state_dict())
+    step.done("rebuilt without the GGUF quantisation marks")
     return model, tokenizer
 
 

@@ -63,3 +63,16 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+class Steps:
+    """Progress of work in a few steps that report nothing themselves (a library call that reads a whole
+    file): a log line as each step ends, "<label>: step k/n, <what> (<elapsed> elapsed)"."""
+
+    def __init__(self, label: str, total: int):
+        self.label, self.total, self.count, self.started = label, total, 0, time.perf_counter()
+
+    def done(self, what: str) -> None:
+        self.count += 1
+        elapsed = duration(time.perf_counter() - self.started)
+        log.info(f"{self.label}: step {self.count}/{self.total}, {what} ({elapsed} elapsed)")

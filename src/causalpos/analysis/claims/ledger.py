@@ -22,6 +22,7 @@ from causalpos.analysis.claims.family import adjust, adjust_apart, in_family, is
 from causalpos.catalogue.readings import OWN_CLAIM
 from causalpos.analysis.claims.replicates import LedgerInputs
 from causalpos.analysis.triangles import FIRST_KEYS
+from causalpos.models.progress import Steps
 
 # the builders that read the simulation tables, in claim order: built again on the exact-law twins (claim 9a)
 SIM_BUILDERS = (
@@ -86,13 +87,19 @@ def build_ledger(
         pattern_ablation,
     )
     rows = []
+    # the builders take ~30 s in the default run together: a line as each ends (issue 42)
+    steps = Steps("claims", len(BUILDERS) + (len(SIM_BUILDERS) if data.twins else 0) + 1)
     for build in BUILDERS:
-        rows.extend(build(data, th))
+        built = build(data, th)
+        rows.extend(built)
+        steps.done(f"{build.__name__}, {len(built)} rows")
     twin_rows = []
     if data.twins:
         twins = data.twin_view()
         for build in SIM_BUILDERS:
-            twin_rows.extend(build(twins, th))
+            built = build(twins, th)
+            twin_rows.extend(built)
+            steps.done(f"{build.__name__} under the exact-moment law, {len(built)} rows")
     # the paper's claims in the paper's scope are one family, the rows on our readings another (ours_apart)
     rows = adjust_apart(ours_marked(rows), th["family_alpha"], ours_apart)
     own = [
@@ -100,6 +107,7 @@ def build_ledger(
         for family in OWN_FAMILIES
         for r in adjust([r for build in family for r in build(data, th)], th["family_alpha"])
     ]
+    steps.done(f"our claims' families, {len(own)} rows")
     twins = adjust_apart(ours_marked(twin_rows), th["family_alpha"], ours_apart)
     rows.extend(ours_marked(robustness.claim9(rows, twins, data, th)))
     ledger = pd.DataFrame(rows + own)
