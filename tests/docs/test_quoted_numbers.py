@@ -203,6 +203,7 @@ QUOTES = {
     "window": (CLAIMS_MD, window),
     "input_law": (CLAIMS_MD, input_law),
     "window_directions": (ENGINE_MD, window_directions),
+    "window_directions_models": (MODELS_MD, window_directions),
 }
 
 
