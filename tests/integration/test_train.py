@@ -5,6 +5,7 @@ Markov-chain stream that a model can learn in a few dozen steps.
 """
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -379,8 +380,12 @@ def test_checkpoint_of_another_run_is_refused(trained, data, tmp_path):
 # ---------------------------------------------------------------- length generalisation
 
 
-def test_evaluate_lengths(trained, data):
-    frame = evaluate_lengths(trained / "out", data / "blocks", factors=(1, 2, 4), max_sequences=4, batch_size=3)
+def test_evaluate_lengths(trained, data, caplog):
+    with caplog.at_level(logging.INFO, logger="causalpos"):
+        frame = evaluate_lengths(trained / "out", data / "blocks", factors=(1, 2, 4), max_sequences=4, batch_size=3)
+    # progress (issue 42): every factor puts the same 16 blocks of 32 tokens through, to 100%
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("length eval nope:")]
+    assert len(progress) >= 10 and progress[-1].startswith("length eval nope: 1536/1536 tokens (100%)")
     assert list(frame.columns) == ["model", "factor", "seq_len", "n_sequences", "heldout_loss", "heldout_loss_sem"]
     assert frame["model"].tolist() == ["nope"] * 3
     assert frame["seq_len"].tolist() == [32, 64, 128] and frame["n_sequences"].tolist() == [16, 8, 4]

@@ -1,5 +1,6 @@
 """The ledger's p-values and the family-wise (Holm) verdicts (issue 23), against independent computations."""
 
+import logging
 import math
 
 import numpy as np
@@ -224,14 +225,19 @@ def test_a_config_naming_the_removed_margin_is_refused_with_the_replacement():
             validate_config(config, devices=False)
 
 
-def test_the_convergence_table_adjusts_within_each_rebuilt_ledger():
+def test_the_convergence_table_adjusts_within_each_rebuilt_ledger(caplog):
     from causalpos.analysis.claims.convergence import convergence_frame
     from helpers import llm_tables
 
     from causalpos.catalogue.readings import our_reading
 
-    frame = convergence_frame(*llm_tables(), n_bootstrap=20, seed=3)
+    with caplog.at_level(logging.INFO, logger="causalpos"):
+        frame = convergence_frame(*llm_tables(), n_bootstrap=20, seed=3)
     assert frame["n_sequences"].nunique() >= 2
+    # a line as each model and number of sequences ends (issue 42)
+    steps = [r.getMessage() for r in caplog.records if r.getMessage().startswith("convergence: step")]
+    levels = frame.groupby("model")["n_sequences"].nunique().sum()
+    assert len(steps) == levels and steps[-1].startswith(f"convergence: step {levels}/{levels}, ")
     # the rows on our readings (8d at layer 1) a family apart, as in the ledger
     frame["ours"] = [bool(our_reading(row)) for row in frame.to_dict("records")]
     assert frame["ours"].any()

@@ -9,6 +9,8 @@ tables equal those built from the whole frames.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
@@ -140,7 +142,7 @@ def test_claims_convergence_and_summary_equal_from_parts_and_frames(tables, tmp_
         )
 
 
-def test_all_layers_pages_read_their_own_layers(tables, monkeypatch):
+def test_all_layers_pages_read_their_own_layers(tables, monkeypatch, caplog):
     """fig_all_layers from a PartTable: the same pages, each drawn from exactly its layers' rows, titled with the
     model's number of layers, as from the whole frame."""
     from causalpos.figures import render
@@ -159,7 +161,15 @@ def test_all_layers_pages_read_their_own_layers(tables, monkeypatch):
     def page_files(kind, first, last):
         return [f"{kind}{first}-{last}.png"]
 
-    render.render_all_layers({"scores": whole}, {**options, "source": "frame"}, page_files)
+    with caplog.at_level(logging.INFO, logger="causalpos"):
+        render.render_all_layers({"scores": whole}, {**options, "source": "frame"}, page_files)
+    # a line as each page is drawn (issue 42: an LLM's 8 pages take ~40 s)
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == [
+        f"fig_all_layers beta_lm: step {i}/4, {kind} layers {first}-{last}"
+        for i, (kind, first, last) in enumerate(
+            [("raw", 1, 2), ("raw", 3, 3), ("diagnorm", 1, 2), ("diagnorm", 3, 3)], start=1
+        )
+    ]
     render.render_all_layers(
         {"scores": PartTable(paths_of(tables, "scores"))}, {**options, "source": "parts"}, page_files
     )

@@ -17,6 +17,7 @@ from causalpos.figures import activations
 from causalpos.catalogue.models import NOPE
 from causalpos.figures.style import save_figure
 from causalpos.io import PartTable
+from causalpos.models.progress import Steps
 
 
 def drawer(figure_id: str):
@@ -58,8 +59,10 @@ def render_all_layers(tables: dict, options: dict, page_files) -> list:
             return tables
 
     written = []
+    steps = Steps(f"{ALL_LAYERS_FIGURE} {options.get('model', NOPE)}", len(pages))  # ~5 s a page for an LLM
     for kind, run in pages:
         outputs = list(page_files(kind, run[0] + 1, run[-1] + 1))
         render_figure(ALL_LAYERS_FIGURE, rows_of(run), {**options, "kind": kind, "layers": run}, outputs)
         written += outputs
+        steps.done(f"{kind} layers {run[0] + 1}-{run[-1] + 1}")
     return written

@@ -35,6 +35,7 @@ from causalpos.analysis.claims.replicates import (
     model_kinds,
 )
 from causalpos.io import PartTable
+from causalpos.models.progress import Steps
 from causalpos.catalogue.models import PRETRAINED_KIND
 from causalpos.catalogue.tables import CONVERGENCE_COLUMNS, require_columns
 
@@ -60,14 +61,19 @@ def convergence_frame(
     scores = require_columns(scores, SCORE_NEEDS, "scores")
     groups = require_columns(groups, GROUP_NEEDS, "groups")
     rows = []
-    for model in sorted(m for m, kind in model_kinds(scores).items() if kind == PRETRAINED_KIND):
+    models = sorted(m for m, kind in model_kinds(scores).items() if kind == PRETRAINED_KIND)
+    steps = None
+    for model in models:
         model_scores, model_groups = _of_model(scores, model), _of_model(groups, model)
         counts = group_sizes(model_groups)
         if counts.empty:
             raise ValueError(f"the groups table has no scores of model {model!r}: no bootstrap to measure with")
         data = LedgerInputs(None, None, model_scores, None, model_groups, n_bootstrap, seed)
         size = longest_seq_len(model_scores)
-        for k in group_levels(len(counts), min_groups):
+        levels = group_levels(len(counts), min_groups)
+        # ~10-40 s a level in the default run: a line as each ends (issue 42)
+        steps = steps or Steps("convergence", len(models) * len(levels))
+        for k in levels:
             view = data if k == len(counts) else data.first_groups_view(k)
             # Holm within this model's claim 8 at k, the rows on our readings apart as in the ledger
             for found in adjust_apart(ours_marked(claim8(view, th)), th["family_alpha"], ours_apart):
@@ -80,6 +86,7 @@ def convergence_frame(
                         **{c: found[c] for c in CONVERGENCE_COLUMNS if c in found},
                     }
                 )
+            steps.done(f"{model} at N = {int(counts.iloc[:k].sum())}")
     frame = pd.DataFrame(rows, columns=CONVERGENCE_COLUMNS)
     frame["layer"] = frame["layer"].astype("Int64")
     return frame.sort_values(["model", "claim_id", "layer", "n_sequences"], ignore_index=True, na_position="first")
