@@ -58,6 +58,8 @@ def z_scores(a, b, visible):
 # ---------------------------------------------------------------- determinism
 
 
+# over 20 s (~35 s, numba) when it is the first test of its worker to run the numba kernel: the kernel compiles on
+# first use in a fresh clone (numba's cache then holds it)
 @pytest.mark.parametrize("backend", ["numba", "torch"])
 def test_same_seed_same_result_other_seed_differs(backend):
     v = Variant(**SMALL, seed=7)

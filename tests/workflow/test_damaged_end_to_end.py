@@ -37,6 +37,7 @@ LENGTH_TARGET = paths.model_file("rope", "length_eval.parquet")  # the smallest 
 MODEL_TARGET = paths.model_file("rope", "model.safetensors")  # the training's, for its own inputs
 
 
+# over 20 s (~23 s): a training resumed from its checkpoint and what is made from the model, on a copy
 @pytest.mark.workflow
 def test_truncated_model_is_named_moved_aside_and_rebuilt_from_its_checkpoint(finished_copy):
     workdir = finished_copy  # of the session's finished run, with the default profile
