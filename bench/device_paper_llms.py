@@ -5,7 +5,7 @@ such a machine reaches no network. Time and memory of the extraction do not depe
 this builds each model from its real config (bench/shapes/*.json: SmolLM2-135M's and Gemma-3-270M's as our
 conversion writes them; Llama-3.1-8B, Qwen3-8B and Phi-4 as published) with random weights, in bf16 on CUDA as
 `load_for_extraction` loads them, and runs the pipeline's own extraction (`extract_to_files`, paper_llms's
-settings: 1,024 tokens, batch 8, 16 groups, Figure 3's layer-0 intermediates, the probe on 200 sequences) on
+settings: 1,024 tokens, batch 8, 64 groups (`--groups`, several to compare), Figure 3's layer-0 intermediates, the probe on 200 sequences) on
 random token ids. The numbers it prints are the cost of the extraction; the scores themselves mean nothing.
 
     python bench/device_paper_llms.py --shapes smollm2_135m gemma3_270m llama3.1_8b --sequences 1000 \\
@@ -43,7 +43,9 @@ def build(shape: str, device):
     return model.eval(), config
 
 
-def measure(shape: str, sequences: int, seq_len: int, batch: int, device, per_head: bool = False) -> dict:
+def measure(
+    shape: str, sequences: int, seq_len: int, batch: int, device, per_head: bool = False, groups: int = 64
+) -> dict:
     import numpy as np
     import torch
 
@@ -64,9 +66,9 @@ def measure(shape: str, sequences: int, seq_len: int, batch: int, device, per_he
         paths = {t: Path(folder) / f"{t}.parquet" for t in ACTIVATION_TABLES}
         seconds = extract_to_files(model, tokens, shape, "pretrained", paths, progress=False, batch_size=batch,
                                    intermediates_layer=0, probe_sequences=200, probe_positions=32, seed=0,
-                                   n_groups=16, per_head=per_head)
+                                   n_groups=groups, per_head=per_head)
         sizes = {t: p.stat().st_size for t, p in paths.items()}
-    out = {"shape": shape, "per_head": per_head, "parameters": sum(p.numel() for p in model.parameters()),
+    out = {"shape": shape, "per_head": per_head, "groups": groups, "parameters": sum(p.numel() for p in model.parameters()),
            "layers": config.num_hidden_layers, "sequences": sequences, "seq_len": seq_len, "batch_size": batch,
            "build_s": built, "extract_s": seconds, "tokens_per_s": sequences * seq_len / seconds,
            "weights_gib": weights / 2 ** 30, "peak_gpu_gib": (torch.cuda.max_memory_allocated() if cuda else float("nan")) / 2 ** 30,
@@ -87,6 +89,8 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--per-head", nargs="*", default=[], metavar="SHAPE",
                         help="shapes also measured with extraction.per_head (each after its run without)")
+    parser.add_argument("--groups", type=int, nargs="+", default=[64],
+                        help="extraction.paper_llms.bootstrap_groups to measure each shape at (64 in config.yaml)")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
 
@@ -108,9 +112,10 @@ def main() -> int:
             if per_head and args.budget_s - (time.perf_counter() - start) < args.min_left_s:
                 report["skipped"].append({"shape": shape, "per_head": True})
                 continue
-            results.append(measure(shape, args.sequences, args.seq_len, args.batch, device, per_head))
-            print(json.dumps(results[-1]), flush=True)
-            Path(args.json).write_text(json.dumps(report, indent=1))
+            for groups in args.groups:
+                results.append(measure(shape, args.sequences, args.seq_len, args.batch, device, per_head, groups))
+                print(json.dumps(results[-1]), flush=True)
+                Path(args.json).write_text(json.dumps(report, indent=1))
     Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
 
