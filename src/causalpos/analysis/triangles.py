@@ -172,9 +172,11 @@ def band_centred(x: np.ndarray, size: int, kmin: int = 0, window: int | None = N
     return s - np.repeat(means, counts, axis=0)
 
 
-def diagonal_normalised(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
+def band_centred_map(x: np.ndarray, size: int, kmin: int = 0) -> np.ndarray:
     """x packed, with every off-diagonal pair of key >= kmin replaced by its band_centred value (the map as the
-    paper's diagonal-normalised rows draw it); the diagonal and the keys below kmin as they were."""
+    paper's diagonal-normalised rows draw it, bands recentred without the keys below kmin); the diagonal and the
+    keys below kmin as they were. Replicate columns as band_centred's (models.outputs.diagonal_normalised is the
+    extraction's one-column version over every key, for scores.parquet)."""
     positions, _, _, _ = sorted_pairs(size, kmin, "band")
     out = np.array(x, dtype=float, copy=True)
     out[positions] = band_centred(x, size, kmin)

@@ -17,9 +17,9 @@ from causalpos.analysis.claims.model_claims import KEYS_FROM, key_sweep, nope_mo
 from causalpos.analysis.claims.replicates import LedgerInputs, debias
 from causalpos.analysis.claims.rows import absent_row, paper_layer, row
 from causalpos.analysis.triangles import (
+    band_centred_map,
     concordance,
     diagonal_and_off_correlation,
-    diagonal_normalised,
     diagonal_concordance,
     diagonal_curve_correlation,
     key_share,
@@ -223,7 +223,7 @@ def later_layers(data: LedgerInputs, model: str, inner_layer: int | None, th: di
     for layer in layers:
         field = data.score_field(model, layer)
         values, sweep = key_sweep(
-            lambda k: concordance(diagonal_normalised(field.x, field.size, k), field.size, k), field.size
+            lambda k: concordance(band_centred_map(field.x, field.size, k), field.size, k), field.size
         )
         rows.append(
             row(
