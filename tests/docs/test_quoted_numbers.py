@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -162,8 +163,6 @@ def rope_left(t):
 
 def window_directions(t):
     """engine.md's Gemma sentence, from the committed paper-size window test (target paper_llms)."""
-    import numpy as np
-
     w = pd.read_parquet(ROOT / "docs" / "tables" / "paper_llms_gemma" / "window_test.parquet")
     before, after = (w[w["region"] == r].set_index("layer") for r in ("before", "after"))
     measured, predicted = after["measured"] - before["measured"], after["predicted"] - before["predicted"]

@@ -234,10 +234,10 @@ def test_the_convergence_table_adjusts_within_each_rebuilt_ledger(caplog):
     with caplog.at_level(logging.INFO, logger="causalpos"):
         frame = convergence_frame(*llm_tables(), n_bootstrap=20, seed=3)
     assert frame["n_sequences"].nunique() >= 2
-    # a line as each model and number of sequences ends (issue 42)
-    steps = [r.getMessage() for r in caplog.records if r.getMessage().startswith("convergence: step")]
-    levels = frame.groupby("model")["n_sequences"].nunique().sum()
-    assert len(steps) == levels and steps[-1].startswith(f"convergence: step {levels}/{levels}, ")
+    # a line as each model's number of sequences ends (issue 42), counted per model
+    for model, levels in frame.groupby("model")["n_sequences"].nunique().items():
+        steps = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"convergence {model}: step")]
+        assert len(steps) == levels and steps[-1].startswith(f"convergence {model}: step {levels}/{levels}, N = ")
     # the rows on our readings (8d at layer 1) a family apart, as in the ledger
     frame["ours"] = [bool(our_reading(row)) for row in frame.to_dict("records")]
     assert frame["ours"].any()

@@ -61,9 +61,7 @@ def convergence_frame(
     scores = require_columns(scores, SCORE_NEEDS, "scores")
     groups = require_columns(groups, GROUP_NEEDS, "groups")
     rows = []
-    models = sorted(m for m, kind in model_kinds(scores).items() if kind == PRETRAINED_KIND)
-    steps = None
-    for model in models:
+    for model in sorted(m for m, kind in model_kinds(scores).items() if kind == PRETRAINED_KIND):
         model_scores, model_groups = _of_model(scores, model), _of_model(groups, model)
         counts = group_sizes(model_groups)
         if counts.empty:
@@ -71,8 +69,7 @@ def convergence_frame(
         data = LedgerInputs(None, None, model_scores, None, model_groups, n_bootstrap, seed)
         size = longest_seq_len(model_scores)
         levels = group_levels(len(counts), min_groups)
-        # ~10-40 s a level in the default run: a line as each ends (issue 42)
-        steps = steps or Steps("convergence", len(models) * len(levels))
+        steps = Steps(f"convergence {model}", len(levels))  # ~10-40 s a level in the default run (issue 42)
         for k in levels:
             view = data if k == len(counts) else data.first_groups_view(k)
             # Holm within this model's claim 8 at k, the rows on our readings apart as in the ledger
@@ -86,7 +83,7 @@ def convergence_frame(
                         **{c: found[c] for c in CONVERGENCE_COLUMNS if c in found},
                     }
                 )
-            steps.done(f"{model} at N = {int(counts.iloc[:k].sum())}")
+            steps.done(f"N = {int(counts.iloc[:k].sum())}")
     frame = pd.DataFrame(rows, columns=CONVERGENCE_COLUMNS)
     frame["layer"] = frame["layer"].astype("Int64")
     return frame.sort_values(["model", "claim_id", "layer", "n_sequences"], ignore_index=True, na_position="first")
