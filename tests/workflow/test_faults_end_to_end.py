@@ -102,6 +102,14 @@ def train_processes(workdir: Path) -> list[int]:
     return [pid for pid in found if alive(pid)]
 
 
+def state(pid: int) -> str:
+    """The process's state letter (/proc/PID/stat): T when stopped by a signal; "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
 def pending_signals(pid: int) -> int:
     """The signals sent to the process and not yet handled (ShdPnd of /proc/PID/status), as a bit mask."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -137,6 +145,12 @@ def interrupt_training(workdir: Path, send) -> tuple[int, str]:
         held = train_processes(workdir)
         for pid in held:
             os.kill(pid, signal.SIGSTOP)
+        # stopped before the signal comes: a SIGINT arriving while SIGSTOP is still pending is taken first (the
+        # lower number), so its handler would run and leave nothing pending to see (a race on a loaded machine)
+        deadline = time.monotonic() + 60
+        while not all(state(pid) in ("T", "t") for pid in held):
+            assert time.monotonic() < deadline, f"the training {held} did not stop on SIGSTOP in 60 s"
+            time.sleep(0.01)
         send(proc)
         deadline = time.monotonic() + 60
         while not all(pending_signals(pid) & STOP_SIGNALS for pid in held):
