@@ -165,3 +165,45 @@ def test_a_prose_module_reaches_only_the_docs_and_its_words_change_no_digest(sou
     assert digests(source_copy) == before
     columns.write_text(text + "\nEDITED_BY_A_TEST = len(COMMON)\n")
     assert digests(source_copy) != before
+
+
+# ---------------------------------------------------------------- the on-disk cache of parsed files
+
+
+@pytest.fixture
+def fresh_parse(monkeypatch, tmp_path):
+    """The digest module with its per-process memo emptied and its disk cache in `tmp_path` (returned)."""
+    from causalpos.workflow import digest
+
+    monkeypatch.setattr(digest, "CACHE", digest.DigestCache(tmp_path / "cache"))
+    digest._parsed.cache_clear()
+    yield digest
+    digest._parsed.cache_clear()
+
+
+def test_digests_from_the_disk_cache_are_those_parsed_without_it(fresh_parse, monkeypatch, source_copy):
+    filled = digests(source_copy)  # parses every file and fills the cache
+    entries = list(fresh_parse.CACHE.folder.iterdir())
+    assert len(entries) >= len(import_closure([job_module(rule) for rule in RULES], source_copy))
+    fresh_parse._parsed.cache_clear()
+    parsed, parse = [], ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: parsed.append(1) or parse(*a, **k))
+    assert digests(source_copy) == filled  # read back from the cache ...
+    assert parsed == []  # ... without parsing a file
+    monkeypatch.setattr(fresh_parse, "CACHE", fresh_parse.DigestCache(None))
+    fresh_parse._parsed.cache_clear()
+    assert digests(source_copy) == filled  # and the same as with no cache at all
+
+
+def test_a_changed_file_is_parsed_again_and_a_damaged_entry_is_ignored(fresh_parse, source_copy):
+    before = digests(source_copy)
+    target = source_copy / "matrices.py"
+    user = next(iter(users_of("causalpos.matrices", source_copy)))
+    target.write_text(target.read_text() + "\nEXTRA_STATEMENT = 1\n")
+    fresh_parse._parsed.cache_clear()
+    assert code_digest(user, source_copy) != before[user]  # new bytes, new key: never the old entry
+    for entry in fresh_parse.CACHE.folder.iterdir():
+        entry.write_text("not a digest")
+    fresh_parse._parsed.cache_clear()
+    target.write_text(target.read_text().replace("\nEXTRA_STATEMENT = 1\n", ""))
+    assert digests(source_copy) == before  # damaged entries are parsed anew

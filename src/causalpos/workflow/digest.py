@@ -7,12 +7,19 @@ through every `causalpos` import of every module reached (imports inside functio
 __init__ files. Each file is parsed, never imported (cheap while Snakemake builds the DAG), and digested as its
 syntax tree with the docstrings taken out: comments and formatting never reach the tree, and a docstring is a
 string that decides no result.
+
+Parsing and dumping some 110 trees took ~1 s of every `snakemake` start (every job's too), so each file's result
+is kept on disk under the SHA-256 of its bytes (`DigestCache`): the same bytes give the same tree, so a cached entry
+can never be out of date, and a changed file simply has a new key.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import os
+import sys
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -64,13 +71,65 @@ def _with_parents(module: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
+class DigestCache:
+    """Each parsed file's imports and meaning digest, one small file per key in `folder`. The key is the file's
+    bytes, its module name, this module's own source and the Python version (ast.dump's text is Python's): any
+    change of what the result depends on is a new key. A folder that cannot be written is only not used."""
+
+    def __init__(self, folder: Path | None):
+        self.folder = folder
+        self.salt = hashlib.sha256(Path(__file__).read_bytes() + sys.version.encode()).digest()
+
+    def key(self, source: bytes, module: str) -> str:
+        return hashlib.sha256(self.salt + module.encode() + b"\0" + source).hexdigest()
+
+    def get(self, key: str) -> tuple[frozenset[str], str] | None:
+        if self.folder is None:
+            return None
+        try:
+            digest, *imports = (self.folder / key).read_text().split("\n")
+        except (OSError, UnicodeDecodeError):
+            return None
+        return (frozenset(imports), digest) if len(digest) == 64 else None
+
+    def put(self, key: str, imports: frozenset[str], digest: str) -> None:
+        if self.folder is None:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=self.folder, delete=False, suffix=".tmp") as out:
+                out.write("\n".join([digest, *sorted(imports)]))
+            os.replace(out.name, self.folder / key)  # whole or absent: jobs start side by side
+        except OSError:
+            pass
+
+
+def cache_folder() -> Path | None:
+    """$CAUSALPOS_DIGEST_CACHE ("" turns the cache off), else the user's cache folder (XDG_CACHE_HOME)."""
+    chosen = os.environ.get("CAUSALPOS_DIGEST_CACHE")
+    if chosen is not None:
+        return Path(chosen) if chosen else None
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / PACKAGE / "code-digests"
+
+
+CACHE = DigestCache(cache_folder())
+
+
 @lru_cache(maxsize=None)
 def _parsed(path: Path, mtime_ns: int, module: str) -> tuple[frozenset[str], str]:
     """A module's causalpos imports and the digest of its meaning, once per version of its file: Snakemake asks
-    for some 25 closures while it parses the rules."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for some 25 closures while it parses the rules. Parsed only when the on-disk cache lacks these bytes."""
+    source = path.read_bytes()
+    key = CACHE.key(source, module)
+    cached = CACHE.get(key)
+    if cached is not None:
+        return cached
+    tree = ast.parse(source.decode("utf-8"))
     imports = frozenset(imported_modules(tree, module, path.name == "__init__.py"))
-    return imports, meaning_digest(without_text(tree) if module in PROSE else tree)
+    digest = meaning_digest(without_text(tree) if module in PROSE else tree)
+    CACHE.put(key, imports, digest)
+    return imports, digest
 
 
 # Modules of prose for the docs only (dicts of one-line texts, no code: tests/unit/test_digest.py holds them to
