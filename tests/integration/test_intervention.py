@@ -81,6 +81,19 @@ def test_a_relative_map_has_no_pattern_and_ablating_it_changes_nothing(llama):
     assert np.abs(biases["pattern_sink"][:, key == 0]).max() > 1
 
 
+def test_sequence_losses_are_the_models_own_loss_of_each_sequence(llama):
+    """Computed a sequence at a time from a batch's logits: each is what transformers' loss gives for that
+    sequence alone (labels = its tokens, shifted inside the model)."""
+    model, tokens = load(llama), ids()
+    ours = sequence_losses(model, tokens, None, 3, CPU)  # a batch size that leaves a short last batch
+    with torch.no_grad():
+        theirs = [
+            model(input_ids=torch.from_numpy(t[None]).long(), labels=torch.from_numpy(t[None]).long()).loss
+            for t in tokens
+        ]
+    np.testing.assert_allclose(ours, [float(x) for x in theirs], rtol=1e-5)
+
+
 def test_the_control_has_the_patterns_values_in_each_band_and_not_its_order():
     maps = random_maps(hidden_band=WINDOW)
     biases = pa.condition_biases(maps, seed=7)
