@@ -3,9 +3,16 @@
 At S = 1,024 a model of 30 layers has 15.7M rows of scores; built as one pandas frame
 they took several times the accumulators' memory. Here they go out in Arrow record
 batches of at most CHUNK rows (a layer or stage in a few, a group row each), one
-Parquet row group each, so writing costs the memory of one chunk's columns. Columns and types are those of causalpos.catalogue.tables (the `table`
-column names the table), and the files carry the stage's metadata as JSON under
-b"causalpos", as causalpos.io.write_parquet writes it; every page has a CRC.
+Parquet row group each, so writing costs the memory of one chunk's columns. Columns and types are those of
+causalpos.catalogue.tables (the `table` column names the table), and the files carry the stage's metadata as JSON
+under b"causalpos", as causalpos.io.write_parquet writes it; every page has a CRC.
+
+Writing is priced per value (head_scores of SmolLM2-135M at S = 1,024: 141.7M rows of ten columns; bench/README.md):
+no column has nulls, so none is declared nullable (no definition levels to write); the text and integer columns
+are plain and LZ4-compressed (a repeated value and the repeated rows of pairs compress to almost nothing, without
+the hash lookup per value of a dictionary), the float columns plain and uncompressed (means do not compress); only
+the columns that can be a row group's key have statistics (io.PartTable finds the keys in them; not the floats,
+the pairs or the `table` column). Each head's mean is stored as float32, the precision of the scores it averages.
 """
 
 from __future__ import annotations
@@ -21,8 +28,8 @@ from causalpos.io import atomic_path
 from causalpos.catalogue.tables import ACTIVATION_TABLES, TABLE_COLUMN, TABLES
 from causalpos.tril import packed_pairs, seq_len_of_packed
 
-TEXT, I32, I64, F64 = pa.large_string(), pa.int32(), pa.int64(), pa.float64()
-TYPES = {  # the types pandas gave these columns when the tables were built as frames
+TEXT, I32, I64, F32, F64 = pa.large_string(), pa.int32(), pa.int64(), pa.float32(), pa.float64()
+TYPES = {  # the types pandas gave these columns when the tables were built as frames (head_scores' means: float32)
     "scores": dict(
         model=TEXT,
         kind=TEXT,
@@ -57,7 +64,7 @@ TYPES = {  # the types pandas gave these columns when the tables were built as f
         head=I32,
         query_pos=I32,
         key_pos=I32,
-        score_mean=F64,
+        score_mean=F32,
         n_sequences=I32,
         seq_len=I32,
     ),
@@ -67,7 +74,15 @@ COLUMNS = {table: list(TABLES[table].columns) for table in ACTIVATION_TABLES}
 
 
 def schema(table: str) -> pa.Schema:
-    return pa.schema([(column, TYPES[table][column]) for column in COLUMNS[table]] + [(TABLE_COLUMN, TEXT)])
+    columns = [(column, TYPES[table][column]) for column in COLUMNS[table]] + [(TABLE_COLUMN, TEXT)]
+    return pa.schema([pa.field(name, kind, nullable=False) for name, kind in columns])
+
+
+UNSORTED = (TABLE_COLUMN, "query_pos", "key_pos")  # never a key of a row group: no statistics
+
+
+def _is_float(kind: pa.DataType) -> bool:
+    return pa.types.is_floating(kind) or pa.types.is_list(kind)
 
 
 @contextmanager
@@ -76,11 +91,13 @@ def table_writer(path, table: str, metadata: dict | None):
     fields = schema(table)
     if metadata is not None:
         fields = fields.with_metadata({b"causalpos": json.dumps(metadata, default=str).encode()})
-    # dictionary encoding only where values repeat: tried on the float columns it costs ~10x the write time
-    repeating = [f.name for f in fields if not (pa.types.is_floating(f.type) or pa.types.is_list(f.type))]
+    keys = [f.name for f in fields if not (_is_float(f.type) or f.name in UNSORTED)]
+    codecs = {f.name: "none" if _is_float(f.type) else "lz4" for f in fields}
     with (
         atomic_path(path) as tmp,
-        pq.ParquetWriter(tmp, fields, write_page_checksum=True, use_dictionary=repeating) as writer,
+        pq.ParquetWriter(
+            tmp, fields, use_dictionary=False, compression=codecs, write_statistics=keys, write_page_checksum=True
+        ) as writer,
     ):
         yield writer
 
