@@ -198,16 +198,20 @@ def test_torch_samplers_have_our_law(draw, alpha):
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
-def test_official_inputs_follow_the_authors_formula_on_both_backends(alpha):
+@pytest.mark.parametrize("d", [16, 8])
+def test_official_inputs_follow_the_authors_formula_on_both_backends(alpha, d):
     """Unit rows; first and second moments of <x_i, x_j> equal an independent numpy Monte Carlo of
-    normalize(g_i + sqrt(alpha / (1 - alpha)) u); at alpha = 0 (l = 0) our i.i.d. closed forms."""
-    d = 16
+    normalize(g_i + sqrt(alpha / (1 - alpha)) u); at alpha = 0 (l = 0) our i.i.d. closed forms.
+    The CPU kernel draws the law in the reduced basis where it is smaller than d (d = 16 > n = 10: inner
+    products are all the decoder sees, and rotations keep them), in R^d otherwise (d = 8)."""
+    lead = 1 if alpha > 0 else 0
+    kernel_width = min(d, lead + min(10, d - lead))
     first_ref, second_ref = pair_statistics(official_reference(d, alpha), 0.0)
-    for backend, x in (
-        ("numba", kernel_inputs("official", d, alpha)),
-        ("torch", torch_inputs(sample_inputs_official, d, alpha)),
+    for backend, x, width in (
+        ("numba", kernel_inputs("official", d, alpha), kernel_width),
+        ("torch", torch_inputs(sample_inputs_official, d, alpha), d),
     ):
-        assert x.shape == (2048, 10, d)
+        assert x.shape == (2048, 10, width)
         np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=2e-6)
         first, second = pair_statistics(x, 0.0)
         assert_same_mean(first, first_ref, f"{backend} E<x_i, x_j>")
@@ -238,6 +242,22 @@ def test_reduced_inputs_are_lower_trapezoidal(alpha):
             assert np.all(x[:, i, lead + i] > 0)  # its chi diagonal
         if lead:
             assert np.all(x[:, :, 0] == np.float32(np.sqrt(alpha)))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.4])
+def test_official_reduced_inputs_are_lower_trapezoidal(alpha):
+    """The official law in the reduced basis (cpu_inputs): row i of X^(0) is zero past column lead + i, with
+    a positive Bartlett diagonal; with alpha > 0 column 0 (along u) is not constant, unlike our law's."""
+    v = Variant(d=64, seq_len=20, alpha=alpha, n_samples=300)
+    lead = 1 if alpha > 0 else 0
+    x = block_inputs(v, 0)
+    assert x.shape[1:] == (20, lead + 20)
+    np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=2e-6)
+    for i in range(20):
+        assert np.all(x[:, i, lead + i + 1 :] == 0)
+        assert np.all(x[:, i, lead + i] > 0)
+    if lead:
+        assert x[:, :, 0].std() > 0.05
 
 
 def test_exact_picks_the_reduced_basis_only_where_it_is_exact_and_smaller():

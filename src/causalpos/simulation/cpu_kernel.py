@@ -11,8 +11,16 @@ import concurrent.futures
 import math
 
 import numpy as np
-import torch
 
+from causalpos.simulation.cpu_inputs import (
+    OFFICIAL_REDUCED,
+    REDUCED,
+    build_sample,
+    chi_variates,
+    law_code,
+    normals_per_sample,
+)
+from causalpos.simulation.cpu_random import block_state
 from causalpos.simulation.cpu_vectors import (
     F32,
     ONE,
@@ -31,11 +39,11 @@ from causalpos.simulation.cpu_vectors import (
     vzero,
 )
 from causalpos.simulation.sampling import (
-    block_generator,
     block_groups,
     block_sizes,
     chi_dof,
     has_shared_direction,
+    kernel_basis_is_reduced,
     mean_sem,
     reduced_shape,
     rope_tables,
@@ -57,94 +65,6 @@ from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 # AVX2 vectors; padding entries are zero in X, Y and QT, so they add nothing.
 # Moments are summed in float32 over one block of RNG_BLOCK samples (shifted
 # by the block-0 mean, so the sums are small) and added up in float64.
-
-
-# Input builders: one sample of X^(0) from its random numbers (`KernelPlan.draw`'s layout).
-_FULL, _REDUCED, _OFFICIAL = 0, 1, 2
-_LAWS = {"exact_full": _FULL, "exact_reduced": _REDUCED, "official": _OFFICIAL}
-
-
-@kernel
-def _build_reduced(normals, chi, sqrt_a, sqrt_b, lead, X):
-    """One sample of `sample_inputs_reduced`; X [n, >= lead + k] zeroed.
-
-    normals holds row i's min(i, k) below-diagonal entries, rows concatenated;
-    the triangle starts at column lead (1 after the shared coordinate, 0 without one).
-    """
-    n, k = X.shape[0], chi.size
-    pos = 0
-    for i in range(n):
-        m = min(i, k)
-        ss = ZERO
-        for c in range(m):
-            val = normals[pos + c]
-            X[i, lead + c] = val
-            ss += val * val
-        pos += m
-        if i < k:
-            X[i, lead + i] = chi[i]
-            ss += chi[i] * chi[i]
-        f = sqrt_b / np.sqrt(ss)
-        for c in range(m + 1 if i < k else m):
-            X[i, lead + c] *= f
-        if lead:
-            X[i, 0] = sqrt_a
-
-
-@kernel
-def _build_full(normals, sqrt_a, sqrt_b, shared, u, X):
-    """One sample of `sample_inputs` from normals [n + 1, d] (row 0: the shared direction).
-
-    Without a shared direction (alpha = 0) u stays zero: nothing is projected
-    out and the rows are normalised Gaussians, i.i.d. uniform on the sphere.
-    """
-    n, d = X.shape[0], normals.shape[1]
-    u[:] = ZERO
-    if shared:
-        ss = ZERO
-        for c in range(d):
-            ss += normals[0, c] * normals[0, c]
-        f = ONE / np.sqrt(ss)
-        for c in range(d):
-            u[c] = normals[0, c] * f
-    for i in range(n):
-        dot = ZERO
-        for c in range(d):
-            dot += normals[i + 1, c] * u[c]
-        ss = ZERO
-        for c in range(d):
-            w = normals[i + 1, c] - dot * u[c]
-            X[i, c] = w
-            ss += w * w
-        f = sqrt_b / np.sqrt(ss)
-        for c in range(d):
-            X[i, c] = sqrt_a * u[c] + f * X[i, c]
-
-
-@kernel
-def _build_official(normals, lam, X):
-    """One sample of `sample_inputs_official`: row i is normalize(normals[i + 1] + lam normals[0])."""
-    n, d = X.shape[0], normals.shape[1]
-    for i in range(n):
-        ss = ZERO
-        for c in range(d):
-            val = normals[i + 1, c] + lam * normals[0, c]
-            X[i, c] = val
-            ss += val * val
-        f = ONE / np.sqrt(ss)
-        for c in range(d):
-            X[i, c] *= f
-
-
-@kernel
-def _build(normals, chi, law, shared, consts, u, X):
-    """X^(0) of one sample; consts = (sqrt(alpha), sqrt(1 - alpha), sqrt(alpha / (1 - alpha)))."""
-    if law == _REDUCED:
-        _build_reduced(normals[0], chi, consts[0], consts[1], 1 if shared else 0, X)
-    elif law == _OFFICIAL:
-        _build_official(normals, consts[2], X)
-    else:
-        _build_full(normals, consts[0], consts[1], shared, u, X)
 
 
 @kernel
@@ -364,10 +284,11 @@ def _set_widths(w, wp, lo8, triangular, lead, D):
 
 @kernel
 def _decode_block(
-    normals,
+    state,
     chi,
+    n_normals,
     law,
-    shared,
+    lead,
     consts,
     d,
     D,
@@ -384,7 +305,8 @@ def _decode_block(
     shift,
     acc,
 ):
-    """Run the decoder on every sample of one block (inputs as `_build`); add shifted moments to acc.
+    """Run the decoder on the next chi.shape[0] samples of the stream (`cpu_inputs.build_sample`); add shifted
+    moments to acc.
 
     window: the sliding window (query i sees keys i - window < j <= i; causal only), 0 for every key. The
     scores are still computed and summed for every pair of the lower triangle; the probabilities of the
@@ -400,18 +322,19 @@ def _decode_block(
     S = np.zeros((n, n_pad), np.float32)
     P = np.zeros((n, n_pad), np.float32)
     u = np.zeros(d_pad, np.float32)
+    normals = np.empty(n_normals, np.float32)
     w = np.zeros(n, np.int64)
     wp = np.zeros(n, np.int64)
     lo8 = np.zeros(d_pad, np.int64)
     n8 = np.zeros(n, np.int64)
-    reduced, lead = law == _REDUCED, 1 if shared else 0
+    reduced = law == REDUCED or law == OFFICIAL_REDUCED
     for i in range(n):
         n8[i] = (i + PAD) // PAD * PAD
-    for b in range(normals.shape[0]):
+    for b in range(chi.shape[0]):
         X[:] = 0  # padding and the zero triangle must be zero again
         Y[:] = 0
         QT[:] = 0
-        _build(normals[b], chi[b], law, shared, consts, u, X)
+        build_sample(state, normals, chi[b], law, d, lead, consts, u, X)
         _set_widths(w, wp, lo8, reduced and causal, lead, D)
         for layer in range(n_layers):
             if layernorm:
@@ -438,14 +361,18 @@ class KernelPlan:
     """One variant's shapes, constants and random-number layout for the CPU kernel."""
 
     def __init__(self, v: Variant, sampler: str):
-        self.v, self.law, self.reduced = v, _LAWS[sampler], sampler == "exact_reduced"
         n = v.seq_len
-        self.shared = has_shared_direction(v.alpha)
-        lead, self.k, m = reduced_shape(n, v.d, v.alpha)  # Bartlett triangle columns (reduced sampler)
-        self.width = lead + self.k if self.reduced else v.d  # D: columns of X
+        self.v, self.shared = v, has_shared_direction(v.alpha)
+        self.lead, self.k, m = reduced_shape(n, v.d, v.alpha)  # Bartlett triangle columns (reduced bases)
+        self.reduced = kernel_basis_is_reduced(v, sampler)
+        self.law = law_code(sampler, self.reduced)
+        self.width = self.lead + self.k if self.reduced else v.d  # D: columns of X
         self.n_pad = -(-n // PAD) * PAD
-        self.n_normals = sum(min(i, self.k) for i in range(n))  # below the Bartlett diagonal
-        self.chi_dof = chi_dof(n, m).double().numpy()
+        self.n_normals = normals_per_sample(self.law, n, v.d, self.k, self.lead)
+        dof = chi_dof(n, m).double().numpy() if self.reduced else np.zeros(0)
+        if self.law == OFFICIAL_REDUCED and self.lead:
+            dof = np.append(dof, v.d)  # |u|, the shared Gaussian's length
+        self.chi_dof = dof
         a = v.alpha
         self.consts = np.array([math.sqrt(a), math.sqrt(1.0 - a), math.sqrt(a / (1.0 - a))], np.float32)
         if v.pe == "rope":
@@ -454,41 +381,35 @@ class KernelPlan:
             self.cos = self.sin = np.zeros((n, 2), np.float32)
 
     def draw(self, block: int, size: int):
-        """The block's random numbers, from generators seeded by (seed, block).
-
-        full and official: normals [size, n + 1, d], row 0 the shared direction u, rows 1..n
-        the g_i; reduced: the Bartlett triangle's normals [size, 1, n_normals] and chi [size, k].
-        """
-        v, gen = self.v, block_generator(self.v.seed, block, torch.device("cpu"))
-        if not self.reduced:
-            return torch.randn(size, v.seq_len + 1, v.d, generator=gen).numpy(), np.zeros((size, 0), np.float32)
-        normals = torch.randn(size, 1, self.n_normals, generator=gen)  # 3-D as for "full": one kernel signature
-        # chi from numpy: torch's CPU gamma sampler costs ~0.6 us a variate, numpy's ~0.05
+        """The block's random streams, seeded by (seed, block): the normal generator's state (`cpu_random`),
+        and the reduced bases' chi variates [size, len(chi_dof)] (numpy: its gamma sampler is exact and fast)."""
+        v = self.v
         rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([v.seed, block, 1])))
-        chi = np.sqrt(rng.chisquare(self.chi_dof, size=(size, self.k)))
-        return normals.numpy(), chi.astype(np.float32)
+        return block_state(v.seed, block), chi_variates(rng, self.chi_dof, size)
 
     def inputs(self, block: int, size: int) -> np.ndarray:
         """X^(0) [size, n, D] of one block, exactly as the kernel builds it."""
-        normals, chi = self.draw(block, size)
+        state, chi = self.draw(block, size)
         x = np.zeros((size, self.v.seq_len, self.width), np.float32)
         u = np.zeros(self.v.d, np.float32)
+        normals = np.empty(self.n_normals, np.float32)
         for b in range(size):
-            _build(normals[b], chi[b], self.law, self.shared, self.consts, u, x[b])
+            build_sample(state, normals, chi[b], self.law, self.v.d, self.lead, self.consts, u, x[b])
         return x
 
     def run_block(self, block: int, size: int, shift: np.ndarray) -> np.ndarray:
         """Float32 sums [layer, 4, n, n_pad] of (S - shift_S), its square, (P - shift_P), its square."""
         v = self.v
-        normals, chi = self.draw(block, size)
+        state, chi = self.draw(block, size)
         acc = np.zeros((v.n_layers, 4, v.seq_len, self.n_pad), np.float32)
         # eps and the window are arguments, not globals: numba's cache would keep a global of another module
         # stale (window 0: every key; Variant normalises a window >= seq_len to None)
         _decode_block(
-            normals,
+            state,
             chi,
+            self.n_normals,
             self.law,
-            self.shared,
+            self.lead,
             self.consts,
             v.d,
             self.width,
