@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from causalpos.simulation import cpu_kernel as kern
+from causalpos.simulation.cpu_random import block_state, normals16
+from causalpos.simulation.cpu_vectors import vexp, vload, vstore
 from causalpos.matrices import diagonal_normalise, visible_pairs
 from causalpos.simulation.engine import result_frame, run_layers, simulate
 from causalpos.simulation.sampling import (
@@ -353,13 +355,48 @@ def test_kernel_vector_exp_is_float32_accurate():
     def exp_rows(x, out):
         for i in range(x.shape[0]):
             for t in range(0, x.shape[1], 8):
-                kern.vstore(out, i, t, kern.vexp(kern.vload(x, i, t), np.float32(1.0), np.float32(0.0)))
+                vstore(out, i, t, vexp(vload(x, i, t), np.float32(1.0), np.float32(0.0)))
 
     x = np.linspace(-87.0, 10.0, 64 * 1000, dtype=np.float32).reshape(1000, 64)
     out = np.empty_like(x)
     exp_rows(x, out)
     exact = np.exp(x.astype(np.float64))
     assert np.max(np.abs(out - exact) / exact) < 4e-7  # a few float32 ulp
+
+
+def kernel_normals(seed: int, block: int, count: int) -> np.ndarray:
+    import numba
+
+    @numba.njit
+    def fill(state, out):
+        for pos in range(0, out.size, 16):
+            normals16(state, out, pos)
+
+    out = np.empty(count, np.float32)
+    fill(block_state(seed, block), out)
+    return out.astype(np.float64)
+
+
+def test_kernel_normals_are_standard_normal():
+    """The kernel's generator (xoshiro128++ lanes, vector Box-Muller with polynomial log, sin and cos) against
+    N(0, 1): the first four moments within Z standard errors of 0, 1, 0, 3 (the standard errors from the normal's
+    own higher moments), a Kolmogorov-Smirnov test, the two normals of one Box-Muller pair (8 apart) and
+    neighbouring ones uncorrelated, also in their squares; another block's stream is another stream."""
+    from scipy import stats
+
+    count = 1 << 21
+    x = kernel_normals(0, 0, count)
+    for power, mean, variance in ((1, 0.0, 1.0), (2, 1.0, 2.0), (3, 0.0, 15.0), (4, 3.0, 96.0)):
+        z = ((x**power).mean() - mean) / np.sqrt(variance / count)
+        assert abs(z) < Z, f"E[x^{power}]: {z:+.1f} standard errors"
+    assert stats.kstest(x, "norm").pvalue > 1e-4
+    for lag in (1, 8, 16):
+        for f in (lambda v: v, np.square):
+            r = np.corrcoef(f(x[:-lag]), f(x[lag:]))[0, 1]
+            assert abs(r) * np.sqrt(count) < Z, f"lag {lag}: correlation {r:.2e}"
+    other = kernel_normals(0, 1, 4096)
+    assert abs(np.corrcoef(x[:4096], other)[0, 1]) * np.sqrt(4096) < Z
+    np.testing.assert_array_equal(kernel_normals(0, 0, 4096), x[:4096])  # the same seed and block, the same numbers
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.2])

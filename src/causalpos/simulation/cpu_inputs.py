@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from causalpos.simulation.cpu_random import NORMALS_PER_CALL, normals16
-from causalpos.simulation.cpu_vectors import ONE, ZERO, kernel
+from causalpos.simulation.cpu_rows import squares_row
+from causalpos.simulation.cpu_vectors import ONE, PAD, ZERO, kernel, vload, vscale, vstore
 
 FULL, REDUCED, OFFICIAL, OFFICIAL_REDUCED = 0, 1, 2, 3
 
@@ -81,7 +82,7 @@ def _build_reduced(normals, chi, sqrt_a, sqrt_b, lead, X):
 
 @kernel
 def _build_official_reduced(normals, chi, lam, lead, X):
-    """The official law in the reduced basis (module docstring); X [n, >= lead + k] zeroed.
+    """The official law in the reduced basis (module docstring); X [n, >= lead + k, padded to 8] zeroed.
 
     lead = 1: normals[:n] are the z_i along u and chi[k] is |u|; then row i's triangle as `_build_reduced`.
     """
@@ -89,22 +90,24 @@ def _build_official_reduced(normals, chi, lam, lead, X):
     pos = n * lead
     for i in range(n):
         m = min(i, k)
-        ss = ZERO
         for c in range(m):
-            val = normals[pos + c]
-            X[i, lead + c] = val
-            ss += val * val
+            X[i, lead + c] = normals[pos + c]
         pos += m
         if i < k:
             X[i, lead + i] = chi[i]
-            ss += chi[i] * chi[i]
         if lead:
-            val = normals[i] + lam * chi[k]
-            X[i, 0] = val
-            ss += val * val
-        f = ONE / np.sqrt(ss)
-        for c in range(lead + (m + 1 if i < k else m)):
-            X[i, c] *= f
+            X[i, 0] = normals[i] + lam * chi[k]
+    _unit_rows(X, X.shape[1])
+
+
+@kernel
+def _unit_rows(X, width):
+    """Each row of X divided by its norm, over the first width columns (a multiple of 8). A pass of its own
+    after X is written: a vector load of values just stored one by one would wait for the stores."""
+    for i in range(X.shape[0]):
+        f = ONE / np.sqrt(squares_row(X, i, width))
+        for t in range(0, width, PAD):
+            vstore(X, i, t, vscale(vload(X, i, t), f))
 
 
 @kernel
@@ -140,18 +143,13 @@ def _build_full(normals, d, sqrt_a, sqrt_b, shared, u, X):
 
 @kernel
 def _build_official(normals, d, lam, X):
-    """One sample of `sample_inputs_official`: row i is normalize(g_i + lam u), normals [(n + 1) d], u first."""
-    n = X.shape[0]
-    for i in range(n):
+    """One sample of `sample_inputs_official`: row i is normalize(g_i + lam u), normals [(n + 1) d], u first;
+    X [n, d padded to 8] zeroed."""
+    for i in range(X.shape[0]):
         row = (i + 1) * d
-        ss = ZERO
         for c in range(d):
-            val = normals[row + c] + lam * normals[c]
-            X[i, c] = val
-            ss += val * val
-        f = ONE / np.sqrt(ss)
-        for c in range(d):
-            X[i, c] *= f
+            X[i, c] = normals[row + c] + lam * normals[c]
+    _unit_rows(X, -(-d // PAD) * PAD)
 
 
 @kernel
