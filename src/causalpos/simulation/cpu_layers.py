@@ -83,12 +83,13 @@ def softmax(S, P, cols, inv_div, causal, window, shift, acc):
 def scores(QT, S, w, cols, n):
     """S = Q Q^T from QT = Q^T, row i at least up to column cols[i] (a tile of rows computes its last row's
     span, in whole tiles). Row j of Q is zero past column w[j] and w grows with j, so a tile of keys t..t + 15
-    needs k < w[t + 15] only. In the last tile, rows past n - 1 repeat row n - 1 (the same values twice)."""
-    for i in range(0, n, ROWS):
-        r1, r2, r3 = min(i + 1, n - 1), min(i + 2, n - 1), min(i + 3, n - 1)
+    needs k < w[t + 15] only. Tiles of rows are counted from the last row, so that where n is not a multiple of 4 the first one (the
+    cheapest) repeats row 0 (the same values twice)."""
+    for r3 in range(n - 1, -1, -ROWS):
+        r0, r1, r2 = max(r3 - 3, 0), max(r3 - 2, 0), max(r3 - 1, 0)
         for t in range(0, cols[r3], TILE):
             kmax = min(w[r3], w[min(t + TILE - 1, n - 1)])
-            score_tile(QT, S, i, r1, r2, r3, t, kmax)
+            score_tile(QT, S, r0, r1, r2, r3, t, kmax)
 
 
 @kernel
@@ -99,12 +100,12 @@ def mix(X, Y, P, wp, first_row, causal, residual, window, n):
     Causal: P[r, j] = 0 for j > r, so a tile of rows takes the keys up to its last row. Under a sliding window
     (window > 0) the keys before the tile's first row's first key have P = 0 and are skipped; so are the rows of
     Y that are zero in the tile's columns (j < first_row[kt // 16]). Adding any of them would add exact zeros."""
-    for i in range(0, n, ROWS):
-        r1, r2, r3 = min(i + 1, n - 1), min(i + 2, n - 1), min(i + 3, n - 1)
+    for r3 in range(n - 1, -1, -ROWS):
+        r0, r1, r2 = max(r3 - 3, 0), max(r3 - 2, 0), max(r3 - 1, 0)
         hi = r3 + 1 if causal else n
         for kt in range(0, wp[r3], TILE):
-            lo = max(first_key(i, window), first_row[kt // TILE])
-            mix_tile(X, Y, P, i, r1, r2, r3, kt, lo, hi, residual)
+            lo = max(first_key(r0, window), first_row[kt // TILE])
+            mix_tile(X, Y, P, r0, r1, r2, r3, kt, lo, hi, residual)
 
 
 @kernel

@@ -14,7 +14,7 @@ from numba.extending import intrinsic
 
 from causalpos.simulation.cpu_vectors import I32, LLVM_VEC, PAD, broadcast, exp_lanes, vintrinsic
 
-_I64VEC = llvm_ir.VectorType(llvm_ir.IntType(64), PAD)
+_IVEC = llvm_ir.VectorType(I32, PAD)
 
 
 def _pointer(context, builder, array_type, array, row, col):
@@ -60,7 +60,8 @@ def exp_row(typingctx, S, P, i, span, first, visible, scale, shift, acc1, acc2):
             context, builder, s_type, context.make_array(s_type)(context, builder, args[0]), [row, row]
         )
         diag = builder.fmul(builder.load(diag_ptr), scale)
-        lanes = llvm_ir.Constant(_I64VEC, list(range(PAD)))
+        lanes = llvm_ir.Constant(_IVEC, list(range(PAD)))
+        first, visible = _splat(builder, builder.trunc(first, I32)), _splat(builder, builder.trunc(visible, I32))
         zero = llvm_ir.Constant(LLVM_VEC, [0.0] * PAD)
 
         def body(t):
@@ -68,11 +69,8 @@ def exp_row(typingctx, S, P, i, span, first, visible, scale, shift, acc1, acc2):
             _add_moments(context, builder, s, scale, signature.args[7:10], args[7:10], row, t)
             e = exp_lanes(builder, vintrinsic(builder, "fma", s, broadcast(builder, scale), builder.fneg(
                 broadcast(builder, diag))))  # fmt: skip
-            key = builder.add(lanes, _splat(builder, t))
-            seen = builder.and_(
-                builder.icmp_signed(">=", key, _splat(builder, first)),
-                builder.icmp_signed("<", key, _splat(builder, visible)),
-            )
+            key = builder.add(lanes, _splat(builder, builder.trunc(t, I32)))
+            seen = builder.and_(builder.icmp_signed(">=", key, first), builder.icmp_signed("<", key, visible))
             e = builder.select(seen, e, zero)
             builder.store(e, _pointer(context, builder, p_type, args[1], row, t), align=4)
             return e
@@ -83,10 +81,8 @@ def exp_row(typingctx, S, P, i, span, first, visible, scale, shift, acc1, acc2):
 
 
 def _splat(builder, scalar):
-    lane0 = builder.insert_element(llvm_ir.Constant(_I64VEC, llvm_ir.Undefined), scalar, I32(0))
-    return builder.shuffle_vector(
-        lane0, llvm_ir.Constant(_I64VEC, llvm_ir.Undefined), llvm_ir.Constant(llvm_ir.VectorType(I32, PAD), [0] * PAD)
-    )
+    lane0 = builder.insert_element(llvm_ir.Constant(_IVEC, llvm_ir.Undefined), scalar, I32(0))
+    return builder.shuffle_vector(lane0, llvm_ir.Constant(_IVEC, llvm_ir.Undefined), llvm_ir.Constant(_IVEC, [0] * PAD))
 
 
 @intrinsic
