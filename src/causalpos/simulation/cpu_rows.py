@@ -2,7 +2,7 @@
 
 Each is one LLVM loop over a row's 8-float vectors, with its running vector sum in a register (a numba
 tuple carried around a Python loop is split into scalars at every iteration). The sums keep the order
-of the plain loops they replace: vector by vector in column order, then the 8 lanes pairwise (`vsum`).
+of the plain loops they replace: vector by vector in column order, then the 8 lanes pairwise.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _pointer(context, builder, array_type, array, row, col):
 
 
 def _add_moments(context, builder, value, scale, types, arrays, row, col):
-    """With d = value * scale - shift[row, col:col+8]: acc1[...] += d, acc2[...] += d * d (`vmoments`)."""
+    """With d = value * scale - shift[row, col:col+8]: acc1[...] += d, acc2[...] += d * d."""
     shift, acc1, acc2 = (_pointer(context, builder, ty, a, row, col) for ty, a in zip(types, arrays))
     d = vintrinsic(builder, "fma", value, broadcast(builder, scale), builder.fneg(builder.load(shift, align=4)))
     builder.store(builder.fadd(builder.load(acc1, align=4), d), acc1, align=4)

@@ -29,12 +29,10 @@ def kernel(fn):
     return numba.njit(fastmath=FASTMATH, nogil=True, cache=True, error_model="numpy")(fn)
 
 
-# The kernel's inner loops use explicit 8-float vectors. LLVM's auto-vectoriser
-# handles these short, triangular loops poorly (runtime alias checks, scalar
-# remainders, no reuse of a loaded row across two output rows, and expf is an
-# opaque scalar call); with these operations it emits plain AVX2 code.
 # A vector is a numba UniTuple of 8 float32 ([8 x float] in LLVM), converted
-# to <8 x float> inside each operation; LLVM folds the conversions away.
+# to <8 x float> inside each operation; LLVM folds the conversions away (but not
+# around a loop: a tuple carried from one iteration to the next is split into
+# scalars, so loops with vector accumulators are emitted in LLVM: cpu_tiles, cpu_rows).
 # Loads and stores are unaligned and unchecked: callers stay inside the
 # padded rows (widths and row lengths are multiples of 8).
 
@@ -131,53 +129,11 @@ def vstore(typingctx, array, row, col, vec):
 
 
 @intrinsic
-def vzero(typingctx):
-    def codegen(context, builder, signature, args):
-        return as_tuple(context, builder, llvm_ir.Constant(LLVM_VEC, [0.0] * PAD))
-
-    return VEC(), codegen
-
-
-@intrinsic
-def vfma(typingctx, scalar, vec, acc):
-    """acc + scalar * vec (one fused multiply-add per lane)."""
-
-    def codegen(context, builder, signature, args):
-        result = vintrinsic(
-            builder, "fma", broadcast(builder, args[0]), as_vector(builder, args[1]), as_vector(builder, args[2])
-        )
-        return as_tuple(context, builder, result)
-
-    return VEC(numba.float32, VEC, VEC), codegen
-
-
-@intrinsic
-def vadd(typingctx, a, b):
-    def codegen(context, builder, signature, args):
-        return as_tuple(context, builder, builder.fadd(as_vector(builder, args[0]), as_vector(builder, args[1])))
-
-    return VEC(VEC, VEC), codegen
-
-
-@intrinsic
 def vscale(typingctx, vec, scalar):
     def codegen(context, builder, signature, args):
         return as_tuple(context, builder, builder.fmul(as_vector(builder, args[0]), broadcast(builder, args[1])))
 
     return VEC(VEC, numba.float32), codegen
-
-
-@intrinsic
-def vsum(typingctx, vec):
-    """Sum of the 8 lanes, in a fixed pairwise order."""
-
-    def codegen(context, builder, signature, args):
-        lanes = [builder.extract_value(args[0], lane) for lane in range(PAD)]
-        while len(lanes) > 1:
-            lanes = [builder.fadd(lanes[k], lanes[k + 1]) for k in range(0, len(lanes), 2)]
-        return lanes[0]
-
-    return numba.float32(VEC), codegen
 
 
 @intrinsic
@@ -195,26 +151,3 @@ def vexp(typingctx, vec, scale, shift):
         return as_tuple(context, builder, exp_lanes(builder, x))
 
     return VEC(VEC, numba.float32, numba.float32), codegen
-
-
-@intrinsic
-def vmoments(typingctx, values, scale, shift, acc1, acc2, row, col):
-    """With d = values[row, col:col+8] * scale - shift[...]: acc1[...] += d, acc2[...] += d * d."""
-
-    def codegen(context, builder, signature, args):
-        types = signature.args
-        row_col = args[5:7]
-        ptrs = [vector_pointer(context, builder, types[k], args[k], *row_col) for k in (0, 2, 3, 4)]
-        v, h, a1, a2 = (builder.load(ptr, align=4) for ptr in ptrs)
-        d = vintrinsic(builder, "fma", v, broadcast(builder, args[1]), builder.fneg(h))
-        builder.store(builder.fadd(a1, d), ptrs[2], align=4)
-        builder.store(vintrinsic(builder, "fma", d, d, a2), ptrs[3], align=4)
-        return context.get_dummy_value()
-
-    return numba.types.none(values, numba.float32, shift, acc1, acc2, row, col), codegen
-
-
-@kernel
-def fma4(c0, c1, c2, c3, v0, v1, v2, v3, acc):
-    """acc + c0 v0 + c1 v1 + c2 v2 + c3 v3, in that order: the register block of the products."""
-    return vfma(c3, v3, vfma(c2, v2, vfma(c1, v1, vfma(c0, v0, acc))))
