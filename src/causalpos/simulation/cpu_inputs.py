@@ -97,14 +97,15 @@ def _build_official_reduced(normals, chi, lam, lead, X):
             X[i, lead + i] = chi[i]
         if lead:
             X[i, 0] = normals[i] + lam * chi[k]
-    _unit_rows(X, X.shape[1])
+    _unit_rows(X, lead + 1, lead + k)
 
 
 @kernel
-def _unit_rows(X, width):
-    """Each row of X divided by its norm, over the first width columns (a multiple of 8). A pass of its own
+def _unit_rows(X, first, most):
+    """Each row of X divided by its norm; row i has min(first + i, most) nonzero columns. A pass of its own
     after X is written: a vector load of values just stored one by one would wait for the stores."""
     for i in range(X.shape[0]):
+        width = -(-min(first + i, most) // PAD) * PAD
         f = ONE / np.sqrt(squares_row(X, i, width))
         for t in range(0, width, PAD):
             vstore(X, i, t, vscale(vload(X, i, t), f))
@@ -149,7 +150,7 @@ def _build_official(normals, d, lam, X):
         row = (i + 1) * d
         for c in range(d):
             X[i, c] = normals[row + c] + lam * normals[c]
-    _unit_rows(X, -(-d // PAD) * PAD)
+    _unit_rows(X, d, d)
 
 
 @kernel

@@ -110,9 +110,10 @@ def _decode_block(
         cols[i] = (i + PAD) // PAD * PAD if causal else n_pad
     reduced = law == REDUCED or law == OFFICIAL_REDUCED
     for b in range(chi.shape[0]):
-        X[:] = 0  # padding and the zero triangle must be zero again
-        Y[:] = 0
-        QT[:] = 0
+        if not causal and reduced:  # the last sample's unmasked mixing filled the zero triangle
+            X[:] = 0
+            Y[:] = 0
+            QT[:] = 0
         build_sample(state, normals, chi[b], law, d, lead, consts, u, X)
         set_widths(w, wp, first_row, reduced and causal, lead, D)
         for layer in range(n_layers):
