@@ -49,7 +49,8 @@ from causalpos.simulation.variant import LAYERNORM_EPS, Variant
 # enough to stay in L1/L2, and skips the work that structure makes zero:
 # - Q = K, so S is symmetric: under the causal mask only its lower triangle is
 #   computed (in whole register tiles, `cpu_layers`).
-# - With the reduced sampler, row i of X^(0) is nonzero only in its first
+# - In the reduced basis (exact_reduced, and the official law where exact),
+#   row i of X^(0) is nonzero only in its first
 #   w_i = min(lead + i + 1, D) columns (the shared coordinate 0 when alpha > 0,
 #   lead = 1, then the Bartlett triangle), and
 #   causal mixing (row i of AY uses rows j <= i) keeps that shape in every
