@@ -5,7 +5,7 @@ contraction too), side by side in one run, each in its own process with its own 
     python bench/bench_kernel_flags.py                  # l2, alpha 0, d 64, 4 layers, seq_len 64, 20,000 samples
     python bench/bench_kernel_flags.py --n-samples 100000 --pe rope
 
-The "before" side runs a copy of src/ whose cpu_kernel.py has the old flags. Prints each side's best of --repeat
+The "before" side runs a copy of src/ whose cpu_vectors.py has the old flags. Prints each side's best of --repeat
 timings, their ratio, and whether a compiled and a cached kernel agree bit for bit on each side.
 """
 
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_FLAGS = '_FASTMATH = {"nsz", "arcp", "contract", "reassoc"}'
+OLD_FLAGS = 'FASTMATH = {"nsz", "arcp", "contract", "reassoc"}'
 
 RUN = """
 import hashlib, json, sys, time
@@ -65,9 +65,9 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "src"
         shutil.copytree(ROOT / "src", old, ignore=shutil.ignore_patterns("__pycache__"))
-        kernel = old / "causalpos" / "simulation" / "cpu_kernel.py"
+        kernel = old / "causalpos" / "simulation" / "cpu_vectors.py"
         text = kernel.read_text()
-        line = next(line for line in text.splitlines() if line.startswith("_FASTMATH = "))
+        line = next(line for line in text.splitlines() if line.startswith("FASTMATH = "))
         kernel.write_text(text.replace(line, OLD_FLAGS))
         now = side(ROOT / "src", Path(tmp) / "cache_now", args)
         before = side(old, Path(tmp) / "cache_before", args)

@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from causalpos.simulation import cpu_kernel as kern
+from causalpos.simulation.cpu_random import block_state, normals16
+from causalpos.simulation.cpu_vectors import vexp, vload, vstore
 from causalpos.matrices import diagonal_normalise, visible_pairs
 from causalpos.simulation.engine import result_frame, run_layers, simulate
 from causalpos.simulation.sampling import (
@@ -198,16 +200,20 @@ def test_torch_samplers_have_our_law(draw, alpha):
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
-def test_official_inputs_follow_the_authors_formula_on_both_backends(alpha):
+@pytest.mark.parametrize("d", [16, 8])
+def test_official_inputs_follow_the_authors_formula_on_both_backends(alpha, d):
     """Unit rows; first and second moments of <x_i, x_j> equal an independent numpy Monte Carlo of
-    normalize(g_i + sqrt(alpha / (1 - alpha)) u); at alpha = 0 (l = 0) our i.i.d. closed forms."""
-    d = 16
+    normalize(g_i + sqrt(alpha / (1 - alpha)) u); at alpha = 0 (l = 0) our i.i.d. closed forms.
+    The CPU kernel draws the law in the reduced basis where it is smaller than d (d = 16 > n = 10: inner
+    products are all the decoder sees, and rotations keep them), in R^d otherwise (d = 8)."""
+    lead = 1 if alpha > 0 else 0
+    kernel_width = min(d, lead + min(10, d - lead))
     first_ref, second_ref = pair_statistics(official_reference(d, alpha), 0.0)
-    for backend, x in (
-        ("numba", kernel_inputs("official", d, alpha)),
-        ("torch", torch_inputs(sample_inputs_official, d, alpha)),
+    for backend, x, width in (
+        ("numba", kernel_inputs("official", d, alpha), kernel_width),
+        ("torch", torch_inputs(sample_inputs_official, d, alpha), d),
     ):
-        assert x.shape == (2048, 10, d)
+        assert x.shape == (2048, 10, width)
         np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=2e-6)
         first, second = pair_statistics(x, 0.0)
         assert_same_mean(first, first_ref, f"{backend} E<x_i, x_j>")
@@ -238,6 +244,22 @@ def test_reduced_inputs_are_lower_trapezoidal(alpha):
             assert np.all(x[:, i, lead + i] > 0)  # its chi diagonal
         if lead:
             assert np.all(x[:, :, 0] == np.float32(np.sqrt(alpha)))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.4])
+def test_official_reduced_inputs_are_lower_trapezoidal(alpha):
+    """The official law in the reduced basis (cpu_inputs): row i of X^(0) is zero past column lead + i, with
+    a positive Bartlett diagonal; with alpha > 0 column 0 (along u) is not constant, unlike our law's."""
+    v = Variant(d=64, seq_len=20, alpha=alpha, n_samples=300)
+    lead = 1 if alpha > 0 else 0
+    x = block_inputs(v, 0)
+    assert x.shape[1:] == (20, lead + 20)
+    np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=2e-6)
+    for i in range(20):
+        assert np.all(x[:, i, lead + i + 1 :] == 0)
+        assert np.all(x[:, i, lead + i] > 0)
+    if lead:
+        assert x[:, :, 0].std() > 0.05
 
 
 def test_exact_picks_the_reduced_basis_only_where_it_is_exact_and_smaller():
@@ -333,13 +355,48 @@ def test_kernel_vector_exp_is_float32_accurate():
     def exp_rows(x, out):
         for i in range(x.shape[0]):
             for t in range(0, x.shape[1], 8):
-                kern.vstore(out, i, t, kern.vexp(kern.vload(x, i, t), np.float32(1.0), np.float32(0.0)))
+                vstore(out, i, t, vexp(vload(x, i, t), np.float32(1.0), np.float32(0.0)))
 
     x = np.linspace(-87.0, 10.0, 64 * 1000, dtype=np.float32).reshape(1000, 64)
     out = np.empty_like(x)
     exp_rows(x, out)
     exact = np.exp(x.astype(np.float64))
     assert np.max(np.abs(out - exact) / exact) < 4e-7  # a few float32 ulp
+
+
+def kernel_normals(seed: int, block: int, count: int) -> np.ndarray:
+    import numba
+
+    @numba.njit
+    def fill(state, out):
+        for pos in range(0, out.size, 16):
+            normals16(state, out, pos)
+
+    out = np.empty(count, np.float32)
+    fill(block_state(seed, block), out)
+    return out.astype(np.float64)
+
+
+def test_kernel_normals_are_standard_normal():
+    """The kernel's generator (xoshiro128++ lanes, vector Box-Muller with polynomial log, sin and cos) against
+    N(0, 1): the first four moments within Z standard errors of 0, 1, 0, 3 (the standard errors from the normal's
+    own higher moments), a Kolmogorov-Smirnov test, the two normals of one Box-Muller pair (8 apart) and
+    neighbouring ones uncorrelated, also in their squares; another block's stream is another stream."""
+    from scipy import stats
+
+    count = 1 << 21
+    x = kernel_normals(0, 0, count)
+    for power, mean, variance in ((1, 0.0, 1.0), (2, 1.0, 2.0), (3, 0.0, 15.0), (4, 3.0, 96.0)):
+        z = ((x**power).mean() - mean) / np.sqrt(variance / count)
+        assert abs(z) < Z, f"E[x^{power}]: {z:+.1f} standard errors"
+    assert stats.kstest(x, "norm").pvalue > 1e-4
+    for lag in (1, 8, 16):
+        for f in (lambda v: v, np.square):
+            r = np.corrcoef(f(x[:-lag]), f(x[lag:]))[0, 1]
+            assert abs(r) * np.sqrt(count) < Z, f"lag {lag}: correlation {r:.2e}"
+    other = kernel_normals(0, 1, 4096)
+    assert abs(np.corrcoef(x[:4096], other)[0, 1]) * np.sqrt(4096) < Z
+    np.testing.assert_array_equal(kernel_normals(0, 0, 4096), x[:4096])  # the same seed and block, the same numbers
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.2])

@@ -56,6 +56,16 @@ def reduced_shape(n: int, d: int, alpha: float) -> tuple[int, int, int]:
     return lead, min(n, m), m
 
 
+def kernel_basis_is_reduced(v, sampler: str) -> bool:
+    """Whether the CPU kernel draws `sampler`'s law in the reduced basis (`reduced_shape`).
+
+    "exact_reduced" always; "official" where that is exact (rotation invariant: l2, no RoPE; both laws are
+    rotation invariant in R^d) and smaller than d (see `cpu_inputs`); its tables still say "official", the law.
+    """
+    lead, k, _ = reduced_shape(v.seq_len, v.d, v.alpha)
+    return sampler == "exact_reduced" or (sampler == "official" and v.rotation_invariant and lead + k < v.d)
+
+
 def _unit_rows(x: torch.Tensor) -> torch.Tensor:
     return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
 
