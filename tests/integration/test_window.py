@@ -166,17 +166,17 @@ def test_window_one_keeps_every_layer_at_the_input_gram(backend):
 # ---------------------------------------------------------------- window None: the engine as it was
 
 # score_mean[2, 5] and prob_mean[2, 5] (layer 3, query 5) of Variant(d=16, seq_len=6, n_layers=3, n_samples=512,
-# seed=3, **kwargs), printed by the engine of commit 4545842 (before the window) on each backend (CPU). The numba
-# rows were printed again, without a window, when the kernel began to draw its own normals (issue 42: another random
-# stream of the same law; each value moved by less than 1.7 combined standard errors of 512 samples).
+# seed=3, **kwargs), printed by the engine of commit 4545842 (before the window) on each backend (CPU). Since issue 42
+# the numba kernel draws its own normals (another stream of the same law): its numbers are held to these in
+# distribution (SAME_STREAM), never to numbers the new kernel printed.
 BEFORE = {
     ("numba", "l2"): (
-        [0.1935055887, 0.1967575517, 0.2260544924, 0.2183621321, 0.2393572021, 0.9999999672],
-        [0.1370897166, 0.1372538074, 0.1415912313, 0.1399252176, 0.1433794933, 0.3007605313],
+        [0.1951481534, 0.2109711538, 0.2222638558, 0.2437818616, 0.249433786, 1.0000000003],
+        [0.136363359, 0.1381960113, 0.1397386769, 0.1429396846, 0.1440066534, 0.2987556158],
     ),
     ("numba", "rope"): (
-        [0.3289234211, 0.3570798934, 0.388710354, 0.4562980189, 0.5501082758, 0.9999999836],
-        [0.1354243926, 0.138992085, 0.1429930054, 0.1531086387, 0.1679582431, 0.2615236327],
+        [0.3325790372, 0.3496137278, 0.3826667707, 0.4657932308, 0.5508843462, 1.0000000016],
+        [0.1358969696, 0.1378505118, 0.1423325963, 0.1542983618, 0.16797154, 0.261650019],
     ),
     ("torch", "l2"): (
         [0.1741430279, 0.1894900779, 0.221421041, 0.2520782699, 0.2431524486, 0.9999999964],
@@ -189,18 +189,26 @@ BEFORE = {
 }
 
 
+SAME_STREAM = {"torch"}  # backends whose random stream is the one of 4545842
+
+
 @pytest.mark.parametrize("backend, kind", list(BEFORE))
 def test_no_window_gives_the_numbers_of_before(backend, kind):
     """window None (the default), and a window of seq_len or more (which hides nothing and is stored as None):
-    the numbers the engine gave before the window existed (to 1e-6: float32 rounding on another CPU), bitwise
+    the numbers the engine gave before the window existed (to 1e-6: float32 rounding on another CPU; in
+    distribution where the stream changed since), bitwise
     the same as each other. A window of seq_len - 1, which hides one key of the last query, moves them."""
     kwargs = dict(d=16, seq_len=6, n_layers=3, n_samples=512, seed=3)
     if kind == "rope":
         kwargs.update(pe="rope", alpha=0.2)
     base = simulate(Variant(**kwargs), device="cpu", backend=backend)
     score, prob = BEFORE[(backend, kind)]
-    np.testing.assert_allclose(base.score_mean[2, 5], score, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(base.prob_mean[2, 5], prob, rtol=0, atol=1e-6)
+    for mean, sem, before in ((base.score_mean, base.score_sem, score), (base.prob_mean, base.prob_sem, prob)):
+        if backend in SAME_STREAM:
+            np.testing.assert_allclose(mean[2, 5], before, rtol=0, atol=1e-6)
+        else:  # two runs of 512 samples: within 4 combined standard errors (the score diagonal, constant: 1e-6)
+            allowed = np.maximum(4 * np.sqrt(2) * sem[2, 5], 1e-6)
+            assert (np.abs(mean[2, 5] - before) <= allowed).all(), (mean[2, 5], before, allowed)
     for window in (6, 100):
         same = simulate(Variant(**kwargs, window=window), device="cpu", backend=backend)
         for field in ("score_mean", "score_sem", "prob_mean", "prob_sem", "group_score_sums"):
