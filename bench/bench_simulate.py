@@ -70,21 +70,8 @@ def variant_from(args):
 
     if args.variant_json:
         return Variant(**json.loads(args.variant_json))
-    return Variant(
-        norm=args.norm,
-        scale=args.scale,
-        alpha=args.alpha,
-        pe=args.pe,
-        rope_theta=args.rope_theta,
-        mask=args.mask,
-        residual=args.residual,
-        d=args.d,
-        seq_len=args.seq_len,
-        n_layers=args.n_layers,
-        n_samples=args.n_samples,
-        seed=args.seed,
-        sampler=args.sampler,
-    )
+    # every Variant field that has an option (--n-layers: n_layers); the others (window) keep their defaults
+    return Variant(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Variant) if hasattr(args, f.name)})
 
 
 def peak_rss_mib() -> float:
