@@ -13,6 +13,8 @@ from dataclasses import fields
 import yaml
 
 from causalpos.catalogue.columns import VARIANT_COLUMNS
+from causalpos.models.settings import snapshot_schedule
+from causalpos.workflow.config import training_defaults
 from docsgen import ROOT, row, section, table
 
 PAGE = "docs/configuration.md"
@@ -42,8 +44,11 @@ MEANINGS = {
     "train_processes": "> 1: the train job runs itself under torchrun (DDP, NCCL on GPU, gloo on CPU)",
     "training.steps": "optimizer steps",
     "training.snapshot_steps": "weight-only snapshots for rule emergence: n gives step 0, the last and n - 2 "
-                               "log-spaced steps between (8: 0, 3, 8, 24, 68, 194, 558, 1600); a list gives those "
-                               "steps and 0 and the last; 0 none (then no figE1_emergence)",
+                               "log-spaced steps between (the default {}: {}); a list gives those "
+                               "steps and 0 and the last; 0 none (then no figE1_emergence)".format(
+                                   training_defaults()["snapshot_steps"],
+                                   ", ".join(map(str, snapshot_schedule(training_defaults()))),
+                               ),
     "evaluation.seeds": "other training seeds for the length comparison over seeds: target `length_seeds` trains "
                         "nope and rope again with each (not part of `all`); must differ from `training.seed`",
     "results": "the folder every result goes to; a config with a folder of its own "
