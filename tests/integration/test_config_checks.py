@@ -396,7 +396,7 @@ def test_snakemake_refuses_an_empty_corpus_before_any_job(tmp_path):
     [
         (lambda c: c["training"].update(snapshot_steps=0), "figures.figE1_emergence needs snapshots"),
         (lambda c: c["training"].update(snapshot_steps=1), "training.snapshot_steps = 1"),
-        (lambda c: c["training"].update(snapshot_steps=[10, 5000]), "[5000] outside 0 .. training.steps = 700"),
+        (lambda c: c["training"].update(snapshot_steps=[10, 5000]), "[5000] outside 0 .. training.steps = 400"),
         (lambda c: c["evaluation"].update(seeds=[0, 3]), "evaluation.seeds = [0, 3] includes training.seed = 0"),
     ],
 )
@@ -587,15 +587,15 @@ def test_a_dpi_past_what_any_journal_asks_for_is_refused(config):
     validate_config(config, devices=False)
 
 
-@pytest.mark.parametrize("warmup", [700, 2000])
+@pytest.mark.parametrize("warmup", [400, 2000])
 def test_a_warmup_as_long_as_the_training_is_refused(config, warmup):
     config["training"]["warmup_steps"] = warmup
     assert refused(config, devices=False) == (
-        f"training.warmup_steps = {warmup} must be less than training.steps = 700: the learning rate rises during "
+        f"training.warmup_steps = {warmup} must be less than training.steps = 400: the learning rate rises during "
         f"the warmup, so every step would still be warming up (it would never reach training.lr = 0.001 nor decay "
-        f"along the cosine to training.min_lr = 0.0001); set it below 700"
+        f"along the cosine to training.min_lr = 0.0001); set it below 400"
     )
-    config["training"]["warmup_steps"] = 699
+    config["training"]["warmup_steps"] = 399
     validate_config(config, devices=False)
 
 
