@@ -433,6 +433,27 @@ def test_the_large_config_is_a_larger_pair_in_its_own_folder(default_config):
     assert list(large["simulation"]["variants"]) == ["l2_alpha0.0"]
 
 
+def test_the_length_seeds_config_is_the_default_with_longer_trainings_in_its_own_folder(default_config):
+    """config/length-seeds.yaml goes after config.yaml (`--configfile config.yaml config/length-seeds.yaml`):
+    merged the way Snakemake merges config files, it is the default config but for its own results folder,
+    1,600 training steps and 64 sequences, where the default's 400 steps leave no length gap to compare."""
+    from snakemake.utils import update_config
+
+    from causalpos.workflow.settings import results_dir
+
+    merged = copy.deepcopy(default_config)
+    update_config(merged, yaml.safe_load((ROOT / "config" / "length-seeds.yaml").read_text()))
+    merged = validate_config(merged, devices=False)
+    default = validate_config(copy.deepcopy(default_config), devices=False)
+    assert results_dir(merged) == "results/length-seeds"
+    assert merged["training"]["steps"] == 1600 > default["training"]["steps"]
+    assert merged["evaluation"]["length_sequences"] == merged["evaluation"]["ablation_sequences"] == 64
+    differ = {key for key in default if merged[key] != default[key]}
+    assert differ == {"results", "training", "evaluation"}
+    assert merged["training"]["model"] == default["training"]["model"]
+    assert merged["evaluation"]["seeds"] == default["evaluation"]["seeds"]
+
+
 def test_model_labels_name_models_as_people_write_them(tmp_path):
     """Figures name the pretrained models by their own names; a `label:` overrides, and changes the figures'
     options only: the conversion and the extraction (their rules' params) stay as they were."""

@@ -61,21 +61,31 @@ def test_length_seeds_target_trains_the_other_seeds_and_summarises(finished_copy
     assert planned_jobs(finished_copy, "all") == set()  # nothing of the default run was touched
 
 
-def test_a_config_with_its_own_results_folder_writes_only_there(finished_copy):
-    """config/nope-large.yaml's `results: results/nope-large`: every output, log and benchmark of its DAG lies
-    under that folder, so it runs beside the default run without touching it."""
+@pytest.mark.parametrize(
+    "configfiles, folder",
+    [
+        (["config/nope-large.yaml"], "results/nope-large"),
+        (["config.yaml", "config/length-seeds.yaml"], "results/length-seeds"),
+    ],
+)
+def test_a_config_with_its_own_results_folder_writes_only_there(finished_copy, configfiles, folder):
+    """config/nope-large.yaml's `results: results/nope-large`, and config/length-seeds.yaml's merged over
+    config.yaml: every output, log and benchmark of the DAG lies under that folder, so it runs beside the default
+    run without touching it."""
     import shutil as sh
 
     sh.copytree(Path(__file__).resolve().parents[2] / "config", finished_copy / "config")
-    out = snakemake(finished_copy, "-n", "all", "length_seeds", "--configfile", "config/nope-large.yaml").stdout
+    out = snakemake(finished_copy, "-n", "all", "length_seeds", "--configfile", *configfiles).stdout
     outputs = [
         p.strip()
         for line in out.splitlines()
         if line.strip().startswith(("output:", "log:", "benchmark:"))
         for p in line.split(":", 1)[1].split(",")
     ]
-    assert outputs and all(p.startswith("results/nope-large/") for p in outputs), outputs[:5]
-    assert "rule train:" in out and "rule emergence:" in out and "rule pretrained:" not in out
+    assert outputs and all(p.startswith(f"{folder}/") for p in outputs), outputs[:5]
+    assert "rule train:" in out and "rule emergence:" in out
+    if folder == "results/nope-large":  # the larger pair alone: no pretrained LLM
+        assert "rule pretrained:" not in out
 
 
 def test_two_checkouts_share_simulations_through_the_output_cache(finished_run, tmp_path, monkeypatch):
