@@ -72,6 +72,38 @@ def test_check_gguf_reads_the_metadata_the_stock_reader_reads(tmp_path):
     )
 
 
+def test_gguf_read_once_gives_the_stock_readers_fields_parses_once_and_puts_gguf_back(tmp_path):
+    """The conversion's gguf_read_once: inside it a file is parsed once however often transformers opens it, with
+    the fields and tensors a fresh stock reader gives, the tensor-name map is built once per (arch, depth) and
+    equals a fresh one; outside it, and after an error inside it, gguf's own reader and map are back."""
+    import gguf
+    import numpy as np
+
+    from causalpos.models.pretrained import gguf_read_once
+
+    path = write_tiny_gguf(tmp_path / "tiny.gguf", context=96, layers=3)
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    stock = reader(path)
+    with gguf_read_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first and gguf.GGUFReader(tmp_path / "." / "tiny.gguf") is first
+        assert {key: field.contents() for key, field in first.fields.items()} == {
+            key: field.contents() for key, field in stock.fields.items()
+        }
+        assert [(t.name, t.data.tobytes()) for t in first.tensors] == [
+            (t.name, t.data.tobytes()) for t in stock.tensors
+        ]
+        arch = gguf.MODEL_ARCH.LLAMA
+        cached = gguf.get_tensor_name_map(arch, 3)
+        assert gguf.get_tensor_name_map(arch, 3) is cached
+        assert cached.mapping == name_map(arch, 3).mapping and gguf.get_tensor_name_map(arch, 4) is not cached
+        assert np.array_equal(first.tensors[0].data, stock.tensors[0].data)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+    with pytest.raises(RuntimeError), gguf_read_once():
+        raise RuntimeError("a failed conversion")
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+
+
 def test_check_gguf_refuses_a_file_cut_anywhere(tmp_path):
     data = write_tiny_gguf(tmp_path / "tiny.gguf").read_bytes()
     cut = tmp_path / "cut.gguf"

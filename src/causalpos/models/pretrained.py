@@ -17,11 +17,14 @@ for a model shipped in chunks it reads them as the one file they make up, withou
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import logging
+import os
 import struct
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -292,14 +295,41 @@ def _joined(source: GGUFFile, spec: dict, folder: Path) -> Path:
     return Path(importlib.import_module(model.module).assemble(folder / source.name))
 
 
+@contextmanager
+def gguf_read_once():
+    """Within this block gguf's reader parses a file once and its tensor-name map is built once per
+    architecture and depth. transformers parses the whole GGUF file for the config, again for the weights and
+    again for the tokenizer (4 s each for SmolLM2-135M: its 49,152-word vocabulary, string by string), and
+    builds the name map once per tensor (397 times, 6 s); it looks both up in the gguf module at each call,
+    so they are swapped there and put back on the way out. The readers and maps are the library's own,
+    used read-only."""
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers = {}
+
+    def read_once(path, *args, **kwargs):
+        key = (os.path.realpath(path), args, tuple(sorted(kwargs.items())))
+        if key not in readers:
+            readers[key] = reader(path, *args, **kwargs)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = read_once, functools.cache(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+
+
 def _dequantised(path: Path, step: Steps):
     """The model (float weights, a plain config) and tokenizer transformers reads from a GGUF file."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
-    step.done("weights dequantised")
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    step.done("tokenizer read")
+    with gguf_read_once():
+        loaded = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+        step.done("weights dequantised")
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        step.done("tokenizer read")
     # the weights are dequantised on load, but the model stays marked as GGUF-quantised, which
     # save_pretrained refuses: move them into the same architecture built from the plain config
     settings = loaded.config.to_dict()
