@@ -18,6 +18,7 @@ from causalpos.workflow.config import training_defaults
 from docsgen import ROOT, row, section, table
 
 PAGE = "docs/configuration.md"
+TRAINING = training_defaults()  # the schema's training defaults: the default snapshot schedule below
 SCHEMA = ROOT / "src" / "causalpos" / "schemas" / "config.schema.yaml"
 CONFIG = ROOT / "config.yaml"
 
@@ -30,12 +31,12 @@ MEANINGS = {
     "simulation.chunk_size": "samples per streamed chunk; memory depends on it, the numbers do not",
     "simulation.defaults": "the variant parameters (table below) every variant starts from",
     "simulation.variants.NAME": "overrides of the defaults; NAME is the wildcard and the file name "
-                                "(`results/simulation/NAME.parquet`)",
+    "(`results/simulation/NAME.parquet`)",
     "data.sources": "the corpora, a list of sources (table below): `{type: embedded, name}`, "
-                    "`{type: files, paths, text_column}` (.txt .jsonl .parquet), "
-                    "`{type: hf, name or path, config, split}` (streamed)",
+    "`{type: files, paths, text_column}` (.txt .jsonl .parquet), "
+    "`{type: hf, name or path, config, split}` (streamed)",
     "data.heldout_fraction": "share of documents held out; the split is a seeded hash of each text, so adding "
-                             "documents never moves one between train and held-out",
+    "documents never moves one between train and held-out",
     "data.seed": "seed of that hash",
     "tokenizer.name": "null trains a byte-level BPE on the train split; else a tokenizer folder or hub name",
     "tokenizer.block_len": "tokens per training block (EOS between documents)",
@@ -44,16 +45,15 @@ MEANINGS = {
     "train_processes": "> 1: the train job runs itself under torchrun (DDP, NCCL on GPU, gloo on CPU)",
     "training.steps": "optimizer steps",
     "training.snapshot_steps": "weight-only snapshots for rule emergence: n gives step 0, the last and n - 2 "
-                               "log-spaced steps between (the default {}: {}); a list gives those "
-                               "steps and 0 and the last; 0 none (then no figE1_emergence)".format(
-                                   training_defaults()["snapshot_steps"],
-                                   ", ".join(map(str, snapshot_schedule(training_defaults()))),
-                               ),
+    "log-spaced steps between (the default {}: {}); a list gives those "
+    "steps and 0 and the last; 0 none (then no figE1_emergence)".format(
+        TRAINING["snapshot_steps"], ", ".join(map(str, snapshot_schedule(TRAINING)))
+    ),
     "evaluation.seeds": "other training seeds for the length comparison over seeds: target `length_seeds` trains "
-                        "nope and rope again with each (not part of `all`); must differ from `training.seed`",
+    "nope and rope again with each (not part of `all`); must differ from `training.seed`",
     "results": "the folder every result goes to; a config with a folder of its own "
-               "(`config/nope-large.yaml`: results/nope-large) runs beside the default run, its logs and "
-               "benchmarks inside that folder too",
+    "(`config/nope-large.yaml`: results/nope-large) runs beside the default run, its logs and "
+    "benchmarks inside that folder too",
     "training.micro_batch": "sequences (blocks) per forward/backward, per process",
     "training.grad_accum": "micro batches per optimizer step; global batch = micro_batch x grad_accum x processes",
     "training.lr": "peak learning rate, reached at the end of the linear warmup",
@@ -69,8 +69,8 @@ MEANINGS = {
     "training.log_every": "steps per metrics row and log line",
     "training.device": "`auto`, `cpu` or `cuda`",
     "training.threads": "threads per training job (rule train, every seed; capped by `--cores` and the job's "
-                        "CPUs), shared by its processes on a node: each of `train_processes` takes threads / "
-                        "processes, at least 1",
+    "CPUs), shared by its processes on a node: each of `train_processes` takes threads / "
+    "processes, at least 1",
     "training.model.n_layers": "decoder layers (the shape is checked before any job: heads must divide hidden, ...)",
     "training.model.hidden_size": "hidden size",
     "training.model.n_heads": "attention heads (must divide hidden_size)",
@@ -83,13 +83,13 @@ MEANINGS = {
     "extraction.device": "`auto`, `cpu` or `cuda`",
     "extraction.batch_size": "sequences per forward pass",
     "extraction.threads": "threads per extraction job (rules extract, pattern_ablation, pattern_ablation_pretrained and emergence; capped by "
-                          "`--cores` and the job's CPUs)",
+    "`--cores` and the job's CPUs)",
     "extraction.pretrained.seq_len": "tokens per sequence of the pretrained LLMs (the paper: 1,024)",
     "extraction.pretrained.n_sequences": "held-out sequences per pretrained LLM (the paper: 1,000)",
     "extraction.pretrained.models.NAME": "a pretrained LLM (table below); NAME is the `{model}` wildcard",
     "claims.thresholds.KEY": "overrides of the ledger's thresholds, key by key (table below; docs/claims.md)",
     "figures.FIGURE": "settings of one figure of causalpos.catalogue.figures (table below); the key list is the "
-                      "figures the run draws",
+    "figures the run draws",
     "plot.formats": "one file per format and figure",
     "plot.dpi": "resolution of the PNG (and SVG) files",
     "tokenizer.vocab_size": "vocabulary of the trained BPE (unused when `name` is set)",
@@ -104,14 +104,14 @@ MEANINGS = {
     "pretrained.batch_size": "this model's own `extraction.batch_size`",
     "plot.cmap": "colour map of every score heatmap, raw and diagonal-normalised (the paper's `rocket`)",
     "plot.diverging_cmap": "centred colour map of differences (figC1), and of diagonal-normalised maps with "
-                           "`centred_diagnorm` (ours)",
+    "`centred_diagnorm` (ours)",
     "plot.colour_limits": "`paper`: raw simulated scores on the paper's fixed range, 0 to a token's score with itself "
-                          "(1 for l2 and LayerNorm with d scaling, sqrt(d) with sqrt(d) scaling), every other panel on "
-                          "its own range; `panel`: every panel on its own range",
+    "(1 for l2 and LayerNorm with d scaling, sqrt(d) with sqrt(d) scaling), every other panel on "
+    "its own range; `panel`: every panel on its own range",
     "plot.centred_diagnorm": "diagonal-normalised maps on limits symmetric about 0 in `diverging_cmap` (ours) instead "
-                             "of the paper's own range in `cmap`",
+    "of the paper's own range in `cmap`",
     "pretrained.label": "the model's name in figures (default: the embedded model's name, the Hugging Face id's last "
-                        "part, else its key)",
+    "part, else its key)",
     "plot.font_scale": "multiplies every font size",
     # figures.FIGURE
     "figures.variants": "which variants the figure shows (rows in that order)",
@@ -226,11 +226,23 @@ def main_rows(schema: dict, config: dict) -> list[str]:
                     default = fmt(node["default"])
                 else:
                     default = "required" if name in required else ""
-            kinds = "mapping" if path.endswith((".NAME", ".FIGURE", ".KEY")) or path == "simulation.defaults" \
+            kinds = (
+                "mapping"
+                if path.endswith((".NAME", ".FIGURE", ".KEY")) or path == "simulation.defaults"
                 else allowed(node)
+            )
             meaning = MEANINGS.get(path) or node.get("description", "")
-            lines.append(row([f"`{path}`", kinds, f"`{default}`" if default not in ("", "required", "see below")
-                              else default, f"`{shown}`" if shown else "", meaning]))
+            lines.append(
+                row(
+                    [
+                        f"`{path}`",
+                        kinds,
+                        f"`{default}`" if default not in ("", "required", "see below") else default,
+                        f"`{shown}`" if shown else "",
+                        meaning,
+                    ]
+                )
+            )
 
     walk(schema["properties"], schema.get("required", []), "")
     return lines
@@ -261,20 +273,34 @@ def config_tables() -> str:
     missing = set(variant_defaults) ^ set(schema["$defs"]["variant_fields"]["properties"])
     if missing:
         raise ValueError(f"the schema's variant_fields and Variant differ: {sorted(missing)}")
-    out = ["<!-- generated by scripts/generate-docs.py from src/causalpos/schemas/config.schema.yaml: "
-           "edit those, not this table -->", "",
-           "### Every key", "",
-           *table(["key", "allowed", "if left out", "config.yaml", "meaning"], main_rows(schema, config)), "",
-           "### Variant parameters (`simulation.defaults`, `simulation.variants.NAME`)", "",
-           "Fields of `causalpos.simulation.variant.Variant`, and the columns of the simulation tables too. A "
-           "variant takes `simulation.defaults` and overrides some of them.", "",
-           *table(["key", "allowed", "if left out", "config.yaml defaults", "meaning"],
-                  def_rows(schema, "variant_fields", "variant.", variant_defaults, config["simulation"]["defaults"])),
-           "",
-           "### A data source (`data.sources`)", "",
-           *table(["key", "allowed", "meaning"], def_rows(schema, "data_source", "data.sources.")), "",
-           "### A pretrained model (`extraction.pretrained.models.NAME`)", "",
-           *table(["key", "allowed", "meaning"], def_rows(schema, "pretrained_model", "pretrained.")), "",
-           "### A figure (`figures.FIGURE`)", "",
-           *table(["key", "allowed", "meaning"], def_rows(schema, "figure", "figures."))]
+    out = [
+        "<!-- generated by scripts/generate-docs.py from src/causalpos/schemas/config.schema.yaml: "
+        "edit those, not this table -->",
+        "",
+        "### Every key",
+        "",
+        *table(["key", "allowed", "if left out", "config.yaml", "meaning"], main_rows(schema, config)),
+        "",
+        "### Variant parameters (`simulation.defaults`, `simulation.variants.NAME`)",
+        "",
+        "Fields of `causalpos.simulation.variant.Variant`, and the columns of the simulation tables too. A "
+        "variant takes `simulation.defaults` and overrides some of them.",
+        "",
+        *table(
+            ["key", "allowed", "if left out", "config.yaml defaults", "meaning"],
+            def_rows(schema, "variant_fields", "variant.", variant_defaults, config["simulation"]["defaults"]),
+        ),
+        "",
+        "### A data source (`data.sources`)",
+        "",
+        *table(["key", "allowed", "meaning"], def_rows(schema, "data_source", "data.sources.")),
+        "",
+        "### A pretrained model (`extraction.pretrained.models.NAME`)",
+        "",
+        *table(["key", "allowed", "meaning"], def_rows(schema, "pretrained_model", "pretrained.")),
+        "",
+        "### A figure (`figures.FIGURE`)",
+        "",
+        *table(["key", "allowed", "meaning"], def_rows(schema, "figure", "figures.")),
+    ]
     return "\n".join(out)
