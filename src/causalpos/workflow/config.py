@@ -22,6 +22,12 @@ from causalpos.simulation.variant import Variant
 from causalpos.workflow.settings import extra_seeds, extracted_models, pretrained_settings, results_dir, variant_params
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster, the same values
+
+
+def read_schema() -> dict:
+    """The config schema, parsed (every Snakemake start and every check reads it: libyaml's parser)."""
+    return yaml.load(SCHEMA_PATH.read_text(), Loader=YAML_LOADER)
 DEVICE_KEYS = ("device", "training.device", "extraction.device")  # every `device` of the schema
 
 
@@ -81,7 +87,7 @@ def validate_config(config: dict, devices=True) -> dict:
     try:
         validate(config, str(SCHEMA_PATH), set_default=True)
     except WorkflowError:
-        schema = yaml.safe_load(SCHEMA_PATH.read_text())
+        schema = read_schema()
         validator = jsonschema.validators.validator_for(schema)(schema)
         raise ConfigError("invalid config:\n  " + _invalid(validator.iter_errors(config))) from None
     check_config(config, devices)
@@ -99,7 +105,7 @@ def _finite(checker, instance) -> bool:
 def check_numbers(config: dict) -> None:
     """Refuse what JSON Schema lets through: NaN and infinity pass every bound (a comparison with NaN is false), and
     a whole number written as a float (`d: 64.0`) is an integer to it. Raises ConfigError naming each key."""
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    schema = read_schema()
     base = jsonschema.validators.validator_for(schema)
     strict = jsonschema.validators.extend(
         base, type_checker=base.TYPE_CHECKER.redefine_many({"integer": _whole, "number": _finite})
@@ -126,7 +132,7 @@ def with_defaults(config: dict) -> dict:
     """A copy of `config` with the schema's defaults filled in and checked by jsonschema alone, without
     Snakemake's validator and without check_config's machine checks: for scripts on machines where the package
     runs but Snakemake is not installed (bench/device_length_seeds.py on a GPU node). Raises ConfigError."""
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    schema = read_schema()
     validator = _filling_validator(jsonschema.validators.validator_for(schema), schema)
     config = copy.deepcopy(config)
     errors = list(validator.iter_errors(config))
@@ -139,7 +145,7 @@ def training_defaults(section: dict | None = None) -> TrainingSettings:
     """A training section as a config would write it (None: empty) with the schema's defaults filled in, checked:
     the settings of a training outside a config file (tests, bench/). A config's own section is
     config["training"] once validate_config has filled it in. Raises ConfigError naming the key."""
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    schema = read_schema()
     validator = _filling_validator(jsonschema.validators.validator_for(schema), schema["properties"]["training"])
     section = copy.deepcopy(section or {})
     errors = list(validator.iter_errors(section))
@@ -425,7 +431,7 @@ def check_duplicate_keys(path) -> None:
     by keeping the last (a variant given twice ran with the second's settings). Reads the file again:
     the loaded config no longer shows it. ConfigError names the file, the key path and both lines."""
     path = Path(path)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
+    loader = YAML_LOADER
     text = config_text(path)
     try:
         root = yaml.compose(text, Loader=loader)
@@ -493,7 +499,7 @@ def load_config(path, devices=True) -> dict:
     """Read, check (duplicate keys, then validate_config; `devices` as there) and fill in a config file."""
     path = Path(path)
     check_duplicate_keys(path)  # also: a missing file, a folder, not text, not YAML
-    config = yaml.safe_load(config_text(path)) or {}
+    config = yaml.load(config_text(path), Loader=YAML_LOADER) or {}
     if not isinstance(config, dict):
         raise ConfigError(
             f"config file {path}: its top level is a {type(config).__name__}; a config maps keys "
