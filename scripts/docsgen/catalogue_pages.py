@@ -84,3 +84,26 @@ def claims_code() -> str:
     rows = [row([c.id, c.title, f"{c.direction} `{c.threshold}`", code_link(c.measured_by)])
             for c in CLAIMS.values()]
     return "\n".join(table(["claim", "title", "threshold", "measured by"], rows))
+
+
+@section("preregistered", "docs/claims.md")
+def preregistered_claims() -> str:
+    """The claims registered before their numbers (catalogue.preregistered): what each states, measures, must pass,
+    what we expect, its Holm family, its rows and what its uncertainty covers."""
+    from causalpos.catalogue.preregistered import REGISTRATIONS, REPLACES
+
+    lines = []
+    for r in REGISTRATIONS.values():
+        c, t = r.claim, r.threshold
+        lines += [
+            f"**{c.id}: {c.title}.** {c.statement}.",
+            "",
+            f"- metric: {c.metric} ({c.unit}); rows: {r.rows}",
+            f"- passes when the metric is {c.direction} `{t.key}` = {t.default!r} ({t.why})",
+            f"- expected: {r.expected}",
+            f"- Holm family: {r.family}; uncertainty: {r.uncertainty}",
+        ]
+        if c.id in REPLACES:
+            lines.append(f"- replaces today's {c.id} when it lands: {REPLACES[c.id]}")
+        lines.append("")
+    return "\n".join(lines).rstrip()
