@@ -2,6 +2,7 @@
 # Run:  snakemake --cores 8 all_figures      (config: config.yaml, checked before any job)
 #       snakemake --cores 8 length_seeds     (length and pattern ablation over training seeds: more trainings)
 #       snakemake --cores 8 paper_llms       (Section 5.2 at the paper's size: 1,000 x 1,024 tokens per LLM; hours on a CPU)
+#       snakemake --cores 8 mask_controls    (the LLMs' pattern on content controls: three more extractions per LLM)
 #       snakemake --cores 2 results/simulation/l2_alpha0.0.parquet   (any result: the jobs it needs, and no other)
 #       snakemake --cores 8 verify           (all, with every byte of every result checked against what its job wrote)
 # rules/*.smk are the DAG: each rule's inputs, outputs and params; its code is causalpos.jobs.<rule>.
@@ -114,6 +115,15 @@ rule length_seeds:
     input:
         LENGTH_SEEDS,
         lost=lost(LENGTH_SEEDS),
+
+
+# Issue 43: is it the mask? Claim 8's metrics of every pretrained LLM on sequences that are not document openings,
+# on random tokens and on shuffled documents, beside its documents' (results/summary/mask_controls.parquet); each
+# control's extraction under results/controls/<condition>. Not part of `all`: three more extractions per LLM.
+rule mask_controls:
+    input:
+        rules.mask_controls_table.output,
+        lost=lost(rules.mask_controls_table.output),
 
 
 # Section 5.2 at the paper's size: every model of extraction.pretrained.models on extraction.paper_llms's sequences

@@ -82,3 +82,27 @@ rule window_test:
         upstream=upstream("window_test"),
     script:
         "../workflow_scripts/job.py"
+
+
+# Issue 43: claim 8's metrics of every pretrained LLM on the content controls' sequences beside its documents'
+# (target mask_controls: each control's extraction under results/controls/<condition>).
+rule mask_controls_table:
+    input:
+        unpack(mask_controls_inputs),
+    output:
+        paths.table_file("mask_controls", RESULTS),
+    log:
+        log_path("mask_controls.log"),
+    conda:
+        "../envs/causalpos.yaml"
+    threads: job_threads("mask_controls_table")
+    resources:
+        **job_resources("mask_controls_table"),
+    params:
+        conditions=["documents", *CONTROLS.values()],
+        models=PRETRAINED,
+        settings={key: config["claims"][key] for key in ("n_bootstrap", "seed")},
+        code=code("mask_controls_table"),
+        upstream=upstream("mask_controls_table"),
+    script:
+        "../workflow_scripts/job.py"

@@ -19,7 +19,7 @@ from causalpos.catalogue.figures import (
     LENGTH_SEEDS_FIGURE,
     claims_pages,
 )
-from causalpos.catalogue.models import TRAINED, TRAINED_RUNS
+from causalpos.catalogue.models import CONTROL_CONDITIONS, TRAINED, TRAINED_RUNS
 from causalpos.workflow import settings
 from causalpos.workflow.config import check_duplicate_keys, validate_config
 from causalpos.workflow.costs import check_costs
@@ -58,6 +58,10 @@ SEED_RUNS = settings.seed_runs(
     config
 )  # (model, seed, run) of every training of target length_seeds
 PAPER_FIGURES = settings.paper_llms_figures(config)
+CONTROLS = {
+    paths.controls_dir(condition, RESULTS): condition
+    for condition in CONTROL_CONDITIONS
+}  # target mask_controls: each content control's extraction in a folder of its own
 CLAIM_OF = {
     RESULTS: None,
     PAPER: 8,
@@ -71,7 +75,7 @@ def one_of(names):
 
 
 wildcard_constraints:
-    results=one_of([RESULTS, PAPER, SEEDS]),
+    results=one_of([RESULTS, PAPER, SEEDS, *CONTROLS]),
     variant=one_of(VARIANTS),
     figure=one_of(FIGURES),
 
@@ -199,7 +203,25 @@ def pretrained_inputs(wildcards):
 def extraction_settings(wildcards):
     if wildcards.results == PAPER:
         return settings.paper_llms_settings(config, wildcards.model)
+    if wildcards.results in CONTROLS:
+        return settings.control_settings(
+            config, wildcards.model, CONTROLS[wildcards.results]
+        )
     return settings.extraction_settings(config, wildcards.model)
+
+
+def mask_controls_inputs(wildcards):
+    """Each condition's tables, condition after condition (`documents`: the default run's extraction), a file per
+    pretrained model in each (jobs.mask_controls reads them in this order)."""
+    folders = [RESULTS, *CONTROLS]
+    return {
+        table: [
+            paths.activation_table(model, table, folder)
+            for folder in folders
+            for model in PRETRAINED
+        ]
+        for table in ("scores", "groups", "head_scores")
+    }
 
 
 def ablation_tables(wildcards):

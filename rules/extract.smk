@@ -25,7 +25,8 @@ rule pretrained:
 
 
 # Every layer's scores, Figure 3's intermediates, the position probe and each head's map of one model: a trained
-# twin on the evaluation snippets, a pretrained LLM on held-out documents in its own tokenizer.
+# twin on the evaluation snippets, a pretrained LLM on held-out documents in its own tokenizer (in a folder of
+# CONTROLS: on that content control's sequences, target mask_controls).
 rule extract:
     input:
         unpack(extraction_inputs),
@@ -34,7 +35,7 @@ rule extract:
     log:
         log_path("extract/{model}.log", "{results}"),
     wildcard_constraints:
-        results=one_of([RESULTS, PAPER]),
+        results=one_of([RESULTS, PAPER, *CONTROLS]),
         model=one_of(EXTRACTED),
     cache: True
     conda:

@@ -51,6 +51,7 @@ COVERED = {
     "environment",  # tests/unit/test_environment.py
     "convergence",
     "window_test",
+    "mask_controls",
     "runtimes",
     "length_seeds",
 }
@@ -240,6 +241,31 @@ def test_the_convergence_and_window_tables_are_their_records():
     frame = convergence_frame(tables["scores"], tables["groups"], n_bootstrap=4, min_groups=3)
     assert len(frame) and columns_of(frame) == list(TABLES["convergence"].columns)
     assert columns_of(window_frame([])) == list(TABLES["window_test"].columns)
+
+
+def test_the_mask_controls_table_is_its_record_with_claim_8s_rows_per_layer_and_head():
+    from causalpos.analysis.mask_controls import HEAD_AVERAGE, LAYERS_2_ON, condition_frame, mask_controls_frame
+
+    tables = model_tables("llm", "pretrained", layers=3, heads=2)
+    parts = [
+        condition_frame(c, tables["scores"], tables["groups"], tables["head_scores"], n_bootstrap=20, seed=0)
+        for c in ("documents", "random_tokens")
+    ]
+    frame = mask_controls_frame(parts)
+    assert columns_of(frame) == list(TABLES["mask_controls"].columns)
+    for _, rows in frame.groupby("condition"):
+        average = rows[rows["head"] == HEAD_AVERAGE]
+        per_layer = average[average["layer"] >= 0]
+        assert per_layer.groupby("metric")["layer"].apply(sorted).to_dict() == {
+            m: [0, 1, 2] for m in ("first_keys_emphasis", "nonrelative_amplitude", "range_ratio", "sink_emphasis")
+        }
+        assert per_layer["uncertainty"].notna().all()
+        assert sorted(average[average["layer"] == LAYERS_2_ON]["metric"]) == ["nonrelative_amplitude", "range_ratio"]
+        heads = rows[rows["head"] != HEAD_AVERAGE]
+        assert len(heads) == 3 * 2 * 2 and heads["uncertainty"].isna().all()
+        # the synthetic maps' key term grows with the layer (unit_tables): so does the non-relative amplitude
+        amplitude = per_layer[per_layer["metric"] == "nonrelative_amplitude"].sort_values("layer")["value"]
+        assert amplitude.is_monotonic_increasing
 
 
 def test_the_runtimes_and_length_seed_tables_are_their_records(tmp_path):

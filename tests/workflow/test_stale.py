@@ -101,9 +101,7 @@ def test_killed_jobs_after_a_config_change_are_rebuilt_with_what_is_made_from_th
         assert path.stat().st_mtime >= made, f"{path.name} is older than the simulation it shows"
     for model in ("nope", "rope"):
         metrics = pd.read_parquet(models / model / "metrics.parquet")
-        assert metrics["step"].max() == steps and metrics["lr"].max() == pytest.approx(
-            lr, rel=1e-6
-        )
+        assert metrics["step"].max() == steps and metrics["lr"].max() == pytest.approx(lr, rel=1e-6)
         weights = (models / model / "model.safetensors").stat().st_mtime
         scores = workdir / paths.activation_table(model, "scores")
         assert scores.stat().st_mtime >= weights  # extracted from the new weights

@@ -297,6 +297,20 @@ WINDOW_TEST = {
     "replicates": "the bootstrap values (the same draws for every layer)",
 }
 
+MASK_CONTROLS = {
+    "model": "a pretrained LLM",
+    "condition": "the sequences (corpus.conditions): `documents` (Section 5.2's, the default run's extraction), "
+    "`mid_document`, `random_tokens` or `shuffled_documents`",
+    "layer": "0-based; -1: the median over layers 2+ (paper) (8b, 8c)",
+    "head": "the query head; -1: the mean map over heads (the ledger's claim 8)",
+    "metric": "`nonrelative_amplitude` (8a; 8b at layer -1), `range_ratio` (8c), `first_keys_emphasis` (8d), "
+    "`sink_emphasis` (8d's key 0)",
+    "value": "claim 8's metric on this condition's sequences (analysis.mask_controls)",
+    "uncertainty": "bootstrap over the groups of sequences (one standard error); NaN for a head (no groups)",
+    "n_sequences": "the sequences of the condition",
+    "seq_len": "their length",
+}
+
 RUNTIMES = {
     "rule": "the rule",
     "job": "the job (its wildcards)",

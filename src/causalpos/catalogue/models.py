@@ -22,6 +22,11 @@ from dataclasses import dataclass
 TRAINED_KIND, PRETRAINED_KIND = "trained", "pretrained"  # the `kind` column of the tables
 KINDS = (TRAINED_KIND, PRETRAINED_KIND)
 
+# the pretrained models' sequences under the content controls of issue 43 (corpus.conditions: what each is); the
+# first is Section 5.2's, the default run's own extraction; the others each have an extraction of their own
+CONDITIONS = ("documents", "mid_document", "random_tokens", "shuffled_documents")
+CONTROL_CONDITIONS = CONDITIONS[1:]
+
 
 @dataclass(frozen=True)
 class Model:

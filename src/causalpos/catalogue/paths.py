@@ -194,6 +194,12 @@ def paper_llms_dir(results: str = RESULTS) -> str:
     return f"{results}/paper_llms"
 
 
+def controls_dir(condition: str, results: str = RESULTS) -> str:
+    """The folder of one content control's extraction (target mask_controls, issue 43): the functions here, given
+    it as `results`, name its tables (activations/{model}/scores.parquet ...)."""
+    return f"{results}/controls/{condition}"
+
+
 def summary_dir(results: str = RESULTS) -> str:
     return f"{results}/summary"
 

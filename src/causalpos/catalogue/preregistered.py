@@ -23,9 +23,6 @@ from dataclasses import dataclass
 from causalpos.catalogue.claims import Claim
 from causalpos.catalogue.thresholds import Threshold
 
-CONDITIONS = ("documents", "mid_document", "random_tokens", "shuffled_documents")  # mask_controls' conditions
-CONTROLS = CONDITIONS[1:]  # the content controls, each compared with `documents`
-
 
 @dataclass(frozen=True)
 class Registration:

@@ -25,6 +25,7 @@ from causalpos.catalogue.columns import (
     HEADS,
     INCREASING,
     LENGTH_SEEDS,
+    MASK_CONTROLS,
     NONRELATIVENESS,
     PROBE_SUMMARY,
     RECURSION,
@@ -293,6 +294,17 @@ CONVERGENCE_COLUMNS = [
     "direction",
     "alpha",
 ]
+MASK_CONTROLS_COLUMNS = [
+    "model",
+    "condition",
+    "layer",
+    "head",
+    "metric",
+    "value",
+    "uncertainty",
+    "n_sequences",
+    "seq_len",
+]
 WINDOW_TEST_COLUMNS = [
     "model",
     "source",
@@ -534,6 +546,13 @@ def _records() -> list[Table]:
             "sliding-window layers before and after the window, measured and predicted by the recursion",
             WINDOW_TEST_COLUMNS,
             WINDOW_TEST,
+        ),
+        _table(
+            "mask_controls",
+            "summary/mask_controls.parquet",
+            "claim 8's metrics of each pretrained model on the content controls' sequences (target mask_controls)",
+            MASK_CONTROLS_COLUMNS,
+            MASK_CONTROLS,
         ),
         _table(
             "runtimes", "summary/runtimes.parquet", "the run time of every expensive job", RUNTIME_COLUMNS, RUNTIMES

@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from causalpos.catalogue.models import CONDITIONS
 from causalpos.corpus.sequences import TooFewSequences, llm_sequences
 from causalpos.corpus.tokens import encode_texts, token_dtype
 
-CONDITIONS = ("documents", "mid_document", "random_tokens", "shuffled_documents")
 SEED_OFFSET = {condition: i for i, condition in enumerate(CONDITIONS)}  # each condition's own random stream
 
 

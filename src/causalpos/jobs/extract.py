@@ -2,7 +2,8 @@
 one model, to Parquet (models.extract).
 
 A trained model (the nope / rope folder) runs on the evaluation snippets; a pretrained one (a folder or hub id) on
-documents of its `splits` in its own tokenizer, the sequences chosen, and too few of them refused, before the model
+documents of its `splits` in its own tokenizer (or on a content control's sequences: settings["condition"]), the
+sequences chosen, and too few of them refused, before the model
 is loaded. With `state` a killed run restarts from its last completed group of sequences."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import sys
 import time
 
 from causalpos import __version__
-from causalpos.corpus.sequences import llm_sequences, load_tokenizer_for_extraction, sequence_counts
+from causalpos.corpus.conditions import condition_sequences
+from causalpos.corpus.sequences import load_tokenizer_for_extraction, sequence_counts
 from causalpos.io import read_array, read_table
 from causalpos.models.extract import ATTENTION_NAME, extract_to_files
 from causalpos.models.pretrained import bos_prefix, load_for_extraction
@@ -39,7 +41,10 @@ def run(job) -> None:
         tokens = read_array(job.input.tokens)
     else:
         tokenizer = load_tokenizer_for_extraction(location, setting)
-        tokens, table = llm_sequences(
+        # Section 5.2's documents, or a content control's sequences (target mask_controls; corpus.conditions)
+        condition = settings.get("condition", "documents")
+        tokens, table = condition_sequences(
+            condition,
             read_table(job.input.documents),
             tokenizer,
             settings["seq_len"],
@@ -48,8 +53,8 @@ def run(job) -> None:
             splits=settings["splits"],
             setting=settings["setting"],
             prefix=bos_prefix(tokenizer),
-            strict=True,
         )
+        meta["condition"] = condition
         # which documents the sequences are, and how many of each source and split (docs/models.md)
         meta["sequences"] = {"counts": sequence_counts(table), "doc_ids": table["doc_id"].tolist()}
         log.info("extract %s: sequences by source and split: %s", name, meta["sequences"]["counts"])

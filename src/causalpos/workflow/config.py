@@ -28,6 +28,8 @@ YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when pres
 def read_schema() -> dict:
     """The config schema, parsed (every Snakemake start and every check reads it: libyaml's parser)."""
     return yaml.load(SCHEMA_PATH.read_text(), Loader=YAML_LOADER)
+
+
 DEVICE_KEYS = ("device", "training.device", "extraction.device")  # every `device` of the schema
 
 

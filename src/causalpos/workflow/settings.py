@@ -73,6 +73,21 @@ def paper_llms_settings(config: dict, model: str) -> dict:
     return {**extraction_settings(config, model), **spec, **sizes, "setting": "extraction.paper_llms"}
 
 
+def control_settings(config: dict, model: str, condition: str) -> dict:
+    """One pretrained model's extraction on a content control's sequences (target mask_controls): the default
+    run's sizes, seed and splits (so `documents` would be its very sequences), the scores, groups and head maps
+    only (no intermediates, no probe: claim 8's metrics read none)."""
+    if is_trained(model):
+        raise ValueError(f"the content controls are for the pretrained models; {model} is a trained one")
+    return {
+        **extraction_settings(config, model),
+        "intermediates_layer": None,
+        "probe_sequences": 0,
+        "per_head": True,
+        "condition": condition,
+    }
+
+
 def results_dir(config: dict) -> str:
     """The results folder of a config (its `results` key; "results" by default)."""
     return config.get("results") or paths.RESULTS
