@@ -258,3 +258,19 @@ def test_readme_findings_agree_with_the_ledger():
     for claim in expand(some.group(1)) if some else []:
         assert "inconclusive" in verdicts.get(claim, set()), claim
     assert {c for c, v in verdicts.items() if "not supported" in v} <= set(failing)
+
+
+def test_the_content_controls_table_of_models_md_is_the_committed_tables():
+    """docs/models.md's table of the content controls (issue 43): each cell is 8b's metric of that model and
+    condition in docs/tables/mask_controls/mask_controls.parquet, as the page prints it."""
+    table = pd.read_parquet(ROOT / "docs" / "tables" / "mask_controls" / "mask_controls.parquet")
+    rows = table[(table["head"] == -1) & (table["layer"] == -1) & (table["metric"] == "nonrelative_amplitude")]
+    conditions = ["documents", "mid_document", "random_tokens", "shuffled_documents"]
+    page = flat(MODELS_MD.read_text())
+    for model, label in (("smollm2_135m", "SmolLM2-135M"), ("gemma3_270m", "Gemma-3-270M")):
+        cells = []
+        for condition in conditions:
+            (row,) = rows[(rows["model"] == model) & (rows["condition"] == condition)].itertuples()
+            cells.append(f"{row.value:.3f} ± {row.uncertainty:.3f}")
+        line = f"| {label} | " + " | ".join(cells) + " |"
+        assert line in page, f"docs/models.md should read: {line}"
