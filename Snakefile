@@ -117,15 +117,6 @@ rule length_seeds:
         lost=lost(LENGTH_SEEDS),
 
 
-# Issue 43: is it the mask? Claim 8's metrics of every pretrained LLM on sequences that are not document openings,
-# on random tokens and on shuffled documents, beside its documents' (results/summary/mask_controls.parquet); each
-# control's extraction under results/controls/<condition>. Not part of `all`: three more extractions per LLM.
-rule mask_controls:
-    input:
-        rules.mask_controls_table.output,
-        lost=lost(rules.mask_controls_table.output),
-
-
 # Section 5.2 at the paper's size: every model of extraction.pretrained.models on extraction.paper_llms's sequences
 # (1,000 x 1,024 tokens by default), the same LLM figures and claim 8's ledger rows, and the convergence table, all
 # under results/paper_llms: the default run's files are never written.

@@ -85,8 +85,9 @@ rule window_test:
 
 
 # Issue 43: claim 8's metrics of every pretrained LLM on the content controls' sequences beside its documents'
-# (target mask_controls: each control's extraction under results/controls/<condition>).
-rule mask_controls_table:
+# (`snakemake --cores 2 mask_controls`, not part of `all`: three more extractions per LLM, each control's under
+# results/controls/<condition>).
+rule mask_controls:
     input:
         unpack(mask_controls_inputs),
     output:
@@ -95,14 +96,14 @@ rule mask_controls_table:
         log_path("mask_controls.log"),
     conda:
         "../envs/causalpos.yaml"
-    threads: job_threads("mask_controls_table")
+    threads: job_threads("mask_controls")
     resources:
-        **job_resources("mask_controls_table"),
+        **job_resources("mask_controls"),
     params:
         conditions=["documents", *CONTROLS.values()],
         models=PRETRAINED,
         settings={key: config["claims"][key] for key in ("n_bootstrap", "seed")},
-        code=code("mask_controls_table"),
-        upstream=upstream("mask_controls_table"),
+        code=code("mask_controls"),
+        upstream=upstream("mask_controls"),
     script:
         "../workflow_scripts/job.py"

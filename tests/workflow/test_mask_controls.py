@@ -1,4 +1,4 @@
-"""Target mask_controls (issue 43): each pretrained LLM extracted again on the content controls' sequences, and claim
+"""Rule mask_controls (issue 43; `snakemake mask_controls`, not part of `all`): each pretrained LLM extracted again on the content controls' sequences, and claim
 8's metrics of every condition in results/summary/mask_controls.parquet. On the shared finished tiny run: what the
 target plans, and that its `documents` rows are the ledger's claim 8, computed apart (the same tables, the same
 bootstrap), so a control's rows are claim 8 on its sequences."""
@@ -14,7 +14,7 @@ from causalpos.analysis.mask_controls import HEAD_AVERAGE, LAYERS_2_ON, conditio
 from causalpos.catalogue import paths
 from causalpos.catalogue.models import CONTROL_CONDITIONS
 from causalpos.io import PartTable
-from causalpos.jobs.mask_controls_table import head_layers
+from causalpos.jobs.mask_controls import head_layers
 from causalpos.workflow.config import load_config
 from helpers import planned_jobs
 
@@ -26,9 +26,7 @@ def test_the_target_extracts_each_pretrained_model_once_per_control_and_nothing_
     models = list(config["extraction"]["pretrained"]["models"])
     planned = planned_jobs(finished_copy, "mask_controls")
     folders = {f"@{paths.controls_dir(c)}" for c in CONTROL_CONDITIONS}
-    assert planned == {("extract", f"{m}{folder}") for m in models for folder in folders} | {
-        ("mask_controls_table", "")
-    }
+    assert planned == {("extract", f"{m}{folder}") for m in models for folder in folders} | {("mask_controls", "")}
 
 
 def test_the_documents_rows_are_the_ledgers_claim_8(finished_run):

@@ -195,7 +195,7 @@ def paper_llms_dir(results: str = RESULTS) -> str:
 
 
 def controls_dir(condition: str, results: str = RESULTS) -> str:
-    """The folder of one content control's extraction (target mask_controls, issue 43): the functions here, given
+    """The folder of one content control's extraction (rule mask_controls, issue 43): the functions here, given
     it as `results`, name its tables (activations/{model}/scores.parquet ...)."""
     return f"{results}/controls/{condition}"
 

@@ -1,5 +1,5 @@
-"""Rule mask_controls_table: claim 8's metrics of every pretrained LLM on each condition's sequences, in one table
-(target mask_controls; analysis.mask_controls; issue 43). params.conditions lists the conditions in the order of the
+"""Rule mask_controls: claim 8's metrics of every pretrained LLM on each condition's sequences, in one table
+(`snakemake mask_controls`, not part of `all`; analysis.mask_controls; issue 43). params.conditions lists the conditions in the order of the
 inputs: input.scores, input.groups and input.head_scores hold, condition after condition, one file per model of
 params.models."""
 
