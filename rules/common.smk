@@ -61,7 +61,7 @@ PAPER_FIGURES = settings.paper_llms_figures(config)
 CONTROLS = {
     paths.controls_dir(condition, RESULTS): condition
     for condition in CONTROL_CONDITIONS
-}  # rule mask_controls: each content control's extraction in a folder of its own
+}  # each content control's extraction in a folder of its own (for mask_controls)
 CLAIM_OF = {
     RESULTS: None,
     PAPER: 8,
