@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from causalpos.analysis.heads import layers_of
 from causalpos.analysis.mask_controls import HEAD_AVERAGE, LAYERS_2_ON, condition_frame, mask_controls_frame
 from causalpos.catalogue import paths
 from causalpos.catalogue.models import CONTROL_CONDITIONS
 from causalpos.io import PartTable
-from causalpos.jobs.mask_controls import head_layers
 from causalpos.workflow.config import load_config
 from helpers import planned_jobs
 
@@ -41,7 +41,7 @@ def test_the_documents_rows_are_the_ledgers_claim_8(finished_run):
                     "documents",
                     PartTable(tables["scores"], "scores"),
                     PartTable(tables["groups"], "groups").select(quantity="scores"),
-                    head_layers(PartTable(tables["head_scores"], "head_scores")),
+                    layers_of(PartTable(tables["head_scores"], "head_scores")),
                     claims["n_bootstrap"],
                     claims["seed"],
                 )

@@ -38,6 +38,7 @@ PER_LAYER = {
     ],
 }
 OVER_LAYERS = {"8b": "nonrelative_amplitude", "8c": "range_ratio"}
+MEASURED = MASK_CONTROLS_COLUMNS[:-2]  # a condition's rows before its sizes (n_sequences, seq_len) are added
 
 
 def condition_frame(condition: str, scores, groups, head_scores, n_bootstrap: int, seed: int) -> pd.DataFrame:
@@ -68,15 +69,13 @@ def condition_frame(condition: str, scores, groups, head_scores, n_bootstrap: in
                     "uncertainty": r["uncertainty"],
                 }
             )
-    frame = pd.DataFrame(rows, columns=["model", "condition", "head", "layer", "metric", "value", "uncertainty"])
+    frame = pd.DataFrame(rows, columns=MEASURED)
     heads = heads_frame(head_scores) if head_scores is not None else None  # a frame, or frames of whole layers
     if heads is not None and len(heads):
         frame = pd.concat(
             [
                 frame,
-                heads.assign(condition=condition, uncertainty=np.nan)[
-                    ["model", "condition", "layer", "head", "metric", "value", "uncertainty"]
-                ],
+                heads.assign(condition=condition, uncertainty=np.nan)[MEASURED],
             ],
             ignore_index=True,
         )

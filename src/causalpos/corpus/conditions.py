@@ -82,16 +82,7 @@ def random_tokens(tokenizer, seq_len: int, n_sequences: int, seed: int, prefix: 
     rng = np.random.default_rng([seed, SEED_OFFSET["random_tokens"]])
     body = vocabulary[rng.integers(0, len(vocabulary), size=(n_sequences, seq_len - len(prefix)))]
     tokens = np.concatenate([np.tile(np.array(prefix, dtype=np.int64), (n_sequences, 1)), body], axis=1)
-    table = pd.DataFrame(
-        {
-            "row": np.arange(n_sequences),
-            "doc_id": [""] * n_sequences,
-            "source": ["random_tokens"] * n_sequences,
-            "split": [""] * n_sequences,
-            "n_doc_tokens": np.zeros(n_sequences, np.int64),
-            "offset": np.full(n_sequences, -1, np.int64),
-        }
-    )
+    table = sequence_table([("", "random_tokens", "", 0, -1)] * n_sequences)
     return tokens.astype(token_dtype(len(tokenizer))), table
 
 
@@ -124,14 +115,19 @@ def mid_document(documents, tokenizer, seq_len, n_sequences, seed, splits, setti
         )
     chosen = [chosen[i] for i in rng.permutation(len(chosen))]
     tokens = np.array([c[5] for c in chosen], dtype=token_dtype(len(tokenizer))).reshape(len(chosen), seq_len)
-    table = pd.DataFrame(
+    return tokens, sequence_table([c[:5] for c in chosen])
+
+
+def sequence_table(rows: list[tuple]) -> pd.DataFrame:
+    """The sequences' table from (doc_id, source, split, n_doc_tokens, offset) per sequence, in order."""
+    doc_ids, sources, splits, n_doc_tokens, offsets = (list(column) for column in zip(*rows)) if rows else ([],) * 5
+    return pd.DataFrame(
         {
-            "row": np.arange(len(chosen)),
-            "doc_id": [c[0] for c in chosen],
-            "source": [c[1] for c in chosen],
-            "split": [c[2] for c in chosen],
-            "n_doc_tokens": np.array([c[3] for c in chosen], dtype=np.int64),
-            "offset": np.array([c[4] for c in chosen], dtype=np.int64),
+            "row": np.arange(len(rows)),
+            "doc_id": doc_ids,
+            "source": sources,
+            "split": splits,
+            "n_doc_tokens": np.array(n_doc_tokens, dtype=np.int64),
+            "offset": np.array(offsets, dtype=np.int64),
         }
     )
-    return tokens, table

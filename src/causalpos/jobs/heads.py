@@ -7,7 +7,7 @@ import logging
 import time
 
 from causalpos import __version__
-from causalpos.analysis.heads import KEYS, heads_frame
+from causalpos.analysis.heads import heads_frame, layers_of
 from causalpos.io import PartTable, write_parquet
 
 log = logging.getLogger("causalpos")
@@ -16,7 +16,7 @@ log = logging.getLogger("causalpos")
 def run(job) -> None:
     start = time.perf_counter()
     table = PartTable(list(job.input.head_scores), "head_scores")
-    frame = heads_frame(table.read(dict(zip(KEYS, key))) for key in table.keys(KEYS))
+    frame = heads_frame(layers_of(table))
     write_parquet(frame, job.output[0], {"stage": "heads", "version": __version__})
     models = frame["model"].nunique()
     log.info(

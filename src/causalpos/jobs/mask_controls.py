@@ -9,7 +9,7 @@ import logging
 import time
 
 from causalpos import __version__
-from causalpos.analysis.heads import KEYS
+from causalpos.analysis.heads import layers_of
 from causalpos.analysis.mask_controls import condition_frame, mask_controls_frame
 from causalpos.io import PartTable, write_parquet
 
@@ -29,7 +29,7 @@ def run(job) -> None:
             condition,
             PartTable(scores, "scores"),
             PartTable(groups, "groups").select(quantity="scores"),
-            head_layers(PartTable(heads, "head_scores")),
+            layers_of(PartTable(heads, "head_scores")),
             settings["n_bootstrap"],
             settings["seed"],
         )
@@ -46,8 +46,3 @@ def run(job) -> None:
     meta = {"stage": "mask_controls", "conditions": conditions, "models": models, "settings": settings}
     write_parquet(frame, job.output[0], {**meta, "version": __version__})
     log.info("mask controls: %d rows in %.1f s -> %s", len(frame), time.perf_counter() - start, job.output[0])
-
-
-def head_layers(table: PartTable):
-    """A head_scores table a layer at a time (SmolLM2-135M's: 8.9M rows at the default size)."""
-    return (table.read(dict(zip(KEYS, key))) for key in table.keys(KEYS))
