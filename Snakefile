@@ -2,7 +2,7 @@
 # Run:  snakemake --cores 8 all_figures      (config: config.yaml, checked before any job)
 #       snakemake --cores 8 length_seeds     (length and pattern ablation over training seeds: more trainings)
 #       snakemake --cores 8 paper_llms       (Section 5.2 at the paper's size: 1,000 x 1,024 tokens per LLM; hours on a CPU)
-#       snakemake --cores 8 mask_controls    (the LLMs' pattern on content controls: three more extractions per LLM)
+#       snakemake --cores 8 mask_controls    (the LLMs' pattern on content controls, claim 12's ledger: three more extractions per LLM)
 #       snakemake --cores 2 results/simulation/l2_alpha0.0.parquet   (any result: the jobs it needs, and no other)
 #       snakemake --cores 8 verify           (all, with every byte of every result checked against what its job wrote)
 # rules/*.smk are the DAG: each rule's inputs, outputs and params; its code is causalpos.jobs.<rule>.
@@ -120,6 +120,19 @@ rule length_seeds:
 # Section 5.2 at the paper's size: every model of extraction.pretrained.models on extraction.paper_llms's sequences
 # (1,000 x 1,024 tokens by default), the same LLM figures and claim 8's ledger rows, and the convergence table, all
 # under results/paper_llms: the default run's files are never written.
+MASK_CONTROLS = [
+    rules.controls_table.output,
+    paths.table_file("claims", CONTROLS_ROOT),
+]
+
+
+# issue 43: the pretrained LLMs' pattern on content controls, and claim 12's ledger (results/controls/summary)
+rule mask_controls:
+    input:
+        MASK_CONTROLS,
+        lost=lost(MASK_CONTROLS),
+
+
 rule paper_llms:
     input:
         paper_llms_outputs(),

@@ -1,6 +1,6 @@
 # Issue 6: every claim of the paper as a measured verdict, from the other rules' Parquet results: the default run's
-# ledger (results/summary), claim 8's at the paper's size (results/paper_llms/summary) and claim 11's over every
-# training seed (results/seeds/summary).
+# ledger (results/summary), claim 8's at the paper's size (results/paper_llms/summary), claim 11's over every
+# training seed (results/seeds/summary) and claim 12's on the content controls (results/controls/summary).
 
 
 rule claims:
@@ -28,6 +28,10 @@ rule claims:
         settings=config["claims"],
         options=settings.plot_options(config),
         claim=lambda wildcards: CLAIM_OF[wildcards.results],
+        # the conditions of the control_scores and control_groups inputs, in order (claim 12's ledger)
+        conditions=lambda wildcards: (
+            CONDITIONS if wildcards.results == CONTROLS_ROOT else []
+        ),
         code=code("claims"),
         upstream=upstream("claims"),
     script:
@@ -84,26 +88,26 @@ rule window_test:
         "../workflow_scripts/job.py"
 
 
-# Issue 43: claim 8's metrics of every pretrained LLM on the content controls' sequences beside its documents'
-# (`snakemake --cores 2 mask_controls`, not part of `all`: three more extractions per LLM, each control's under
-# results/controls/<condition>).
-rule mask_controls:
+# Issue 43: claim 8's metrics of every pretrained LLM on the content controls' sequences beside its documents', in one
+# table (three more extractions per LLM, each control's under results/controls/<condition>). Part of target
+# mask_controls (Snakefile), with claim 12's ledger (rule claims in results/controls), not of `all`.
+rule controls_table:
     input:
-        unpack(mask_controls_inputs),
+        unpack(control_tables),
     output:
         paths.table_file("mask_controls", RESULTS),
     log:
-        log_path("mask_controls.log"),
+        log_path("controls_table.log"),
     conda:
         "../envs/causalpos.yaml"
-    threads: job_threads("mask_controls")
+    threads: job_threads("controls_table")
     resources:
-        **job_resources("mask_controls"),
+        **job_resources("controls_table"),
     params:
-        conditions=["documents", *CONTROLS.values()],
+        conditions=CONDITIONS,
         models=PRETRAINED,
         settings={key: config["claims"][key] for key in ("n_bootstrap", "seed")},
-        code=code("mask_controls"),
-        upstream=upstream("mask_controls"),
+        code=code("controls_table"),
+        upstream=upstream("controls_table"),
     script:
         "../workflow_scripts/job.py"

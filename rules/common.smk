@@ -19,7 +19,12 @@ from causalpos.catalogue.figures import (
     LENGTH_SEEDS_FIGURE,
     claims_pages,
 )
-from causalpos.catalogue.models import CONTROL_CONDITIONS, TRAINED, TRAINED_RUNS
+from causalpos.catalogue.models import (
+    CONTROL_CONDITIONS,
+    DOCUMENTS,
+    TRAINED,
+    TRAINED_RUNS,
+)
 from causalpos.workflow import settings
 from causalpos.workflow.config import check_duplicate_keys, validate_config
 from causalpos.workflow.costs import check_costs
@@ -62,10 +67,16 @@ CONTROLS = {
     paths.controls_dir(condition, RESULTS): condition
     for condition in CONTROL_CONDITIONS
 }  # each content control's extraction in a folder of its own (for mask_controls)
+CONTROLS_ROOT = paths.controls_root(RESULTS)  # target mask_controls: claim 12's ledger
+CONDITIONS = [
+    DOCUMENTS,
+    *CONTROLS.values(),
+]  # the default run's sequences, then each control's
 CLAIM_OF = {
     RESULTS: None,
     PAPER: 8,
     SEEDS: 11,
+    CONTROLS_ROOT: 12,
 }  # the ledger of a results folder: every claim, or one claim's rows
 
 
@@ -75,7 +86,7 @@ def one_of(names):
 
 
 wildcard_constraints:
-    results=one_of([RESULTS, PAPER, SEEDS, *CONTROLS]),
+    results=one_of([RESULTS, PAPER, SEEDS, CONTROLS_ROOT, *CONTROLS]),
     variant=one_of(VARIANTS),
     figure=one_of(FIGURES),
 
@@ -210,17 +221,19 @@ def extraction_settings(wildcards):
     return settings.extraction_settings(config, wildcards.model)
 
 
-def mask_controls_inputs(wildcards):
-    """Each condition's tables, condition after condition (`documents`: the default run's extraction), a file per
-    pretrained model in each (jobs.mask_controls reads them in this order)."""
+def control_tables(wildcards, tables=("scores", "groups", "head_scores"), prefix=""):
+    """Each condition's tables (CONDITIONS, in order; `documents`: the default run's extraction), a file per
+    pretrained model in each: what jobs.controls_table, and claim 12's ledger (prefix "control_"), read.
+    """
     folders = [RESULTS, *CONTROLS]
     return {
-        table: [
+        prefix
+        + table: [
             paths.activation_table(model, table, folder)
             for folder in folders
             for model in PRETRAINED
         ]
-        for table in ("scores", "groups", "head_scores")
+        for table in tables
     }
 
 
@@ -260,11 +273,13 @@ def figure_inputs(wildcards):
 
 def claims_inputs(wildcards):
     """What a ledger reads: every result of the default run; claim 8's tables at the paper's size; claim 11's table
-    over every training seed."""
+    over every training seed; claim 12's: every condition's scores and groups."""
     if wildcards.results == SEEDS:
         return {
             "pattern_ablation": [paths.table_file("pattern_ablation_summary", SEEDS)]
         }
+    if wildcards.results == CONTROLS_ROOT:
+        return control_tables(wildcards, ("scores", "groups"), prefix="control_")
     if wildcards.results == PAPER:
         return {
             **extraction_tables(PRETRAINED, PAPER),

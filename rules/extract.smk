@@ -26,7 +26,7 @@ rule pretrained:
 
 # Every layer's scores, Figure 3's intermediates, the position probe and each head's map of one model: a trained
 # twin on the evaluation snippets, a pretrained LLM on held-out documents in its own tokenizer (in a folder of
-# CONTROLS: on that content control's sequences, rule mask_controls).
+# CONTROLS: on that content control's sequences, target mask_controls).
 rule extract:
     input:
         unpack(extraction_inputs),

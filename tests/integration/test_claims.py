@@ -7,7 +7,15 @@ import pandas as pd
 import pytest
 
 from causalpos.analysis import triangles
-from causalpos.catalogue.claims import CLAIMS, EXTRA_COLUMNS, LEDGER_COLUMNS, THRESHOLDS, VERDICTS, verdict
+from causalpos.catalogue.claims import (
+    CLAIMS,
+    EXTRA_COLUMNS,
+    LEDGER_CLAIMS,
+    LEDGER_COLUMNS,
+    THRESHOLDS,
+    VERDICTS,
+    verdict,
+)
 from causalpos.analysis.claims.family import one_sided
 from causalpos.analysis.claims.ledger import build_ledger, headline, ledger_markdown
 from causalpos.analysis.claims.replicates import LedgerInputs, estimate, stack
@@ -427,7 +435,7 @@ def test_bootstrap_uncertainty_matches_the_sequence_standard_error():
 def test_every_claim_has_rows_and_the_columns_are_as_promised():
     ledger = build_ledger(*small_inputs(), n_bootstrap=R)
     assert list(ledger.columns) == LEDGER_COLUMNS + EXTRA_COLUMNS
-    assert list(dict.fromkeys(ledger["claim_id"])) == list(CLAIMS)
+    assert list(dict.fromkeys(ledger["claim_id"])) == list(LEDGER_CLAIMS)
     assert set(ledger["verdict"]) <= set(VERDICTS)
     assert (ledger["alpha"] == THRESHOLDS["family_alpha"]).all()
 
@@ -440,7 +448,7 @@ def test_every_claim_record_names_a_threshold_and_a_direction():
 
 def test_missing_inputs_give_inconclusive_rows_with_notes():
     ledger = build_ledger(None, None, None, None, None)
-    assert list(ledger["claim_id"]) == list(CLAIMS)
+    assert list(ledger["claim_id"]) == list(LEDGER_CLAIMS)
     assert (ledger["verdict"] == "inconclusive").all() and ledger["value"].isna().all()
     assert ledger["note"].str.len().gt(0).all()
     empty = build_ledger(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
@@ -501,7 +509,7 @@ def test_markdown():
     tested = int((paper["p_value"].notna() & paper["p_against"].notna() & ~paper["exact"]).sum())
     assert f"Holm-adjusted over the {tested} rows of the paper's claims" in text and "at most 0.05" in text
     assert text.startswith(headline(ledger)) and "(*ours*)" in text
-    for claim_id in CLAIMS:
+    for claim_id in LEDGER_CLAIMS:
         assert f"**{claim_id}**" in text
     assert "Claims 8a and 8d per layer" in text and "| llm | 3 |" in text and "8d keys 1-4" in text
     assert text.count("| llm, each of 3 layers |") == 2  # 8a and 8d, one line each

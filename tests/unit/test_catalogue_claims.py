@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from causalpos.catalogue.claims import CLAIMS, PAGES, THRESHOLDS, TOPICS, claim_number, merge_thresholds, page_of
+from causalpos.catalogue.models import CONDITIONS
 from causalpos.catalogue.thresholds import REMOVED_THRESHOLDS, THRESHOLD_RECORDS, Threshold
 
 SCHEMA = Path(__file__).resolve().parents[2] / "src" / "causalpos" / "schemas" / "config.schema.yaml"
@@ -21,7 +22,8 @@ def builder_ids() -> dict[str, str]:
     from causalpos.analysis.claims import ledger, robustness
     from causalpos.analysis.claims.replicates import LedgerInputs
 
-    data = LedgerInputs(None, None, None, None, None, 4, 0)
+    # claim 12's builder makes rows only for a ledger given the controls' tables (target mask_controls's)
+    data = LedgerInputs(None, None, None, None, None, 4, 0, controls={c: (None, None) for c in CONDITIONS})
     th = merge_thresholds(None)
     found = {}
     builders = [*ledger.BUILDERS, *(b for family in ledger.OWN_FAMILIES for b in family)]

@@ -244,7 +244,7 @@ def test_the_convergence_and_window_tables_are_their_records():
 
 
 def test_the_mask_controls_table_is_its_record_with_claim_8s_rows_per_layer_and_head():
-    from causalpos.analysis.mask_controls import HEAD_AVERAGE, LAYERS_2_ON, condition_frame, mask_controls_frame
+    from causalpos.analysis.controls_table import HEAD_AVERAGE, LAYERS_2_ON, condition_frame, mask_controls_frame
 
     tables = model_tables("llm", "pretrained", layers=3, heads=2)
     parts = [

@@ -1,7 +1,8 @@
-"""Rule mask_controls (issue 43; `snakemake mask_controls`, not part of `all`): each pretrained LLM extracted again on the content controls' sequences, and claim
-8's metrics of every condition in results/summary/mask_controls.parquet. On the shared finished tiny run: what the
-target plans, and that its `documents` rows are the ledger's claim 8, computed apart (the same tables, the same
-bootstrap), so a control's rows are claim 8 on its sequences."""
+"""Target mask_controls (issue 43; `snakemake mask_controls`, not part of `all`): each pretrained LLM extracted
+again on the content controls' sequences, claim 8's metrics of every condition in results/summary/mask_controls.parquet
+(rule controls_table) and claim 12's ledger (rule claims in results/controls). On the shared finished tiny run: what
+the target plans, and that the table's `documents` rows are the ledger's claim 8, computed apart (the same tables,
+the same bootstrap), so a control's rows are claim 8 on its sequences."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from causalpos.analysis.heads import layers_of
-from causalpos.analysis.mask_controls import HEAD_AVERAGE, LAYERS_2_ON, condition_frame, mask_controls_frame
+from causalpos.analysis.controls_table import HEAD_AVERAGE, LAYERS_2_ON, condition_frame, mask_controls_frame
 from causalpos.catalogue import paths
 from causalpos.catalogue.models import CONTROL_CONDITIONS
 from causalpos.io import PartTable
@@ -26,7 +27,8 @@ def test_the_target_extracts_each_pretrained_model_once_per_control_and_nothing_
     models = list(config["extraction"]["pretrained"]["models"])
     planned = planned_jobs(finished_copy, "mask_controls")
     folders = {f"@{paths.controls_dir(c)}" for c in CONTROL_CONDITIONS}
-    assert planned == {("extract", f"{m}{folder}") for m in models for folder in folders} | {("mask_controls", "")}
+    extractions = {("extract", f"{m}{folder}") for m in models for folder in folders}
+    assert planned == extractions | {("controls_table", ""), ("claims", f"@{paths.controls_root()}")}
 
 
 def test_the_documents_rows_are_the_ledgers_claim_8(finished_run):

@@ -91,33 +91,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from causalpos.catalogue.preregistered import LANDED, REGISTRATIONS
+from causalpos.catalogue.records import Claim, claim_number  # noqa: F401  (the ledger's record of a claim)
 from causalpos.catalogue.tables import EXTRA_COLUMNS, LEDGER_COLUMNS  # noqa: F401  (the ledger's columns: its Table)
 from causalpos.catalogue.thresholds import REMOVED_THRESHOLDS, THRESHOLDS, merge_thresholds  # noqa: F401
 
 VERDICTS = ("supported", "not supported", "inconclusive", "by construction")
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of the paper as the ledger measures it. Each field but per_layer fills the ledger's column of
-    that name in the claim's rows (id: claim_id; threshold: the column holds THRESHOLDS[threshold] after the
-    config's overrides); measured_by names the code that measures it."""
-
-    id: str  # "7a": part a of claim 7 (TOPICS[7])
-    title: str  # a short name, the title of the claim's panel in the claims figure
-    section: str  # where the paper states it
-    statement: str  # the claim in the paper's words (quoted where literal) and where it is measured
-    metric: str  # what the ledger measures for it
-    unit: str  # the metric's unit
-    direction: str  # ">" or "<": which side of the threshold supports the claim; ">=": a test of its own (2c)
-    threshold: str  # its key in THRESHOLDS (claims.thresholds in the config overrides the value)
-    measured_by: str  # the dotted name of the builder that makes its rows (analysis.claims.ledger.BUILDERS)
-    per_layer: bool = False  # one row per model and layer: ledger_markdown summarises them per model
-
-    @property
-    def number(self) -> int:
-        """The ledger's `claim` column: 7 for 7a."""
-        return claim_number(self.id)
 
 
 CLAIMS = {
@@ -753,6 +732,8 @@ CLAIMS = {
             threshold="ablation_effect",
             measured_by="causalpos.analysis.claims.ablation_claims.claim11",
         ),
+        # ours, registered before their numbers existed (issue 43): the registration is the claim
+        *(REGISTRATIONS[claim_id].claim for claim_id in LANDED),
     )
 }
 
@@ -765,6 +746,7 @@ class Topic:
     number: int
     subject: str  # in the title of the page
     page: str  # "first-last": the claim numbers the page shows
+    target: str = ""  # the target rule whose own ledger alone has these claims ("": every ledger of all claims)
 
 
 TOPICS = {
@@ -786,16 +768,13 @@ TOPICS = {
         Topic(10, "the large-d recursion (ours)", "10"),
         # ours (issue 27): Section 5.2's conjecture, by ablation
         Topic(11, "the pattern and length generalisation (ours)", "11"),
+        # ours (issue 43): is the pattern the mask's? Its own ledger (target mask_controls), not the default run's
+        Topic(12, "the pattern under content controls (ours)", "12", target="mask_controls"),
     )
 }
 # at most MAX_PAGE_CLAIMS claims on a page: 2 rows of 5 panels, so a page stays under figures.style.MAX_ASPECT
 # (the report in a 1280 x 720 window; tests/integration/test_claims_figure.py checks that a full page fits)
 MAX_PAGE_CLAIMS = 10
-
-
-def claim_number(claim_id: str) -> int:
-    """The claim a claim id belongs to: 7 for "7a"."""
-    return int(claim_id.rstrip("abcdefghijklmnopqrstuvwxyz"))
 
 
 def _page_claims() -> dict:
@@ -830,10 +809,18 @@ def page_of(claim_id: str) -> str:
 def ledger_pages(claim: int | None = None) -> list[str]:
     """The pages of the claims figure a ledger of every claim (None) or of one claim's rows (paper_llms's 8)
     has: what rule claims writes, known before it runs."""
-    pages = [page for page, claims in PAGES.items() if claim is None or int(claim) in claims]
+    pages = [
+        page
+        for page, claims in PAGES.items()
+        if (int(claim) in claims if claim is not None else not any(TOPICS[n].target for n in claims))
+    ]
     if not pages:
         raise ValueError(f"claim {claim!r} is on no page of the claims figure (catalogue.PAGES)")
     return pages
+
+
+# the claims of a ledger of every claim (the default run's): those of the topics that are no target's own
+LEDGER_CLAIMS = tuple(claim_id for claim_id in CLAIMS if not TOPICS[claim_number(claim_id)].target)
 
 
 def verdict(p_value: float, p_against: float, alpha: float = THRESHOLDS["family_alpha"]) -> str:

@@ -305,7 +305,7 @@ MASK_CONTROLS = {
     "head": "the query head; -1: the mean map over heads (the ledger's claim 8)",
     "metric": "`nonrelative_amplitude` (8a; 8b at layer -1), `range_ratio` (8c), `first_keys_emphasis` (8d), "
     "`sink_emphasis` (8d's key 0)",
-    "value": "claim 8's metric on this condition's sequences (analysis.mask_controls)",
+    "value": "claim 8's metric on this condition's sequences (analysis.controls_table)",
     "uncertainty": "bootstrap over the groups of sequences (one standard error); NaN for a head (no groups)",
     "n_sequences": "the sequences of the condition",
     "seq_len": "their length",

@@ -24,8 +24,11 @@ KINDS = (TRAINED_KIND, PRETRAINED_KIND)
 
 # the pretrained models' sequences under the content controls of issue 43 (corpus.conditions: what each is); the
 # first is Section 5.2's, the default run's own extraction; the others each have an extraction of their own
-CONDITIONS = ("documents", "mid_document", "random_tokens", "shuffled_documents")
+DOCUMENTS = "documents"  # the default run's sequences: each a document's start, after BOS
+CONDITIONS = (DOCUMENTS, "mid_document", "random_tokens", "shuffled_documents")
 CONTROL_CONDITIONS = CONDITIONS[1:]
+# three letters each: a condition in a tick label beside a model's name (the claims figure's labels are short)
+CONDITION_CODES = dict(zip(CONDITIONS, ("doc", "mid", "rnd", "shf")))
 
 
 @dataclass(frozen=True)

@@ -194,10 +194,16 @@ def paper_llms_dir(results: str = RESULTS) -> str:
     return f"{results}/paper_llms"
 
 
+def controls_root(results: str = RESULTS) -> str:
+    """The folder of target mask_controls (issue 43): each control's extraction in a folder of its own
+    (controls_dir) and, given it as `results`, claim 12's ledger (summary/claims.parquet ...)."""
+    return f"{results}/controls"
+
+
 def controls_dir(condition: str, results: str = RESULTS) -> str:
-    """The folder of one content control's extraction (rule mask_controls, issue 43): the functions here, given
+    """The folder of one content control's extraction (target mask_controls, issue 43): the functions here, given
     it as `results`, name its tables (activations/{model}/scores.parquet ...)."""
-    return f"{results}/controls/{condition}"
+    return f"{controls_root(results)}/{condition}"
 
 
 def summary_dir(results: str = RESULTS) -> str:

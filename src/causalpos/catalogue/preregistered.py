@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from causalpos.catalogue.claims import Claim
-from causalpos.catalogue.thresholds import Threshold
+from causalpos.catalogue.records import Claim, Threshold
 
 
 @dataclass(frozen=True)
@@ -102,6 +101,10 @@ WINDOW_UNCERTAINTY = (
     "a paired bootstrap over groups of the same sequences, extracted with the windows and with them lifted "
     "(the marginal effect is a difference of two differences on the same texts); t with G - 1 df"
 )
+
+# the registered claims the ledger measures now (catalogue.claims.CLAIMS and catalogue.thresholds take them from here,
+# so a landed claim is its registration, word for word)
+LANDED = ("12a", "12b")
 
 # the claims whose ledger definitions a registration replaces when it lands (until then the old ones stay, their
 # rows measured as before): why each is replaced

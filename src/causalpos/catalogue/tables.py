@@ -550,7 +550,7 @@ def _records() -> list[Table]:
         _table(
             "mask_controls",
             "summary/mask_controls.parquet",
-            "claim 8's metrics of each pretrained model on the content controls' sequences (rule mask_controls)",
+            "claim 8's metrics of each pretrained model on the content controls' sequences (target mask_controls)",
             MASK_CONTROLS_COLUMNS,
             MASK_CONTROLS,
         ),

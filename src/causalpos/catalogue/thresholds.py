@@ -11,47 +11,9 @@ must show a growth >= 1, a sign claim's threshold on the claim's side of 0, a va
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Threshold:
-    """key: its name in THRESHOLDS and under claims.thresholds; default: its value unless the config overrides it;
-    bounds: the values a config may give, an interval: "(0, 1]", "[0.5, 1)", "(-inf, 0]" ("(" and ")" leave the
-    end out; inf: no bound); meaning: what the number is, and why the bounds (the schema's description); why: the
-    reason for the default (the docs' "why")."""
-
-    key: str
-    default: float
-    bounds: str
-    meaning: str
-    why: str
-
-    def limits(self) -> tuple[str, str, str, str]:
-        """The bounds as ("[" or "(", low, high, "]" or ")"), the numbers as written ("-inf", "inf": none)."""
-        low, high = (part.strip() for part in self.bounds.split(","))
-        return low[0], low[1:], high[:-1], high[-1]
-
-    def schema(self) -> dict:
-        """The bounds as JSON Schema keywords, in the order the config schema lists them."""
-        opening, low, high, closing = self.limits()
-        node = {"type": "number"}
-        if low != "-inf":
-            node["minimum" if opening == "[" else "exclusiveMinimum"] = _number(low)
-        if high != "inf":
-            node["maximum" if closing == "]" else "exclusiveMaximum"] = _number(high)
-        return node
-
-    def allows(self, value: float) -> bool:
-        opening, low, high, closing = self.limits()
-        above = low == "-inf" or (value >= float(low) if opening == "[" else value > float(low))
-        below = high == "inf" or (value <= float(high) if closing == "]" else value < float(high))
-        return above and below
-
-
-def _number(text: str) -> int | float:
-    value = float(text)
-    return int(value) if value.is_integer() and "." not in text and "e" not in text else value
+from causalpos.catalogue.preregistered import LANDED, REGISTRATIONS
+from causalpos.catalogue.records import Threshold
 
 
 THRESHOLD_RECORDS = {
@@ -344,6 +306,13 @@ THRESHOLD_RECORDS = {
             "verdict.",
         ),
     )
+}
+# the landed registrations' thresholds (catalogue.preregistered), unless a claim already in use has it (8d's
+# first_keys, which 12b shares: the registration holds it equal, tests/unit/test_preregistration.py)
+THRESHOLD_RECORDS |= {
+    registration.threshold.key: registration.threshold
+    for registration in (REGISTRATIONS[claim_id] for claim_id in LANDED)
+    if registration.threshold.key not in THRESHOLD_RECORDS
 }
 THRESHOLDS = {key: threshold.default for key, threshold in THRESHOLD_RECORDS.items()}
 

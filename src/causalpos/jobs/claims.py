@@ -3,7 +3,9 @@ its figure's pages.
 
 The inputs may hold "convergence" (results/summary/convergence.parquet): a claim whose verdict changes with the
 number of sequences says so in its note. params.claim: only that claim's rows (8 for paper_llms's ledger, whose
-tables are the pretrained models' alone; 11 for length_seeds's, every training seed). The pages
+tables are the pretrained models' alone; 11 for length_seeds's, every training seed; 12 for mask_controls's, whose
+inputs control_scores and control_groups hold each condition's files, conditions in params.conditions order). The
+pages
 (catalogue.claims.ledger_pages(claim), in every format of options["formats"]) go into the output folder; pages of an
 earlier run that this one did not write are removed (Snakemake empties the folder first, a job run by hand does
 not)."""
@@ -27,11 +29,31 @@ log = logging.getLogger("causalpos")
 PART_TABLES = ("scores", "groups")  # read a part at a time (io.PartTable): their memory would grow with depth
 
 
+def control_inputs(scores: list, groups: list, conditions: list) -> dict | None:
+    """Claim 12's tables: condition -> (scores, groups) as PartTables, the files of each condition (one per
+    pretrained model) in `conditions` order; None without them."""
+    if not scores:
+        return None
+    if len(scores) != len(groups) or not conditions or len(scores) % len(conditions):
+        raise ValueError(f"claims: {len(scores)} scores and {len(groups)} groups files for conditions {conditions}")
+    per = len(scores) // len(conditions)
+    return {
+        condition: (
+            PartTable(scores[i * per : (i + 1) * per], "scores"),
+            PartTable(groups[i * per : (i + 1) * per], "groups"),
+        )
+        for i, condition in enumerate(conditions)
+    }
+
+
 def run(job) -> None:
     p = job.params
     settings, options, claim = p.settings, p.options, p.claim
     start = time.perf_counter()
     inputs = {name: list(paths) for name, paths in job.input.items()}
+    controls = control_inputs(
+        inputs.pop("control_scores", []), inputs.pop("control_groups", []), getattr(p, "conditions", None)
+    )
     tables = {
         name: (PartTable(paths, name) if name in PART_TABLES else read_tables(paths)) if paths else None
         for name, paths in inputs.items()
@@ -49,6 +71,7 @@ def run(job) -> None:
         recursion=tables.get("recursion"),
         window_test=tables.get("window_test"),
         pattern_ablation=tables.get("pattern_ablation"),
+        controls=controls,
     )
     if claim is not None:
         ledger = ledger[ledger["claim"] == claim].reset_index(drop=True)

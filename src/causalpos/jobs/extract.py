@@ -41,7 +41,7 @@ def run(job) -> None:
         tokens = read_array(job.input.tokens)
     else:
         tokenizer = load_tokenizer_for_extraction(location, setting)
-        # Section 5.2's documents, or a content control's sequences (rule mask_controls; corpus.conditions)
+        # Section 5.2's documents, or a content control's sequences (target mask_controls; corpus.conditions)
         condition = settings.get("condition", "documents")
         tokens, table = condition_sequences(
             condition,

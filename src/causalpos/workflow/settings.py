@@ -74,7 +74,7 @@ def paper_llms_settings(config: dict, model: str) -> dict:
 
 
 def control_settings(config: dict, model: str, condition: str) -> dict:
-    """One pretrained model's extraction on a content control's sequences (rule mask_controls): the default
+    """One pretrained model's extraction on a content control's sequences (target mask_controls): the default
     run's sizes, seed and splits (so `documents` would be its very sequences), the scores, groups and head maps
     only (no intermediates, no probe: claim 8's metrics read none)."""
     if is_trained(model):

@@ -13,6 +13,7 @@ from causalpos.analysis.claims import (
     figure3_claims,
     large_d,
     later_layers,
+    mask_controls,
     model_claims,
     robustness,
     simulation_claims,
@@ -40,8 +41,8 @@ SIM_BUILDERS = (
 BUILDERS = SIM_BUILDERS + (figure3_claims.claim7_stages, model_claims.claim8)
 # our own claims (not the paper's), one Holm family per claim: adding one leaves the paper's verdicts, and those of
 # our other claims, as they are
-OWN_FAMILIES = ((large_d.claim10, large_d.claim10_windows), (ablation_claims.claim11,))
-OWN_CLAIMS = (10, 11)  # their claim numbers
+OWN_FAMILIES = ((large_d.claim10, large_d.claim10_windows), (ablation_claims.claim11,), (mask_controls.claim12,))
+OWN_CLAIMS = (10, 11, 12)  # their claim numbers
 
 
 def build_ledger(
@@ -57,6 +58,7 @@ def build_ledger(
     recursion: pd.DataFrame | None = None,
     window_test: pd.DataFrame | None = None,
     pattern_ablation: pd.DataFrame | None = None,
+    controls: dict | None = None,
 ) -> pd.DataFrame:
     """The claims ledger: one row per claim and setting (see catalogue's docstring), claims in order 1a .. 11a.
 
@@ -67,8 +69,10 @@ def build_ledger(
     ran, and apart over the rows on our own readings (catalogue.readings.OUR_READINGS, column `ours`); the exact-law
     twin rows that claim 9a compares get a Holm of their own first (their family: the twin
     rows), so that both verdicts of a pair follow the same rule. 9a's rows are not tests (outside the family).
-    Each of our own claims (10, 11) is a family of its own (OWN_FAMILIES): their tests take no power from the
-    paper's, nor from each other's.
+    Each of our own claims (10, 11, 12) is a family of its own (OWN_FAMILIES): their tests take no power from the
+    paper's, nor from each other's. `controls`: condition -> (scores, groups) of the pretrained models on each
+    condition's sequences (catalogue.models.CONDITIONS; claim 12, target mask_controls's ledger; None: no claim-12
+    rows).
     """
     th = merge_thresholds(thresholds)
     if int(n_bootstrap) < 2:
@@ -85,6 +89,7 @@ def build_ledger(
         recursion,
         window_test,
         pattern_ablation,
+        controls,
     )
     rows = []
     # the builders take ~30 s in the default run together: a line as each ends (issue 42)
@@ -238,13 +243,14 @@ def headline(ledger: pd.DataFrame) -> str:
         f"{len(agreement)} agreement rows (claim 9a: {int((agreement['value'] == 1).sum())} of {len(agreement)} "
         "verdicts the same under our exact-moment input law)",
     ]
-    text = "; ".join(parts) + "."
+    # a ledger of our own claims alone (length_seeds's 11, mask_controls's 12) counts no rows of the paper's
+    text = "; ".join(parts) + "." if not own.all() else ""
     for number in OWN_CLAIMS:
         rows = ledger[ledger["claim"] == number]
         if len(rows):
             tested = rows[rows["row_kind"] == "test"]
             decided = rows[rows["row_kind"] == "decision"]
-            text += f" Our claim {number}: {plural(len(tested), 'test')} ({verdict_counts(tested)})"
+            text += f"{' ' if text else ''}Our claim {number}: {plural(len(tested), 'test')} ({verdict_counts(tested)})"
             text += f", {plural(len(decided), 'decision')} ({verdict_counts(decided)})." if len(decided) else "."
     return text
 

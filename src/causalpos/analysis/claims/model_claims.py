@@ -226,6 +226,24 @@ def claim7(data: LedgerInputs, th: dict) -> list[dict]:
     return rows_a + rows_b + rows_c
 
 
+def layer_statistics(data: LedgerInputs, model: str):
+    """(layer, its scores' Field, its band statistics [estimate, replicates...]) for each layer of a pretrained
+    model, a layer at a time: claim 8's measures (triangles.band_statistics with extras), and claim 12's."""
+    for layer in data.score_layers(model):
+        field = data.score_field(model, layer)
+        # a sliding-window layer (Gemma-3's, at S > its window) is measured over the bands it sees
+        window = visible_window(field.x[:, 0], field.size)
+        # column by column (a chunk of replicates at a time): the same numbers, a fraction of the memory
+        yield layer, field, by_columns(lambda x: band_statistics(x, field.size, extras=True, window=window), field.x)
+
+
+def later_layers_median(values: dict) -> np.ndarray | None:
+    """The median over the layers from layer 2 (paper) on ("except for the first layer", Section 5.2) of
+    {layer: [estimate, replicates...]}, replicate by replicate; None with no such layer."""
+    later = [layer for layer in sorted(values) if layer >= 1]
+    return np.median(np.stack([values[layer] for layer in later]), axis=0) if later else None
+
+
 def claim8(data: LedgerInputs, th: dict) -> list[dict]:
     """Pretrained RoPE LLMs (kind "pretrained"), every layer.
 
@@ -260,12 +278,7 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
                 )
             continue
         amps, ranges = {}, {}
-        for layer in layers:
-            field = data.score_field(model, layer)
-            # a sliding-window layer (Gemma-3's, at S > its window) is measured over the bands it sees
-            window = visible_window(field.x[:, 0], field.size)
-            # column by column (a chunk of replicates at a time): the same numbers, a fraction of the memory
-            stats = by_columns(lambda x: band_statistics(x, field.size, extras=True, window=window), field.x)
+        for layer, field, stats in layer_statistics(data, model):
             amp, sink, deficit = amplitude(stats["share1"]), amplitude(stats["share0"]), stats["deficit1"]
             ranges[layer] = debias(stats["range1"])
             amps[layer] = amp
@@ -309,7 +322,7 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
                 row(
                     "8b",
                     setting,
-                    np.median(np.stack([amps[layer] for layer in later]), axis=0),
+                    later_layers_median(amps),
                     th,
                     note=f"{len(later)} layers",
                     label=model,
@@ -321,7 +334,7 @@ def claim8(data: LedgerInputs, th: dict) -> list[dict]:
                 row(
                     "8c",
                     setting,
-                    np.median(np.stack([ranges[layer] for layer in later]), axis=0),
+                    later_layers_median(ranges),
                     th,
                     note=f"{len(later)} layers; by layer (from 2): "
                     + ", ".join(f"{ranges[layer][0]:.3g}" for layer in later),

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from causalpos.analysis.triangles import COLUMN_CHUNK, pack
+from causalpos.catalogue.models import DOCUMENTS
 from causalpos.io import PartTable
 from causalpos.catalogue.tables import require_columns
 from causalpos.tril import packed_size
@@ -215,8 +216,20 @@ class LedgerInputs:
         recursion=None,
         window_test=None,
         pattern_ablation=None,
+        controls=None,
+        stream="",
     ):
         self.n_bootstrap, self.seed = n_bootstrap, seed
+        # `stream`: a name that joins the seed of the bootstrap draws ("": none), so that inputs of another condition
+        # (a content control's sequences, issue 43) draw their groups independently of the documents' under the same
+        # model name; `controls`: condition -> its (scores, groups), each measured with its condition as stream
+        self.stream = str(stream)
+        self.controls = {
+            condition: LedgerInputs(
+                None, None, scores, None, groups, n_bootstrap, seed, stream="" if condition == DOCUMENTS else condition
+            )
+            for condition, (scores, groups) in (controls or {}).items()
+        }
         self.sim = require_columns(simulations, SIM_NEEDS, "simulations", optional=True)
         sim_groups = require_columns(simulation_groups, SIM_GROUP_NEEDS, "simulation_groups", optional=True)
         self._sim_groups = split_by(sim_groups, ["variant", "layer"]) if sim_groups is not None else {}
@@ -356,6 +369,7 @@ class LedgerInputs:
         key = (model, n_groups)
         if key not in self._counts:
             parts = ("bootstrap", model) if isinstance(model, str) else ("bootstrap",) + tuple(model)
+            parts += (self.stream,) if self.stream else ()
             draws = seeded_rng(self.seed, *parts).integers(0, n_groups, size=(self.n_bootstrap, n_groups))
             counts = np.zeros((n_groups, self.n_bootstrap))
             np.add.at(counts, (draws.ravel(), np.repeat(np.arange(self.n_bootstrap), n_groups)), 1.0)

@@ -1,5 +1,5 @@
-"""The pretrained LLMs' pattern under the content controls (issue 43, claim 12 as registered in
-catalogue.preregistered): claim 8's metrics measured again on each condition's extraction.
+"""The pretrained LLMs' pattern under the content controls (issue 43; claim 12's verdicts: analysis.claims.
+mask_controls): claim 8's metrics measured again on each condition's extraction, the table of rule controls_table.
 
 One condition's tables (scores, groups, head_scores of every pretrained model, extracted on that condition's
 sequences: corpus.conditions) go through claim 8's own builder (analysis.claims.model_claims.claim8), so a value
@@ -20,6 +20,7 @@ import pandas as pd
 from causalpos.analysis.claims.model_claims import claim8
 from causalpos.analysis.claims.replicates import LedgerInputs, group_sizes, longest_seq_len
 from causalpos.analysis.heads import heads_frame
+from causalpos.catalogue.models import DOCUMENTS
 from causalpos.catalogue.tables import MASK_CONTROLS_COLUMNS
 from causalpos.catalogue.thresholds import THRESHOLDS
 
@@ -45,7 +46,9 @@ def condition_frame(condition: str, scores, groups, head_scores, n_bootstrap: in
     """MASK_CONTROLS_COLUMNS rows of one model's extraction on one condition's sequences: its scores, its groups
     of quantity "scores" (both may be io.PartTables: a layer is read when measured) and its head_scores (None or
     no rows: no per-head rows)."""
-    data = LedgerInputs(None, None, scores, None, groups, n_bootstrap, seed)
+    # a control's draws are its own (the stream claim 12's ledger gives it), the documents' the default ledger's
+    stream = "" if condition == DOCUMENTS else condition
+    data = LedgerInputs(None, None, scores, None, groups, n_bootstrap, seed, stream=stream)
     size = longest_seq_len(scores)
     counts = group_sizes(groups) if groups is not None else None
     n_sequences = int(counts.sum()) if counts is not None and len(counts) else -1

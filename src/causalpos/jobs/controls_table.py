@@ -1,5 +1,5 @@
-"""Rule mask_controls: claim 8's metrics of every pretrained LLM on each condition's sequences, in one table
-(`snakemake mask_controls`, not part of `all`; analysis.mask_controls; issue 43). params.conditions lists the conditions in the order of the
+"""Rule controls_table: claim 8's metrics of every pretrained LLM on each condition's sequences, in one table
+(`snakemake mask_controls`, not part of `all`; analysis.controls_table; issue 43). params.conditions lists the conditions in the order of the
 inputs: input.scores, input.groups and input.head_scores hold, condition after condition, one file per model of
 params.models."""
 
@@ -10,7 +10,7 @@ import time
 
 from causalpos import __version__
 from causalpos.analysis.heads import layers_of
-from causalpos.analysis.mask_controls import condition_frame, mask_controls_frame
+from causalpos.analysis.controls_table import condition_frame, mask_controls_frame
 from causalpos.io import PartTable, write_parquet
 
 log = logging.getLogger("causalpos")
