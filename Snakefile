@@ -121,7 +121,8 @@ rule length_seeds:
 # (1,000 x 1,024 tokens by default), the same LLM figures and claim 8's ledger rows, and the convergence table, all
 # under results/paper_llms: the default run's files are never written.
 MASK_CONTROLS = [
-    rules.controls_table.output,
+    rules.controls_table.output.table,
+    rules.controls_table.output.figures,
     paths.table_file("claims", CONTROLS_ROOT),
 ]
 

@@ -95,7 +95,8 @@ rule controls_table:
     input:
         unpack(control_tables),
     output:
-        paths.table_file("mask_controls", RESULTS),
+        table=paths.table_file("mask_controls", RESULTS),
+        figures=report_figures(MASK_CONTROLS_FIGURE, RESULTS, category="Claims"),
     log:
         log_path("controls_table.log"),
     conda:
@@ -107,6 +108,7 @@ rule controls_table:
         conditions=CONDITIONS,
         models=PRETRAINED,
         settings={key: config["claims"][key] for key in ("n_bootstrap", "seed")},
+        options=settings.plot_options(config),
         code=code("controls_table"),
         upstream=upstream("controls_table"),
     script:

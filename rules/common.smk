@@ -17,6 +17,7 @@ from causalpos.catalogue.figures import (
     FIGURE_CAPTIONS,
     FIGURES as FIGURE_SPECS,
     LENGTH_SEEDS_FIGURE,
+    MASK_CONTROLS_FIGURE,
     claims_pages,
 )
 from causalpos.catalogue.models import (

@@ -44,9 +44,13 @@ from causalpos.catalogue.figures import (
     CONVERGENCE_FIGURE,
     FIGURES,
     LENGTH_SEEDS_FIGURE,
+    MASK_CONTROLS_FIGURE,
     RENDERED,
 )
-from causalpos.io import read_table
+from causalpos.io import PartTable, read_table
+from causalpos.analysis.controls_table import condition_frame, mask_controls_frame
+from causalpos.catalogue.models import CONTROL_CONDITIONS, DOCUMENTS
+from causalpos.figures.mask_controls import plot_mask_controls
 from causalpos.catalogue import paths
 from causalpos.workflow.config import load_config
 from causalpos.workflow.job import Job, run_job
@@ -61,6 +65,7 @@ FAMILIES = [
     CONVERGENCE_FIGURE,
     LENGTH_SEEDS_FIGURE,
     ABLATION_FIGURE,
+    MASK_CONTROLS_FIGURE,
 ]
 DEEP_LAYERS = 18  # a model with this many layers or more has several all-layers pages (Gemma-3-270M: 18)
 DEEP_MODEL = "llm_18_layers"  # a made-up model of DEEP_LAYERS layers, where the run has none (a name no run has)
@@ -224,6 +229,30 @@ def draw_ablation(run: Path, config: dict, out: Path, recorder: Recorder) -> Non
         )
 
 
+def draw_mask_controls(run: Path, config: dict, out: Path, recorder: Recorder) -> None:
+    """figT5 as rule controls_table draws it: the run's documents rows (claim 8 on its tables, as the rule measures
+    them), and each control made from them (the values scaled by 0.9, 0.7 and 0.5: the run has no controls)."""
+    results, claims = str(run / "results"), config["claims"]
+    parts = []
+    for model in config["extraction"]["pretrained"]["models"]:
+        tables = {t: paths.activation_table(model, t, results) for t in ("scores", "groups", "head_scores")}
+        documents = condition_frame(
+            DOCUMENTS,
+            PartTable(tables["scores"], "scores"),
+            PartTable(tables["groups"], "groups").select(quantity="scores"),
+            None,
+            claims["n_bootstrap"],
+            claims["seed"],
+        )
+        parts.append(documents)
+        for condition, scale in zip(CONTROL_CONDITIONS, (0.9, 0.7, 0.5)):
+            parts.append(documents.assign(condition=condition, value=documents["value"] * scale))
+    frame = mask_controls_frame(parts)
+    options = plot_options(config)  # rule controls_table's
+    recorder.family = MASK_CONTROLS_FIGURE
+    recorder(lambda: plot_mask_controls(frame, options), options, [out / f"{MASK_CONTROLS_FIGURE}.png"])
+
+
 # over 20 s (~27 s, once per module): every figure family drawn from the shared run's tables
 @pytest.fixture(scope="module")
 def figures(finished_run, tmp_path_factory) -> dict[str, list[Drawn]]:
@@ -234,7 +263,14 @@ def figures(finished_run, tmp_path_factory) -> dict[str, list[Drawn]]:
     with pytest.MonkeyPatch.context() as patch:  # the runners import save_figure from style when they run
         patch.setattr(style, "save_figure", recorder)
         patch.setattr(render, "save_figure", recorder)
-        for draw in (draw_rule_figures, draw_all_layers, draw_claims, draw_length_seeds, draw_ablation):
+        for draw in (
+            draw_rule_figures,
+            draw_all_layers,
+            draw_claims,
+            draw_length_seeds,
+            draw_ablation,
+            draw_mask_controls,
+        ):
             draw(finished_run, config, out, recorder)
     return recorder.drawn
 
@@ -305,6 +341,7 @@ def test_the_families_are_every_figure():
         CONVERGENCE_FIGURE,
         LENGTH_SEEDS_FIGURE,
         ABLATION_FIGURE,
+        MASK_CONTROLS_FIGURE,
     } == set(FIGURES)
 
 

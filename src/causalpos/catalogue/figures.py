@@ -29,6 +29,8 @@ LENGTH_SEEDS_FIGURE = "figT3_length_seeds"  # drawn by rule length_seeds_table (
 # pattern_ablation_seeds under results/seeds for every seed)
 ABLATION_FIGURE = "figT4_pattern_ablation"
 CONVERGENCE_FIGURE = "figL2_convergence"  # drawn by rule convergence, beside results/summary/convergence.parquet
+# drawn by rule controls_table (target mask_controls), beside results/summary/mask_controls.parquet
+MASK_CONTROLS_FIGURE = "figT5_mask_controls"
 FIGURE_CAPTIONS = "report/figure.rst"  # the caption file of every figure of rule figure, by its id
 
 MODEL_SETS = {  # FigureSpec.models: whose extraction tables a figure reads
@@ -348,6 +350,26 @@ FIGURES = {
             "setting's value with ±z standard errors (the verdict's margin; the legend gives z) "
             "against\n"
             "the claim's threshold (dashed line), coloured by verdict.",
+        ),
+        FigureSpec(
+            MASK_CONTROLS_FIGURE,
+            "Claims",
+            ("mask_controls",),
+            beside=True,
+            draw="causalpos.figures.mask_controls.plot_mask_controls",
+            caption_file="report/mask_controls.rst",
+            caption="The pretrained LLMs' pattern under the content controls (issue 43, target "
+            "``mask_controls``):\n"
+            "each layer's non-relative amplitude (claim 8a's metric) and first keys' emphasis (8d's), on "
+            "the default\n"
+            "run's documents and on three controls that keep BOS and the mask but take the documents' "
+            "content away\n"
+            "(windows inside documents, uniform random tokens, each document's tokens permuted), with "
+            "±1 bootstrap\n"
+            "standard error over each condition's groups of sequences. Claim 12 (ours, registered before "
+            "these numbers)\n"
+            "compares each control with the documents over layers 2+; its ledger is "
+            "``results/controls/summary/claims.md``.",
         ),
         FigureSpec(
             CONVERGENCE_FIGURE,

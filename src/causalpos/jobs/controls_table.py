@@ -11,6 +11,8 @@ import time
 from causalpos import __version__
 from causalpos.analysis.heads import layers_of
 from causalpos.analysis.controls_table import condition_frame, mask_controls_frame
+from causalpos.figures.mask_controls import plot_mask_controls
+from causalpos.figures.style import save_figure
 from causalpos.io import PartTable, write_parquet
 
 log = logging.getLogger("causalpos")
@@ -44,5 +46,6 @@ def run(job) -> None:
         )
     frame = mask_controls_frame(parts)
     meta = {"stage": "mask_controls", "conditions": conditions, "models": models, "settings": settings}
-    write_parquet(frame, job.output[0], {**meta, "version": __version__})
-    log.info("mask controls: %d rows in %.1f s -> %s", len(frame), time.perf_counter() - start, job.output[0])
+    write_parquet(frame, job.output.table, {**meta, "version": __version__})
+    save_figure(lambda: plot_mask_controls(frame, job.params.options), job.params.options, list(job.output.figures))
+    log.info("mask controls: %d rows in %.1f s -> %s", len(frame), time.perf_counter() - start, job.output.table)
