@@ -2,6 +2,7 @@
 # Run:  snakemake --cores 8 all_figures      (config: config.yaml, checked before any job)
 #       snakemake --cores 8 length_seeds     (length and pattern ablation over training seeds: more trainings)
 #       snakemake --cores 8 paper_llms       (Section 5.2 at the paper's size: 1,000 x 1,024 tokens per LLM; hours on a CPU)
+#       snakemake --cores 8 window_control   (Gemma-3's windows as trained and lifted, 1,024 tokens: the window's own effect)
 #       snakemake --cores 8 mask_controls    (the LLMs' pattern on content controls, claim 12's ledger: three more extractions per LLM)
 #       snakemake --cores 2 results/simulation/l2_alpha0.0.parquet   (any result: the jobs it needs, and no other)
 #       snakemake --cores 8 verify           (all, with every byte of every result checked against what its job wrote)
@@ -125,6 +126,18 @@ MASK_CONTROLS = [
     rules.controls_table.output.figures,
     paths.table_file("claims", CONTROLS_ROOT),
 ]
+
+
+WINDOW_CONTROL = [
+    paths.table_file("window_test", WINDOWS_ROOT),
+]
+
+
+# issue 43: the sliding-window LLMs' window test at extraction.window_control's size, with the windows lifted beside
+rule window_control:
+    input:
+        WINDOW_CONTROL,
+        lost=lost(WINDOW_CONTROL),
 
 
 # issue 43: the pretrained LLMs' pattern on content controls, and claim 12's ledger (results/controls/summary)

@@ -66,21 +66,24 @@ rule convergence:
 
 # Issue 25: the sliding-window layers of the pretrained LLMs (Gemma-3) before and after their window, against the
 # recursion of their own stack; paper_llms's tables where they exist (queries past the window), else the default
-# run's. Claim 10d-10e read it.
+# run's. Claim 10d-10e read it. In results/windows (target window_control, issue 43): each model of
+# extraction.window_control with its windows as trained and lifted, and the window's own effect.
 rule window_test:
     input:
         unpack(window_test_inputs),
     output:
-        paths.table_file("window_test", RESULTS),
+        paths.table_file("window_test", "{results}"),
     log:
-        log_path("window_test.log"),
+        log_path("window_test.log", "{results}"),
+    wildcard_constraints:
+        results=one_of([RESULTS, WINDOWS_ROOT]),
     conda:
         "../envs/causalpos.yaml"
     threads: job_threads("window_test")
     resources:
         **job_resources("window_test"),
     params:
-        models=lambda wildcards: settings.window_test_models(config, RESULTS),
+        models=lambda wildcards: settings.window_test_models(config, wildcards.results),
         settings={key: config["claims"][key] for key in ("n_bootstrap", "seed")},
         code=code("window_test"),
         upstream=upstream("window_test"),

@@ -24,6 +24,7 @@ from causalpos.catalogue.models import (
     CONTROL_CONDITIONS,
     DOCUMENTS,
     TRAINED,
+    WINDOW_ARMS,
     TRAINED_RUNS,
 )
 from causalpos.workflow import settings
@@ -68,6 +69,11 @@ CONTROLS = {
     paths.controls_dir(condition, RESULTS): condition
     for condition in CONTROL_CONDITIONS
 }  # each content control's extraction in a folder of its own (for mask_controls)
+WINDOW_MODELS = settings.window_control_models(config)  # target window_control's models
+WINDOWS_ROOT = paths.windows_root(RESULTS)  # target window_control: its window test
+WINDOW_FOLDERS = {
+    paths.window_control_dir(arm, RESULTS): arm for arm in WINDOW_ARMS
+}  # each arm's extraction in a folder of its own (windows as trained, and lifted)
 CONTROLS_ROOT = paths.controls_root(RESULTS)  # target mask_controls: claim 12's ledger
 CONDITIONS = [
     DOCUMENTS,
@@ -87,7 +93,17 @@ def one_of(names):
 
 
 wildcard_constraints:
-    results=one_of([RESULTS, PAPER, SEEDS, CONTROLS_ROOT, *CONTROLS]),
+    results=one_of(
+        [
+            RESULTS,
+            PAPER,
+            SEEDS,
+            CONTROLS_ROOT,
+            *CONTROLS,
+            WINDOWS_ROOT,
+            *WINDOW_FOLDERS,
+        ]
+    ),
     variant=one_of(VARIANTS),
     figure=one_of(FIGURES),
 
@@ -215,6 +231,10 @@ def pretrained_inputs(wildcards):
 def extraction_settings(wildcards):
     if wildcards.results == PAPER:
         return settings.paper_llms_settings(config, wildcards.model)
+    if wildcards.results in WINDOW_FOLDERS:
+        return settings.window_control_settings(
+            config, wildcards.model, WINDOW_FOLDERS[wildcards.results]
+        )
     if wildcards.results in CONTROLS:
         return settings.control_settings(
             config, wildcards.model, CONTROLS[wildcards.results]
@@ -303,7 +323,22 @@ def claims_inputs(wildcards):
 
 def window_test_inputs(wildcards):
     """Each pretrained model's scores and groups tables, paper_llms's where they exist (settings.window_test_sources),
-    and its safetensors copy where it is a GGUF file."""
+    and its safetensors copy where it is a GGUF file; in WINDOWS_ROOT (target window_control) its models' windowed
+    arm, and the lifted arm's tables as lifted_scores and lifted_groups."""
+    if wildcards.results == WINDOWS_ROOT:
+        folders = {arm: paths.window_control_dir(arm, RESULTS) for arm in WINDOW_ARMS}
+        return {
+            prefix
+            + table: [
+                paths.activation_table(m, table, folders[arm]) for m in WINDOW_MODELS
+            ]
+            for arm, prefix in zip(WINDOW_ARMS, ("", "lifted_"))
+            for table in settings.WINDOW_TEST_TABLES
+        } | {
+            "models": [
+                paths.pretrained_dir(m, RESULTS) for m in WINDOW_MODELS if m in GGUF
+            ]
+        }
     sources = settings.window_test_sources(config, RESULTS)
     return {
         table: [

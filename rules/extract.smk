@@ -26,7 +26,8 @@ rule pretrained:
 
 # Every layer's scores, Figure 3's intermediates, the position probe and each head's map of one model: a trained
 # twin on the evaluation snippets, a pretrained LLM on held-out documents in its own tokenizer (in a folder of
-# CONTROLS: on that content control's sequences, target mask_controls).
+# CONTROLS: on that content control's sequences, target mask_controls; in one of WINDOW_FOLDERS: at
+# extraction.window_control's size, its sliding windows as trained or lifted, target window_control).
 rule extract:
     input:
         unpack(extraction_inputs),
@@ -35,7 +36,7 @@ rule extract:
     log:
         log_path("extract/{model}.log", "{results}"),
     wildcard_constraints:
-        results=one_of([RESULTS, PAPER, *CONTROLS]),
+        results=one_of([RESULTS, PAPER, *CONTROLS, *WINDOW_FOLDERS]),
         model=one_of(EXTRACTED),
     cache: True
     conda:

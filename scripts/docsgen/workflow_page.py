@@ -1,5 +1,5 @@
 """The sections of docs/workflow.md made from Snakemake's own reading of the rules (causalpos.workflow.introspect):
-the rule graph of the targets all, length_seeds, paper_llms and mask_controls, and the table of rules (what each writes, the
+the rule graph of the targets all, length_seeds, paper_llms, mask_controls and window_control, and the table of rules (what each writes, the
 module its jobs run, what it asks for), for the default config.
 """
 
@@ -16,7 +16,7 @@ from causalpos.workflow.introspect import ROOT, loaded_workflow, rule_edges
 from docsgen import row, section, table
 
 PAGE = "docs/workflow.md"
-TARGETS = ("all", "length_seeds", "paper_llms", "mask_controls")  # the targets users run (all_figures is all)
+TARGETS = ("all", "length_seeds", "paper_llms", "mask_controls", "window_control")  # the targets users run (all_figures is all)
 
 
 @lru_cache(maxsize=1)

@@ -22,6 +22,7 @@ from causalpos.analysis.windows import (
     AttentionStack,
     attention_stack,
     layer_rows,
+    predicted_amplitude,
     predicted_scores,
     query_ranges,
     region_pairs,
@@ -147,10 +148,10 @@ def test_layer_rows_pair_before_and_after():
 
 @pytest.fixture(scope="module")
 def tiny_gemma_run(tmp_path_factory):
-    """A tiny random Gemma-3, extracted to the usual tables and put through the window test's runner."""
-    from transformers import AutoModelForCausalLM
-
+    """A tiny random Gemma-3, extracted to the usual tables with its windows as trained and lifted (target
+    window_control's two arms, the same sequences) and put through the window test's runner with both."""
     from causalpos.models.extract import ATTENTION_NAME, extract_to_files
+    from causalpos.models.pretrained import load_for_extraction
     from causalpos.workflow.job import Job, run_job
 
     folder = tmp_path_factory.mktemp("window_test")
@@ -162,40 +163,65 @@ def tiny_gemma_run(tmp_path_factory):
                 parameter.normal_(0.0, 0.5)
     model.save_pretrained(folder / "model")
     ids = np.random.default_rng(0).integers(0, VOCAB, size=(32, SEQ))
-    tables = {table: folder / f"{table}.parquet" for table in ("scores", "intermediates", "probe", "groups")}
-    loaded = AutoModelForCausalLM.from_pretrained(
-        folder / "model", attn_implementation=ATTENTION_NAME, dtype=torch.float32
-    ).eval()
-    extract_to_files(
-        loaded,
-        ids,
-        "gemma",
-        "pretrained",
-        tables,
-        batch_size=8,
-        intermediates_layer=None,
-        probe_sequences=0,
-        probe_positions=4,
-        seed=0,
-        n_groups=8,
-    )
-    output = folder / "window_test.parquet"
-    run_job(
-        Job(
-            "window_test",
-            input={"scores": [str(tables["scores"])], "groups": [str(tables["groups"])]},
-            output={"table": str(output)},
-            params={
-                "models": {"gemma": {"location": str(folder / "model"), "source": "default run"}},
-                "settings": {"n_bootstrap": 50, "seed": 0},
-            },
+    arms = {}
+    for arm in ("windowed", "lifted"):
+        tables = {t: folder / arm / f"{t}.parquet" for t in ("scores", "intermediates", "probe", "groups")}
+        tables["scores"].parent.mkdir()
+        loaded, _ = load_for_extraction(
+            str(folder / "model"),
+            "test",
+            torch.device("cpu"),
+            ATTENTION_NAME,
+            with_tokenizer=False,
+            lift_windows=arm == "lifted",
         )
-    )
-    return pd.read_parquet(output)
+        extract_to_files(
+            loaded,
+            ids,
+            "gemma",
+            "pretrained",
+            tables,
+            batch_size=8,
+            intermediates_layer=None,
+            probe_sequences=0,
+            probe_positions=4,
+            seed=0,
+            n_groups=8,
+        )
+        arms[arm] = tables
+    frames = {}
+    for lifted in (False, True):
+        output = folder / f"window_test_{lifted}.parquet"
+        both = {f"lifted_{t}": [str(arms["lifted"][t])] for t in ("scores", "groups")} if lifted else {}
+        run_job(
+            Job(
+                "window_test",
+                input={
+                    "scores": [str(arms["windowed"]["scores"])],
+                    "groups": [str(arms["windowed"]["groups"])],
+                    **both,
+                },
+                output={"table": str(output)},
+                params={
+                    "models": {
+                        "gemma": {
+                            "location": str(folder / "model"),
+                            "source": "window_control" if lifted else "default run",
+                            "lifted": lifted,
+                        }
+                    },
+                    "settings": {"n_bootstrap": 50, "seed": 0},
+                },
+            )
+        )
+        frames[lifted] = pd.read_parquet(output)
+    frames["arms"] = arms
+    return frames
 
 
 def test_the_job_on_a_tiny_gemma(tiny_gemma_run):
-    frame = tiny_gemma_run
+    frame = tiny_gemma_run[False]
+    assert (frame["arm"] == "windowed").all()
     assert sorted(frame["layer"].unique()) == [0, 1, 2]
     assert set(frame["layer_type"]) == {"sliding", "global"}
     assert (frame["source"] == "default run").all() and (frame["n_sequences"] == 32).all()
@@ -213,7 +239,11 @@ def test_the_job_on_a_tiny_gemma(tiny_gemma_run):
 
 def test_claims_10d_10e_read_the_table(tiny_gemma_run):
     th = merge_thresholds(None)
-    rows = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=tiny_gemma_run), th)
+    rows = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=tiny_gemma_run[False]), th)
+    # the lifted arm and the difference beside it change none of the rows (10d-10e read the model as trained)
+    both = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=tiny_gemma_run[True]), th)
+    assert [(r["setting"], r["value"]) for r in both] == [(r["setting"], r["value"]) for r in rows]
+    tiny_gemma_run = tiny_gemma_run[False]
     by_claim = {c: [r for r in rows if r["claim_id"] == c] for c in ("10d", "10e")}
     assert [r["layer"] for r in by_claim["10d"]] == [1, 2]  # layers 2+ (paper)
     change = tiny_gemma_run[(tiny_gemma_run["region"] == "change") & (tiny_gemma_run["layer"] == 2)].iloc[0]
@@ -253,3 +283,78 @@ def test_the_job_reads_paper_llms_tables_once_both_exist(tmp_path):
         "gemma3_270m": paths.paper_llms_dir(results),
         "smollm2_135m": results,
     }
+
+
+def test_lifting_the_windows_changes_the_mask_alone(tmp_path):
+    """load_for_extraction(lift_windows=True) makes every layer global by the window alone: the same logits as the
+    model with a window as long as the sequence, each layer keeping its type and RoPE base (not those of a model
+    whose layers were all made global, which gives the sliding layers the global base too), and other logits than
+    the windowed model's past the window. A model without sliding windows is refused, naming the setting."""
+    from transformers import AutoModelForCausalLM, LlamaForCausalLM
+
+    from causalpos.models.pretrained import load_for_extraction
+
+    torch.manual_seed(1)
+    Gemma3ForCausalLM(gemma_config()).save_pretrained(tmp_path / "gemma")
+    ids = torch.from_numpy(np.random.default_rng(1).integers(0, VOCAB, size=(2, SEQ)))
+
+    def logits(model):
+        with torch.no_grad():
+            return model(ids).logits
+
+    cpu = torch.device("cpu")
+    lifted, _ = load_for_extraction(str(tmp_path / "gemma"), "s", cpu, "eager", with_tokenizer=False, lift_windows=True)
+    windowed, _ = load_for_extraction(str(tmp_path / "gemma"), "s", cpu, "eager", with_tokenizer=False)
+    assert lifted.config.layer_types == TYPES
+    covering = AutoModelForCausalLM.from_pretrained(tmp_path / "gemma", attn_implementation="eager", sliding_window=SEQ)
+    all_global = AutoModelForCausalLM.from_pretrained(
+        tmp_path / "gemma", attn_implementation="eager", layer_types=["full_attention"] * len(TYPES)
+    )
+    torch.testing.assert_close(logits(lifted), logits(covering.eval()), rtol=0, atol=0)
+    assert not torch.allclose(logits(lifted), logits(all_global.eval()), atol=1e-4)
+    # before the window both see every earlier key: equal there, apart past it
+    torch.testing.assert_close(logits(lifted)[:, :WINDOW], logits(windowed)[:, :WINDOW], rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(logits(lifted)[:, WINDOW:], logits(windowed)[:, WINDOW:], atol=1e-4)
+    LlamaForCausalLM(
+        LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=2)
+    ).save_pretrained(tmp_path / "llama")
+    with pytest.raises(ValueError, match="s: model .* has no sliding-window layer"):
+        load_for_extraction(str(tmp_path / "llama"), "s", cpu, "eager", with_tokenizer=False, lift_windows=True)
+
+
+def test_the_lifted_arm_and_the_windows_own_effect(tiny_gemma_run):
+    """Target window_control's arms on the same sequences: the queries before the window see every earlier key in
+    both, so their scores are the same and so are their amplitudes and draws (paired); the window's own effect
+    (arm difference) is then the after-window amplitude with the window minus without it, replicate by
+    replicate, and its prediction the recursion's with the windows minus without them."""
+    from causalpos.analysis.windows import lifted_stack
+
+    arms = tiny_gemma_run["arms"]
+    windowed, lifted = (pd.read_parquet(arms[arm]["scores"]) for arm in ("windowed", "lifted"))
+    early = windowed["query_pos"] < WINDOW
+    np.testing.assert_allclose(
+        windowed.loc[early, "score_mean"], lifted.loc[lifted["query_pos"] < WINDOW, "score_mean"], rtol=1e-5, atol=1e-6
+    )
+    frame = tiny_gemma_run[True]
+    assert set(frame["arm"]) == {"windowed", "lifted", "difference"} and (frame["source"] == "window_control").all()
+    by = {(r["arm"], r["region"], r["layer"]): r for _, r in frame.iterrows()}
+    stack = AttentionStack((WINDOW, None, WINDOW), (1e4, 1e6, 1e4), 16)
+    with_windows, without = predicted_scores(stack, 2 * WINDOW), predicted_scores(lifted_stack(stack), 2 * WINDOW)
+    for layer in (1, 2):
+        before = [by[(arm, "before", layer)] for arm in ("windowed", "lifted")]
+        assert before[0]["measured"] == pytest.approx(before[1]["measured"], rel=1e-4)
+        np.testing.assert_allclose(before[0]["replicates"], before[1]["replicates"], rtol=1e-4, atol=1e-6)
+        effect = by[("difference", "change", layer)]
+        after = [
+            np.r_[by[(arm, "after", layer)]["measured"], by[(arm, "after", layer)]["replicates"]]
+            for arm in ("windowed", "lifted")
+        ]
+        np.testing.assert_allclose(np.r_[effect["measured"], effect["replicates"]], after[0] - after[1], atol=1e-4)
+        change = {}
+        for name, scores in (("with", with_windows), ("without", without)):
+            amplitudes = [predicted_amplitude(scores[layer], WINDOW, q) for q in ((0, WINDOW), (WINDOW, 2 * WINDOW))]
+            change[name] = amplitudes[1] - amplitudes[0]
+        assert effect["predicted"] == pytest.approx(change["with"] - change["without"])
+    # the global layer 2 (paper) is global in both arms: the recursion sees a window's effect only through the
+    # sliding layer below it
+    assert by[("lifted", "change", 1)]["layer_type"] == "global"

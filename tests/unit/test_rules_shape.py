@@ -21,11 +21,11 @@ def bodies() -> dict[str, str]:
 TARGETS = {name for name, body in bodies().items() if not re.search(r"^    output:", body, re.M)}
 
 
-# 30 when set (1d1116c); 32 with issue 43's rule controls_table and its target mask_controls (the table and claim
-# 12's ledger, as paper_llms and length_seeds are targets of their own)
-def test_at_most_32_rules_and_2_use_rule():
+# 30 when set (1d1116c); 33 with issue 43's rule controls_table and the targets mask_controls (the table and claim
+# 12's ledger) and window_control (Gemma's windows lifted), as paper_llms and length_seeds are targets of their own
+def test_at_most_33_rules_and_2_use_rule():
     uses = sum(len(re.findall(r"^use rule ", path.read_text(), re.M)) for path in FILES)
-    assert len(bodies()) <= 32 and uses <= 2
+    assert len(bodies()) <= 33 and uses <= 2
 
 
 def test_every_rule_logs_and_runs_its_job_module_with_its_code_digest():

@@ -34,6 +34,7 @@ from causalpos.tril import packed_pairs
 
 SLIDING, GLOBAL = "sliding", "global"
 REGIONS = ("before", "after", "change")
+DIFFERENCE = "difference"  # the `arm` of the window's own effect: windowed minus lifted (target window_control)
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,34 @@ def layer_rows(field, layer: int, stack: AttentionStack, predicted: np.ndarray) 
             }
         )
     return rows
+
+
+def lifted_stack(stack: AttentionStack) -> AttentionStack:
+    """The stack with every window lifted, each layer keeping its RoPE base: the recursion of target
+    window_control's lifted arm."""
+    return AttentionStack(tuple(None for _ in stack.windows), stack.rope_thetas, stack.head_dim)
+
+
+def difference_rows(windowed: list[dict], lifted: list[dict]) -> list[dict]:
+    """The window's own effect at one layer: the `change` row of the windowed arm minus the lifted arm's, measured
+    (replicate by replicate: the arms' bootstraps draw the same groups of the same sequences, so the difference
+    is paired) and predicted; no row where either arm has no change."""
+    changes = [next((r for r in rows if r["region"] == "change"), None) for rows in (windowed, lifted)]
+    if any(c is None for c in changes):
+        return []
+    (w, lift) = changes
+    values = np.r_[w["measured"], w["replicates"]] - np.r_[lift["measured"], lift["replicates"]]
+    value, se = estimate(values)
+    return [
+        {
+            **w,
+            "arm": DIFFERENCE,
+            "measured": value,
+            "uncertainty": se,
+            "predicted": w["predicted"] - lift["predicted"],
+            "replicates": values[1:].tolist(),
+        }
+    ]
 
 
 def window_frame(rows: list[dict]) -> pd.DataFrame:

@@ -279,7 +279,11 @@ CONVERGENCE = {
 
 WINDOW_TEST = {
     "model": "a pretrained model with sliding-window layers (Gemma-3)",
-    "source": "the tables read: `paper_llms` where they exist, else `default run`",
+    "source": "the tables read: target window_control's where both its arms exist, else `paper_llms` where they "
+    "exist, else `default run`",
+    "arm": "`windowed`: the model as trained; `lifted`: every layer global, each keeping its RoPE base (target "
+    "window_control, the same sequences; an out-of-distribution control); `difference`: the `change` rows of "
+    "`windowed` minus those of `lifted`, the window's own effect (paired: the same draws of the same groups)",
     "layer_type": "`sliding` or `global`",
     "window": "the model's sliding window w",
     "rope_theta": "the layer's RoPE base",

@@ -27,6 +27,10 @@ KINDS = (TRAINED_KIND, PRETRAINED_KIND)
 DOCUMENTS = "documents"  # the default run's sequences: each a document's start, after BOS
 CONDITIONS = (DOCUMENTS, "mid_document", "random_tokens", "shuffled_documents")
 CONTROL_CONDITIONS = CONDITIONS[1:]
+# a sliding-window model's two extractions on the same sequences (target window_control, issue 43): its windows as
+# trained, and lifted (every layer global, each keeping its RoPE base: an out-of-distribution control)
+WINDOW_ARMS = ("windowed", "lifted")
+WINDOWED, LIFTED = WINDOW_ARMS
 # three letters each: a condition in a tick label beside a model's name (the claims figure's labels are short)
 CONDITION_CODES = dict(zip(CONDITIONS, ("doc", "mid", "rnd", "shf")))
 

@@ -206,6 +206,18 @@ def controls_dir(condition: str, results: str = RESULTS) -> str:
     return f"{controls_root(results)}/{condition}"
 
 
+def windows_root(results: str = RESULTS) -> str:
+    """The folder of target window_control (issue 43): each arm's extraction in a folder of its own
+    (window_control_dir) and, given it as `results`, its window test (summary/window_test.parquet)."""
+    return f"{results}/windows"
+
+
+def window_control_dir(arm: str, results: str = RESULTS) -> str:
+    """The folder of one arm of target window_control (issue 43; catalogue.models.WINDOW_ARMS): the functions
+    here, given it as `results`, name its tables."""
+    return f"{windows_root(results)}/{arm}"
+
+
 def summary_dir(results: str = RESULTS) -> str:
     return f"{results}/summary"
 

@@ -308,6 +308,7 @@ MASK_CONTROLS_COLUMNS = [
 WINDOW_TEST_COLUMNS = [
     "model",
     "source",
+    "arm",
     "seq_len",
     "n_sequences",
     "layer",

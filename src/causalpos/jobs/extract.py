@@ -55,11 +55,13 @@ def run(job) -> None:
             prefix=bos_prefix(tokenizer),
         )
         meta["condition"] = condition
+        meta["lift_windows"] = bool(settings.get("lift_windows", False))
         # which documents the sequences are, and how many of each source and split (docs/models.md)
         meta["sequences"] = {"counts": sequence_counts(table), "doc_ids": table["doc_id"].tolist()}
         log.info("extract %s: sequences by source and split: %s", name, meta["sequences"]["counts"])
     started = time.perf_counter()
-    model, _ = load_for_extraction(location, setting, device, ATTENTION_NAME, with_tokenizer=False)
+    lift = bool(settings.get("lift_windows", False))  # target window_control's lifted arm
+    model, _ = load_for_extraction(location, setting, device, ATTENTION_NAME, with_tokenizer=False, lift_windows=lift)
     log.info(
         "extract %s: %s loaded from %s on %s in %.1f s",
         name,

@@ -341,9 +341,24 @@ def _dequantised(path: Path, step: Steps):
     return model, tokenizer
 
 
-def load_for_extraction(location: str, setting: str, device, attn_implementation: str, with_tokenizer: bool = True):
+# a sliding window no sequence reaches: the mask of a sliding layer is then the causal mask (target window_control)
+LIFTED_WINDOW = 1 << 30
+
+
+def load_for_extraction(
+    location: str,
+    setting: str,
+    device,
+    attn_implementation: str,
+    with_tokenizer: bool = True,
+    lift_windows: bool = False,
+):
     """Model (eval mode, on `device`; bf16 on CUDA, fp32 on CPU) and its tokenizer (None if not wanted).
-    A folder's files are checked first: a damaged one raises DamagedFileError naming it (models.model_files)."""
+    A folder's files are checked first: a damaged one raises DamagedFileError naming it (models.model_files).
+    `lift_windows`: every sliding-window layer made global by its config's `sliding_window` alone, so each layer
+    keeps its type and RoPE base (Gemma-3's local layers theirs, 10,000): only the mask changes. Changing
+    `layer_types` instead would give those layers the global layers' base as well. A model without sliding
+    windows is refused (ValueError naming `setting`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -351,13 +366,28 @@ def load_for_extraction(location: str, setting: str, device, attn_implementation
 
     verify_local_model(location, tokenizer=with_tokenizer)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    lifted = {"config": lifted_config(location, setting)} if lift_windows else {}
     try:
-        model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, attn_implementation=attn_implementation)
+        model = AutoModelForCausalLM.from_pretrained(
+            location, dtype=dtype, attn_implementation=attn_implementation, **lifted
+        )
         tokenizer = AutoTokenizer.from_pretrained(location) if with_tokenizer else None
     except (OSError, ValueError) as err:
         verify_local_model(location, tokenizer=with_tokenizer)  # moved aside meanwhile by another job?
         raise ValueError(f"{setting}: cannot load model {location!r}: {err}") from None
     return model.to(device).eval(), tokenizer
+
+
+def lifted_config(location: str, setting: str):
+    """The model's config with its sliding windows lifted (LIFTED_WINDOW): its layer types and RoPE bases kept."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(location)
+    text = config.get_text_config()
+    if "sliding_attention" not in (getattr(text, "layer_types", None) or []) or not getattr(text, "sliding_window", 0):
+        raise ValueError(f"{setting}: model {location!r} has no sliding-window layer, so no window to lift")
+    text.sliding_window = LIFTED_WINDOW
+    return config
 
 
 def bos_prefix(tokenizer) -> list[int]:

@@ -9,7 +9,7 @@ from causalpos.catalogue import paths
 from causalpos.catalogue import figures as figure_paths
 from causalpos.catalogue import models as model_records
 from causalpos.catalogue.figures import FIGURES
-from causalpos.catalogue.models import TRAINED, is_trained, parse_run, seed_run
+from causalpos.catalogue.models import TRAINED, WINDOW_ARMS, is_trained, parse_run, seed_run
 from causalpos.errors import ConfigError
 from causalpos.models.pretrained import SOURCE_KEYS, model_label
 from causalpos.models.settings import snapshot_schedule
@@ -85,6 +85,39 @@ def control_settings(config: dict, model: str, condition: str) -> dict:
         "probe_sequences": 0,
         "per_head": True,
         "condition": condition,
+    }
+
+
+def window_control_models(config: dict) -> list[str]:
+    """The models of target window_control (extraction.window_control.models), each one of the pretrained models."""
+    models = list(config["extraction"]["window_control"]["models"])
+    unknown = [m for m in models if m not in pretrained_models(config)]
+    if unknown:
+        raise ConfigError(
+            f"extraction.window_control.models: {unknown} not in extraction.pretrained.models "
+            f"({pretrained_models(config)})"
+        )
+    return models
+
+
+def window_control_settings(config: dict, model: str, arm: str) -> dict:
+    """One model's extraction for the window's own effect (target window_control): the sizes, groups and splits of
+    extraction.window_control, the same sequences in both arms (`windowed`: as trained; `lifted`: every layer
+    global), the scores and groups only (claims 10d-10e read no others)."""
+    if arm not in WINDOW_ARMS:
+        raise ValueError(f"window_control: arm {arm!r}, not one of {WINDOW_ARMS}")
+    section = config["extraction"]["window_control"]
+    spec = {k: v for k, v in config["extraction"]["pretrained"]["models"][model].items() if k in SOURCE_KEYS}
+    sizes = {key: section[key] for key in ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits")}
+    return {
+        **extraction_settings(config, model),
+        **spec,
+        **sizes,
+        "intermediates_layer": None,
+        "probe_sequences": 0,
+        "per_head": False,
+        "lift_windows": arm == "lifted",
+        "setting": "extraction.window_control",
     }
 
 
@@ -230,12 +263,17 @@ def window_test_sources(config: dict, results: str) -> dict[str, str]:
 
 
 def window_test_models(config: dict, results: str) -> dict[str, dict]:
-    """Each pretrained model's location and which run's tables its window test reads: the rule's `models` param."""
+    """Each pretrained model's location and which run's tables its window test reads: the rule's `models` param.
+    In target window_control's folder (paths.windows_root): its models, each with its lifted arm beside."""
+    if results == paths.windows_root(results_dir(config)):
+        location = {m: model_location(config, m) for m in window_control_models(config)}
+        return {m: {"location": location[m], "source": "window_control", "lifted": True} for m in location}
     paper = paths.paper_llms_dir(results)
     return {
         model: {
             "location": model_location(config, model, results),
             "source": "paper_llms" if folder == paper else "default run",
+            "lifted": False,
         }
         for model, folder in window_test_sources(config, results).items()
     }
