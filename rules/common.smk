@@ -314,8 +314,11 @@ def claims_inputs(wildcards):
         **extraction_tables(EXTRACTED, RESULTS),
         # claim 8's verdicts as N grows: a flip is noted in the ledger
         "convergence": [paths.table_file("convergence", RESULTS)] if PRETRAINED else [],
-        # claim 10d-10e (ours): sliding-window layers of the pretrained LLMs against the recursion
-        "window_test": [paths.table_file("window_test", RESULTS)] if PRETRAINED else [],
+        # claim 10d-10e (ours): the window's own effect in the sliding-window LLMs, from target window_control's
+        # window test once it exists (settings.window_effect_table), else the default run's (no lifted arm: no verdict)
+        "window_test": (
+            [settings.window_effect_table(config, RESULTS)] if PRETRAINED else []
+        ),
         # claim 11 (ours): the pattern ablation, one training seed here (every seed: target length_seeds)
         "pattern_ablation": [paths.table_file("pattern_ablation_summary", RESULTS)],
     }

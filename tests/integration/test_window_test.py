@@ -237,22 +237,80 @@ def test_the_job_on_a_tiny_gemma(tiny_gemma_run):
     assert frame[frame["layer"] > 0]["predicted"].notna().all()
 
 
-def test_claims_10d_10e_read_the_table(tiny_gemma_run):
+def test_claims_10d_10e_read_the_windows_own_effect(tiny_gemma_run):
+    """10d and 10e (issue 43, as registered) read the arm `difference`: Pearson r across the layers 2+ (paper)
+    between the recursion's and the measured effect, and the sign agreement beyond the best constant, each
+    recomputed on every paired replicate; a table without a lifted arm gives rows without a value that say so."""
     th = merge_thresholds(None)
-    rows = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=tiny_gemma_run[False]), th)
-    # the lifted arm and the difference beside it change none of the rows (10d-10e read the model as trained)
-    both = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=tiny_gemma_run[True]), th)
-    assert [(r["setting"], r["value"]) for r in both] == [(r["setting"], r["value"]) for r in rows]
-    tiny_gemma_run = tiny_gemma_run[False]
+    frame = tiny_gemma_run[True]
+    rows = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=frame), th)
     by_claim = {c: [r for r in rows if r["claim_id"] == c] for c in ("10d", "10e")}
-    assert [r["layer"] for r in by_claim["10d"]] == [1, 2]  # layers 2+ (paper)
-    change = tiny_gemma_run[(tiny_gemma_run["region"] == "change") & (tiny_gemma_run["layer"] == 2)].iloc[0]
-    assert by_claim["10d"][1]["value"] == pytest.approx(
-        abs(change["measured"]) * np.sign(change["predicted"]) * np.sign(change["measured"])
-    )
-    assert len(by_claim["10e"]) == 2 and all(np.isfinite(r["value"]) for r in by_claim["10e"])
-    empty = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=None), th)
-    assert [r["verdict"] for r in empty] == ["inconclusive", "inconclusive"]
+    assert [len(v) for v in by_claim.values()] == [1, 1]
+    effect = frame[(frame["arm"] == "difference") & (frame["layer"] >= 1)].sort_values("layer")
+    measured, predicted = effect["measured"].to_numpy(), effect["predicted"].to_numpy()
+    assert by_claim["10d"][0]["value"] == pytest.approx(np.corrcoef(measured, predicted)[0, 1])
+    agree = (np.sign(measured) == np.sign(predicted)).mean()
+    majority = max((measured > 0).mean(), (measured <= 0).mean())
+    assert by_claim["10e"][0]["value"] == pytest.approx(agree - majority)
+    assert by_claim["10d"][0]["reference"] == f"t({int(effect['n_groups'].iloc[0]) - 1})"  # G - 1, as registered
+    for table in (tiny_gemma_run[False], None):  # the default run's (no lifted arm), or none
+        empty = claim10_windows(LedgerInputs(None, None, None, None, None, 50, 0, window_test=table), th)
+        assert [r["verdict"] for r in empty] == ["inconclusive", "inconclusive"]
+        assert all("target window_control" in r["note"] for r in empty)
+
+
+def effect_table(measured: np.ndarray, predicted: np.ndarray, groups: int = 16) -> pd.DataFrame:
+    """A window test's arm `difference` for one model: layer k's measured effect replicates measured[k] (the
+    estimate first) and its prediction predicted[k]."""
+    rows = [
+        {
+            "model": "llm",
+            "source": "window_control",
+            "arm": "difference",
+            "seq_len": 1024,
+            "n_sequences": 64,
+            "n_groups": groups,
+            "layer": layer,
+            "layer_type": "sliding",
+            "window": 512,
+            "rope_theta": 1e4,
+            "region": "change",
+            "query_from": pd.NA,
+            "query_to": pd.NA,
+            "n_pairs": 0,
+            "measured": values[0],
+            "uncertainty": values[1:].std(ddof=1),
+            "predicted": forecast,
+            "predicted_seq_len": 1024,
+            "replicates": values[1:].tolist(),
+        }
+        for layer, (values, forecast) in enumerate(zip(measured, predicted))
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_10d_and_10e_tell_a_recursion_that_sees_the_window_from_one_that_does_not():
+    """Measured effects that follow the prediction (plus noise) give r near 1 (10d supported) and, with both signs
+    among the layers, signs beyond a constant (10e supported); effects that ignore it give r near 0 (10d not
+    supported); one sign in every layer leaves a constant as good as the recursion (10e: 0, not above it)."""
+    th = merge_thresholds(None)
+    rng = np.random.default_rng(4)
+    predicted = np.linspace(-0.1, 0.1, 12)
+    noise = lambda scale: rng.normal(0, scale, (12, 201))  # noqa: E731
+
+    def ledger(measured):
+        table = effect_table(measured, predicted)
+        rows = claim10_windows(LedgerInputs(None, None, None, None, None, 200, 0, window_test=table), th)
+        return {r["claim_id"]: r for r in rows}
+
+    follows = ledger(predicted[:, None] + noise(0.01))
+    assert follows["10d"]["value"] > 0.9 and follows["10d"]["verdict"] == "supported"
+    assert follows["10e"]["value"] > 0.2 and follows["10e"]["verdict"] == "supported"
+    assert follows["10d"]["reference"] == "t(15)"  # G - 1 for 16 groups
+    ignores = ledger(rng.normal(0, 0.1, 12)[:, None] * np.ones((1, 201)) + noise(0.005))
+    assert abs(ignores["10d"]["value"]) < 0.5 and ignores["10d"]["verdict"] == "not supported"
+    one_sign = ledger(np.abs(predicted)[:, None] + 0.05 + noise(0.001))
+    assert one_sign["10e"]["value"] <= 0 and one_sign["10e"]["verdict"] != "supported"
 
 
 def test_the_job_reads_paper_llms_tables_once_both_exist(tmp_path):

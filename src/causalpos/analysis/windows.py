@@ -29,12 +29,12 @@ import pandas as pd
 
 from causalpos.analysis.claims.replicates import amplitude, estimate
 from causalpos.analysis.triangles import safe_ratio
+from causalpos.catalogue.models import DIFFERENCE
 from causalpos.catalogue.tables import WINDOW_TEST_COLUMNS
 from causalpos.tril import packed_pairs
 
 SLIDING, GLOBAL = "sliding", "global"
 REGIONS = ("before", "after", "change")
-DIFFERENCE = "difference"  # the `arm` of the window's own effect: windowed minus lifted (target window_control)
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from causalpos.catalogue.preregistered import LANDED, REGISTRATIONS
+from causalpos.catalogue.preregistered import REGISTRATIONS
 from causalpos.catalogue.records import Claim, claim_number  # noqa: F401  (the ledger's record of a claim)
 from causalpos.catalogue.tables import EXTRA_COLUMNS, LEDGER_COLUMNS  # noqa: F401  (the ledger's columns: its Table)
 from causalpos.catalogue.thresholds import REMOVED_THRESHOLDS, THRESHOLDS, merge_thresholds  # noqa: F401
@@ -692,31 +692,10 @@ CLAIMS = {
             threshold="break_agreement",
             measured_by="causalpos.analysis.claims.large_d.claim10",
         ),
-        Claim(
-            "10d",
-            title="window: the recursion's direction (ours)",
-            section="ours (issue 25), beyond 5.2",
-            statement="Ours: past a sliding window (Gemma-3's 512), each layer's non-relative pattern grows or fades "
-            "as the large-d recursion of the model's own stack predicts (queries before vs after the "
-            "window, the same bands 1 .. w - 1 and keys >= 1 for every layer)",
-            metric="change in non-relative amplitude (after - before) times the sign of the recursion's change",
-            unit="fraction of score RMS",
-            direction=">",
-            threshold="window_change",
-            measured_by="causalpos.analysis.claims.large_d.claim10_windows",
-        ),
-        Claim(
-            "10e",
-            title="window: global layers carry more (ours)",
-            section="ours (issue 25), beyond 5.2",
-            statement="Ours, testing an earlier README: a sliding-window LLM's non-relative pattern sits in its "
-            "global layers (the same pairs for both layer types)",
-            metric="median amplitude of the global layers - median of the sliding ones, layers 2+ (paper)",
-            unit="fraction of score RMS",
-            direction=">",
-            threshold="global_excess",
-            measured_by="causalpos.analysis.claims.large_d.claim10_windows",
-        ),
+        # ours, registered before their numbers existed (issue 43): the window's own effect; the registration is the
+        # claim (the old 10d-10e compared queries before and after the window with no reference without it)
+        REGISTRATIONS["10d"].claim,
+        REGISTRATIONS["10e"].claim,
         Claim(
             "11a",
             title="the pattern hurts longer contexts (ours)",
@@ -733,7 +712,8 @@ CLAIMS = {
             measured_by="causalpos.analysis.claims.ablation_claims.claim11",
         ),
         # ours, registered before their numbers existed (issue 43): the registration is the claim
-        *(REGISTRATIONS[claim_id].claim for claim_id in LANDED),
+        REGISTRATIONS["12a"].claim,
+        REGISTRATIONS["12b"].claim,
     )
 }
 

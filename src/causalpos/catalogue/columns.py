@@ -284,6 +284,7 @@ WINDOW_TEST = {
     "arm": "`windowed`: the model as trained; `lifted`: every layer global, each keeping its RoPE base (target "
     "window_control, the same sequences; an out-of-distribution control); `difference`: the `change` rows of "
     "`windowed` minus those of `lifted`, the window's own effect (paired: the same draws of the same groups)",
+    "n_groups": "the groups of sequences the bootstrap draws (Student's t with n_groups - 1 degrees of freedom)",
     "layer_type": "`sliding` or `global`",
     "window": "the model's sliding window w",
     "rope_theta": "the layer's RoPE base",

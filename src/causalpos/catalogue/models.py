@@ -31,6 +31,7 @@ CONTROL_CONDITIONS = CONDITIONS[1:]
 # trained, and lifted (every layer global, each keeping its RoPE base: an out-of-distribution control)
 WINDOW_ARMS = ("windowed", "lifted")
 WINDOWED, LIFTED = WINDOW_ARMS
+DIFFERENCE = "difference"  # the window test's arm of the window's own effect: windowed minus lifted
 # three letters each: a condition in a tick label beside a model's name (the claims figure's labels are short)
 CONDITION_CODES = dict(zip(CONDITIONS, ("doc", "mid", "rnd", "shf")))
 

@@ -104,16 +104,13 @@ WINDOW_UNCERTAINTY = (
 
 # the registered claims the ledger measures now (catalogue.claims.CLAIMS and catalogue.thresholds take them from here,
 # so a landed claim is its registration, word for word)
-LANDED = ("12a", "12b")
+LANDED = ("10d", "10e", "12a", "12b")
 
-# the claims whose ledger definitions a registration replaces when it lands (until then the old ones stay, their
-# rows measured as before): why each is replaced
-REPLACES = {
-    "10d": "the change past the window had no reference without the window: a mask-induced pattern fades away from "
-    "the sequence start in any causal model, window or not",
-    "10e": "Gemma-3's global layers fall past 512 as the sliding ones do (0.28-0.47 of their value before it, inside "
-    "the sliding layers' 0.17-0.47), so layer types compared within one extraction do not isolate the window",
-}
+# the claims whose ledger definitions a registration replaces, until it lands (then the old ones are gone): why each
+# is replaced. 10d and 10e landed with target window_control (the old: the change past the window had no reference
+# without the window; Gemma-3's global layers fall past 512 as the sliding ones do, so layer types compared within one
+# extraction do not isolate the window).
+REPLACES: dict[str, str] = {}
 
 REGISTRATIONS = {
     r.claim.id: r

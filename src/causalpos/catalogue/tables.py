@@ -311,6 +311,7 @@ WINDOW_TEST_COLUMNS = [
     "arm",
     "seq_len",
     "n_sequences",
+    "n_groups",
     "layer",
     "layer_type",
     "window",

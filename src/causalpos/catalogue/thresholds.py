@@ -270,24 +270,6 @@ THRESHOLD_RECORDS = {
             "resolves the other way).",
         ),
         Threshold(
-            "window_change",
-            0.0,
-            "[0, inf)",
-            meaning="a signed change the metric must exceed: >= 0, the predicted direction",
-            why="10d (ours): past a sliding window the non-relative amplitude changes the way the recursion of the "
-            "model's stack predicts: the measured change (after - before) times the sign of the predicted one "
-            "is above 0.",
-        ),
-        Threshold(
-            "global_excess",
-            0.0,
-            "[0, inf)",
-            meaning="a difference of amplitudes the metric must exceed: >= 0, the global layers larger",
-            why='10e (ours): "the non-relative pattern sits in the global layers" (an earlier README\'s reading '
-            "of Gemma-3): the median amplitude of the global layers exceeds that of the sliding ones over the "
-            "same pairs.",
-        ),
-        Threshold(
             "ablation_effect",
             0.0,
             "(-inf, 0]",
@@ -320,6 +302,9 @@ THRESHOLDS = {key: threshold.default for key, threshold in THRESHOLD_RECORDS.ite
 REMOVED_THRESHOLDS = {
     "z": "claims.thresholds.family_alpha (the family-wise error rate of the Holm-adjusted verdicts, default 0.05)",
     "strict_level": "claims.thresholds.family_alpha (2c's pairwise tests are part of the ledger's Holm family)",
+    "window_change": "claims.thresholds.window_effect_r (10d is the window's own effect, issue 43)",
+    "global_excess": "claims.thresholds.window_sign_excess (10e is the window's own effect against a constant, "
+    "issue 43)",
 }
 
 

@@ -57,6 +57,7 @@ def run(job) -> None:
                 "arm": arm,
                 "seq_len": size,
                 "n_sequences": int(group_sizes(groups).sum()),
+                "n_groups": len(group_sizes(groups)),
             }
             by_arm[arm] = {}
             for layer in data.score_layers(name):

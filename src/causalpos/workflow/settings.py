@@ -262,6 +262,18 @@ def window_test_sources(config: dict, results: str) -> dict[str, str]:
     }
 
 
+def window_effect_table(config: dict, results: str) -> str:
+    """The window test claims 10d-10e read: target window_control's (results/windows/summary) once it has been
+    written, else the default run's, which has no lifted arm (its rows then say so). A window_control run that
+    finishes later changes the ledger's input files, and Snakemake reruns it."""
+    windows = paths.table_file("window_test", paths.windows_root(results))
+    return (
+        windows
+        if window_control_models(config) and os.path.exists(windows)
+        else paths.table_file("window_test", results)
+    )
+
+
 def window_test_models(config: dict, results: str) -> dict[str, dict]:
     """Each pretrained model's location and which run's tables its window test reads: the rule's `models` param.
     In target window_control's folder (paths.windows_root): its models, each with its lifted arm beside."""

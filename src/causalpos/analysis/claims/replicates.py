@@ -42,8 +42,10 @@ SIM_GROUP_NEEDS = ["variant", "layer", "group", "n_samples", "seq_len", "sums"]
 WINDOW_TEST_NEEDS = [
     "model",
     "source",
+    "arm",
     "seq_len",
     "n_sequences",
+    "n_groups",
     "layer",
     "layer_type",
     "window",
