@@ -48,14 +48,17 @@ from causalpos.catalogue.figures import ALL_LAYERS_FIGURE, ALL_LAYERS_PAGE
 
 DATA_URL_LIMIT = 2 * 1024 * 1024  # Chromium blocks larger data: URLs in frames
 PORT = 9333
-VIEWS = {"image/png": "img", "image/svg+xml": "img", "image/jpeg": "img", "application/pdf": "pdf",
-         "text/html": "html"}
+VIEWS = {"image/png": "img", "image/svg+xml": "img", "image/jpeg": "img", "application/pdf": "pdf", "text/html": "html"}
 KIND_ORDER = ("raw", "diagnorm")  # fig_all_layers' kinds in the order the report lists them
 # a page of ALL_LAYERS_FIGURE in its model's folder, e.g. .../fig_all_layers_nope/raw_layers01-04.png
 PAGE_RE = re.compile(
     rf"(?:^|/){re.escape(ALL_LAYERS_FIGURE)}_(?P<model>[^/]+)/"
-    + re.escape(ALL_LAYERS_PAGE).replace(r"\{kind\}", r"(?P<kind>[^/_]+)")
-    .replace(r"\{layers\}", r"(?P<first>\d+)-(?P<last>\d+)").replace(r"\{ext\}", r"(?P<ext>\w+)") + "$")
+    + re.escape(ALL_LAYERS_PAGE)
+    .replace(r"\{kind\}", r"(?P<kind>[^/_]+)")
+    .replace(r"\{layers\}", r"(?P<first>\d+)-(?P<last>\d+)")
+    .replace(r"\{ext\}", r"(?P<ext>\w+)")
+    + "$"
+)
 
 FIND_APP = """window.__app = (() => { const el = document.querySelector('#app');
     let f = el[Object.keys(el).find(k => k.startsWith('__reactContainer$'))].stateNode.current;
@@ -118,7 +121,7 @@ def displayed_text_px(file_px: float | None, displayed_width: float, natural_wid
 
 
 def text_verdict(px: float | None) -> str:
-    """"ok", "FAIL" (under MIN_TEXT_PX) or "unknown" (the PNG does not say)."""
+    """ "ok", "FAIL" (under MIN_TEXT_PX) or "unknown" (the PNG does not say)."""
     if px is None:
         return "unknown"
     return "ok" if px >= MIN_TEXT_PX else "FAIL"
@@ -157,8 +160,10 @@ def all_layers_order_problems(paths: list[str]) -> list[str]:
         listed = [page for page in pages if page.model == model]
         expected = sorted(listed, key=lambda page: (rank.get(page.kind, len(rank)), page.kind, page.first))
         if listed != expected:
-            problems.append(f"{ALL_LAYERS_FIGURE}_{model} listed as {', '.join(map(str, listed))}; "
-                            f"expected {', '.join(map(str, expected))}")
+            problems.append(
+                f"{ALL_LAYERS_FIGURE}_{model} listed as {', '.join(map(str, listed))}; "
+                f"expected {', '.join(map(str, expected))}"
+            )
     return problems
 
 
@@ -227,8 +232,10 @@ def open_table(tab: Tab, category: str, subcategory: str) -> dict | None:
     tab.wait("!document.querySelector('nav table')", timeout=5)
     tab.js(f"window.__app.showCategory({json.dumps(category)}); 1")
     if tab.wait("window.__app.state.navbarMode", timeout=5) == "category":
-        tab.js(f"window.__app.setView({{navbarMode: 'subcategory', category: {json.dumps(category)}, "
-               f"subcategory: {json.dumps(subcategory)}}}); 1")
+        tab.js(
+            f"window.__app.setView({{navbarMode: 'subcategory', category: {json.dumps(category)}, "
+            f"subcategory: {json.dumps(subcategory)}}}); 1"
+        )
     tab.wait("!!document.querySelector('nav table tbody tr')", timeout=10)
     return tab.js(TABLE)
 
@@ -251,9 +258,19 @@ def main(report: str, out: str, size: str = "1280x800") -> int:
     width, height = (int(x) for x in size.split("x"))
     os.makedirs(out, exist_ok=True)
     profile = tempfile.mkdtemp(prefix="check-report-")
-    browser = subprocess.Popen(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
-                                f"--remote-debugging-port={PORT}", f"--user-data-dir={profile}", "about:blank"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    browser = subprocess.Popen(
+        [
+            "chromium",
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--remote-debugging-port={PORT}",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(100):
             try:
@@ -265,12 +282,19 @@ def main(report: str, out: str, size: str = "1280x800") -> int:
         tab.call("Page.enable")
         tab.call("Page.navigate", url="file://" + os.path.abspath(report))
         # a report of many MB takes a while to parse
-        tab.wait("document.readyState === 'complete' && !!document.querySelector('#app')"
-                 " && typeof results !== 'undefined'", timeout=120, step=1)
+        tab.wait(
+            "document.readyState === 'complete' && !!document.querySelector('#app') && typeof results !== 'undefined'",
+            timeout=120,
+            step=1,
+        )
         time.sleep(2)
         tab.js(FIND_APP)
-        meta = {path: {"mime": mime, "bytes": length} for path, mime, length in
-                tab.js("Object.entries(results).map(([p, r]) => [p, r.mime_type, r.data_uri.length])")}
+        meta = {
+            path: {"mime": mime, "bytes": length}
+            for path, mime, length in tab.js(
+                "Object.entries(results).map(([p, r]) => [p, r.mime_type, r.data_uri.length])"
+            )
+        }
         mimes = {path: m["mime"] for path, m in meta.items()}
         categories = tab.js("Object.fromEntries(Object.entries(categories).map(([c, s]) => [c, Object.keys(s)]))")
         file_px: dict[str, float | None] = {}
@@ -284,14 +308,15 @@ def main(report: str, out: str, size: str = "1280x800") -> int:
                 table.update(category=category, subcategory=subcategory)
                 tables.append(table)
                 if table["domRows"] != len(table["rows"]):
-                    problems.append(f"{category} / {subcategory}: {table['domRows']} rows shown, "
-                                    f"{len(table['rows'])} in the table")
+                    problems.append(
+                        f"{category} / {subcategory}: {table['domRows']} rows shown, {len(table['rows'])} in the table"
+                    )
                 problems += png_first_problems(table, mimes)
                 problems += all_layers_order_problems([row["opens"] for row in table["rows"]])
                 # every position of the toggle (if any), the one it starts in first
                 positions = [None]
                 if table["toggles"]:
-                    (name, values), = table["toggles"]
+                    ((name, values),) = table["toggles"]
                     positions += [(name, value) for value in values if value != table["state"][0]]
                 for position in positions:
                     if position is not None:
@@ -306,9 +331,18 @@ def main(report: str, out: str, size: str = "1280x800") -> int:
                         seen = view(tab, n, path, mimes[path])
                         shots += 1
                         tab.shot(f"{out}/{shots:03d}_{path.replace('/', '_')}.png")
-                        rows.append(measure(tab, path, meta[path], seen, file_px,
-                                            table=f"{category} / {subcategory}", toggle=position,
-                                            first=position is None))
+                        rows.append(
+                            measure(
+                                tab,
+                                path,
+                                meta[path],
+                                seen,
+                                file_px,
+                                table=f"{category} / {subcategory}",
+                                toggle=position,
+                                first=position is None,
+                            )
+                        )
         # each result once in the summary: as the reader first opens it
         by_path: dict[str, dict] = {}
         for row in rows:
@@ -320,8 +354,10 @@ def main(report: str, out: str, size: str = "1280x800") -> int:
             row = by_path[path]
             text = "-" if row["text"] == "-" else ("unknown" if row["text_px"] is None else f"{row['text_px']:7.1f}")
             shown = f"{row['box']['width']:.0f} / {row['box']['naturalWidth']}" if row["box"] else ""
-            print(f"{'ok' if row['ok'] else 'FAIL':4} {row['view']:4} {row['bytes'] / 1e6:5.2f} {text:>7}  "
-                  f"{path} {shown} {'; '.join(row['why'])}")
+            print(
+                f"{'ok' if row['ok'] else 'FAIL':4} {row['view']:4} {row['bytes'] / 1e6:5.2f} {text:>7}  "
+                f"{path} {shown} {'; '.join(row['why'])}"
+            )
         failed = sorted({row["path"] for row in rows if not row["ok"]})
         unknown = sorted(path for path, row in by_path.items() if row["text"] == "unknown")
         tab.js("window.__app.setView({content: 'rulegraph', navbarMode: 'menu'}); 1")
@@ -329,14 +365,27 @@ def main(report: str, out: str, size: str = "1280x800") -> int:
         time.sleep(1)
         tab.shot(f"{out}/rulegraph.png")
         with open(f"{out}/check.json", "w") as f:
-            json.dump({"window": [width, height], "min_text_px": MIN_TEXT_PX, "results": rows, "tables": tables,
-                       "problems": problems, "failed": failed, "unknown": unknown}, f, indent=1)
+            json.dump(
+                {
+                    "window": [width, height],
+                    "min_text_px": MIN_TEXT_PX,
+                    "results": rows,
+                    "tables": tables,
+                    "problems": problems,
+                    "failed": failed,
+                    "unknown": unknown,
+                },
+                f,
+                indent=1,
+            )
         for problem in problems:
             print("FAIL", problem)
-        print(f"{len(by_path) - len(failed)} of {len(by_path)} results pass in a {size} window "
-              f"(text >= {MIN_TEXT_PX:g} px where known, PNGs whole, data URLs < 2 MB); "
-              f"failed: {failed or 'none'}; text size unknown: {len(unknown)}; "
-              f"table problems: {len(problems)}")
+        print(
+            f"{len(by_path) - len(failed)} of {len(by_path)} results pass in a {size} window "
+            f"(text >= {MIN_TEXT_PX:g} px where known, PNGs whole, data URLs < 2 MB); "
+            f"failed: {failed or 'none'}; text size unknown: {len(unknown)}; "
+            f"table problems: {len(problems)}"
+        )
         if failed or problems:
             return 1
         return 2 if unknown else 0
@@ -348,8 +397,17 @@ def main(report: str, out: str, size: str = "1280x800") -> int:
 def measure(tab: Tab, path: str, meta: dict, seen: dict, file_px: dict, **where) -> dict:
     """One result as opened: whole in the window, its data URL's size, its smallest text as shown."""
     mime, box, why = meta["mime"], seen["box"], []
-    row = {"path": path, "view": VIEWS[mime], "mime": mime, "bytes": meta["bytes"], "box": box, **where,
-           "text": "-", "text_px": None, "file_text_px": None}
+    row = {
+        "path": path,
+        "view": VIEWS[mime],
+        "mime": mime,
+        "bytes": meta["bytes"],
+        "box": box,
+        **where,
+        "text": "-",
+        "text_px": None,
+        "file_text_px": None,
+    }
     if not seen["opened"]:
         why.append("its button did not open it")
     if VIEWS[mime] == "img":

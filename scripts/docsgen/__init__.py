@@ -61,8 +61,9 @@ def replaced(text: str, sec: Section, body: str | None = None) -> str:
     each marker is there once, the start before the end."""
     start, end = sec.markers()
     if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
-        raise ValueError(f"{sec.page} needs the markers {start} ... {end} once each, in that order "
-                         f"(section {sec.name})")
+        raise ValueError(
+            f"{sec.page} needs the markers {start} ... {end} once each, in that order (section {sec.name})"
+        )
     after_start = text.index("\n", text.index(start)) + 1
     before_end = text.rindex("\n", 0, text.index(end)) + 1
     body = sec.render() if body is None else body
@@ -98,7 +99,7 @@ def section_text(name: str) -> str:
     text = sec.path.read_text(encoding="utf-8")
     start, end = sec.markers()
     after_start = text.index("\n", text.index(start)) + 1
-    return text[after_start:text.rindex("\n", 0, text.index(end)) + 1]
+    return text[after_start : text.rindex("\n", 0, text.index(end)) + 1]
 
 
 def cell(text) -> str:

@@ -61,8 +61,18 @@ def threshold_table() -> str:
     """Each threshold: its default, the values a config may give, the claims that use it and why it is what it
     is (catalogue.thresholds)."""
     users = {key: [c.id for c in CLAIMS.values() if c.threshold == key] for key in THRESHOLD_RECORDS}
-    rows = [row([f"`{t.key}`", f"`{t.default!r}`", f"`{t.bounds}`: {t.meaning}",
-                 ", ".join(users[t.key]) or "every verdict", t.why]) for t in THRESHOLD_RECORDS.values()]
+    rows = [
+        row(
+            [
+                f"`{t.key}`",
+                f"`{t.default!r}`",
+                f"`{t.bounds}`: {t.meaning}",
+                ", ".join(users[t.key]) or "every verdict",
+                t.why,
+            ]
+        )
+        for t in THRESHOLD_RECORDS.values()
+    ]
     return "\n".join(table(["key", "if left out", "allowed", "claims", "why"], rows))
 
 
@@ -74,15 +84,17 @@ def threshold_schema() -> str:
     for t in THRESHOLD_RECORDS.values():
         bounds = ", ".join(f"{key}: {value}" for key, value in t.schema().items())
         head = " " * SCHEMA_INDENT + f"{t.key}: {{{bounds},"
-        lines += [head, " " * (SCHEMA_INDENT + len(t.key) + 3) + f"description: {json.dumps(t.meaning, ensure_ascii=False)}}}"]
+        lines += [
+            head,
+            " " * (SCHEMA_INDENT + len(t.key) + 3) + f"description: {json.dumps(t.meaning, ensure_ascii=False)}}}",
+        ]
     return "\n".join(lines)
 
 
 @section("claims-code", "docs/claims.md")
 def claims_code() -> str:
     """Each claim's threshold and the builder that measures it (catalogue.claims.CLAIMS)."""
-    rows = [row([c.id, c.title, f"{c.direction} `{c.threshold}`", code_link(c.measured_by)])
-            for c in CLAIMS.values()]
+    rows = [row([c.id, c.title, f"{c.direction} `{c.threshold}`", code_link(c.measured_by)]) for c in CLAIMS.values()]
     return "\n".join(table(["claim", "title", "threshold", "measured by"], rows))
 
 

@@ -18,8 +18,11 @@ from docsgen import section
 @section("figure-captions", FIGURE_CAPTIONS)
 def figure_captions() -> str:
     """The captions of rule figure's figures, as a Jinja mapping by id."""
-    entries = [f"  {json.dumps(f.id)}: {json.dumps(f.caption, ensure_ascii=False)},"
-               for f in FIGURES.values() if f.caption_file == FIGURE_CAPTIONS]
+    entries = [
+        f"  {json.dumps(f.id)}: {json.dumps(f.caption, ensure_ascii=False)},"
+        for f in FIGURES.values()
+        if f.caption_file == FIGURE_CAPTIONS
+    ]
     return "\n".join(["{%- set captions = {", *entries, "} -%}"])
 
 

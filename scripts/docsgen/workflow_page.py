@@ -16,15 +16,23 @@ from causalpos.workflow.introspect import ROOT, loaded_workflow, rule_edges
 from docsgen import row, section, table
 
 PAGE = "docs/workflow.md"
-TARGETS = ("all", "length_seeds", "paper_llms", "mask_controls", "window_control")  # the targets users run (all_figures is all)
+TARGETS = (
+    "all",
+    "length_seeds",
+    "paper_llms",
+    "mask_controls",
+    "window_control",
+)  # the targets users run (all_figures is all)
 
 
 @lru_cache(maxsize=1)
 def workflow_facts() -> tuple[list[tuple[str, list[str], bool]], set[tuple[str, str]]]:
     """[(rule, its outputs as written, whether it is a target)], in the Snakefile's order, and the rule graph."""
     with loaded_workflow([ROOT / "config.yaml"], targets=TARGETS) as workflow:
-        rules = [(rule.name, [without_constraints(str(output)) for output in rule.output], not rule.output)
-                 for rule in workflow.rules]
+        rules = [
+            (rule.name, [without_constraints(str(output)) for output in rule.output], not rule.output)
+            for rule in workflow.rules
+        ]
         return rules, rule_edges(workflow)
 
 
@@ -52,9 +60,11 @@ def summary_line(rule: str) -> str:
 def asks(rule: str, resources: dict) -> str:
     """What a rule's jobs ask for, from rules/resources.yaml."""
     entry = {**resources["default"], **resources.get(rule, {})}
-    parts = [f"threads `{entry['threads']}`" if "threads" in entry else "",
-             f"GPU unless `{entry['gpu']}: cpu`" if "gpu" in entry else "",
-             f"{entry['mem_mb']} MB, {entry['runtime']} min"]
+    parts = [
+        f"threads `{entry['threads']}`" if "threads" in entry else "",
+        f"GPU unless `{entry['gpu']}: cpu`" if "gpu" in entry else "",
+        f"{entry['mem_mb']} MB, {entry['runtime']} min",
+    ]
     return "; ".join(part for part in parts if part)
 
 
