@@ -540,7 +540,8 @@ def test_every_claims_threshold_has_bounds_in_the_schema_and_its_default_within_
     bounds = yaml.safe_load(SCHEMA_PATH.read_text())["$defs"]["thresholds"]
     assert list(bounds["properties"]) == list(THRESHOLDS) and bounds["additionalProperties"] is False
     assert not [key for key, node in bounds["properties"].items() if "default" in node]
-    assert sorted(bounds["propertyNames"]["not"]["enum"]) == sorted(REMOVED_THRESHOLDS)
+    removed = [key for block in bounds["propertyNames"]["allOf"] for key in block["not"]["enum"]]
+    assert sorted(removed) == sorted(REMOVED_THRESHOLDS)
     config.setdefault("claims", {})["thresholds"] = dict(THRESHOLDS)  # every default, given explicitly
     validate_config(config, devices=False)
 
@@ -596,6 +597,12 @@ def test_unknown_and_removed_claims_thresholds_are_refused_naming_what_is_allowe
         "invalid config:\n  claims.thresholds: 'z' was removed in issue 23 "
         "(verdicts are Holm-adjusted p-values); use "
         "claims.thresholds.family_alpha"
+    )
+    config["claims"]["thresholds"] = {"window_change": 0.0}  # issue 43's: each removal names its own replacement
+    assert refused(config, devices=False) == (
+        "invalid config:\n  claims.thresholds: 'window_change' was removed in issue 43 (10d-10e are the window's own "
+        "effect, target window_control); use claims.thresholds.window_effect_r (10d) or "
+        "claims.thresholds.window_sign_excess (10e)"
     )
 
 

@@ -97,7 +97,7 @@ def test_without_a_recursion_table_every_claim_10_row_says_so(l2_recursion):
     # 10d-10e read the window test's table, absent here: they say so too
     windows = table[table["claim_id"].isin(["10d", "10e"])]
     assert sorted(windows["claim_id"]) == ["10d", "10e"] and set(windows["verdict"]) == {"inconclusive"}
-    assert windows["note"].str.contains("no pretrained model with sliding-window layers").all()
+    assert windows["note"].str.contains("no windows-lifted extraction: target window_control").all()
 
 
 # ---------------------------------------------------------------- 10c: which rows stop rising

@@ -314,10 +314,7 @@ def merge_thresholds(overrides: dict | None) -> dict:
     merged = dict(THRESHOLDS)
     for key, value in (overrides or {}).items():
         if key in REMOVED_THRESHOLDS:
-            raise ValueError(
-                f"claims.thresholds.{key} was removed (issue 23: verdicts are Holm-adjusted p-values, "
-                f"no longer a margin in standard errors); use {REMOVED_THRESHOLDS[key]}"
-            )
+            raise ValueError(f"claims.thresholds.{key} was removed; use {REMOVED_THRESHOLDS[key]}")
         if key not in THRESHOLDS:
             raise ValueError(f"unknown claims threshold {key!r}; known: {sorted(THRESHOLDS)}")
         merged[key] = float(value)

@@ -44,7 +44,9 @@ def _describe(error: jsonschema.ValidationError, within: tuple = ()) -> str | No
     schema = error.schema
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
-        refused = (schema.get("propertyNames") or {}).get("not", {}).get("enum", [])  # named by their own error
+        names = schema.get("propertyNames") or {}
+        # the removed keys, named by their own error: `not` blocks, alone or under allOf (one per removal)
+        refused = [key for block in [names, *names.get("allOf", [])] for key in block.get("not", {}).get("enum", [])]
         extra = sorted(set(error.instance) - set(allowed) - set(refused))
         return f"{where}: unknown key(s) {extra}; allowed keys: {allowed}" if extra else None
     if error.validator == "not" and isinstance(error.validator_value, dict) and "description" in error.validator_value:
