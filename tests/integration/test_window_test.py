@@ -416,3 +416,23 @@ def test_the_lifted_arm_and_the_windows_own_effect(tiny_gemma_run):
     # the global layer 2 (paper) is global in both arms: the recursion sees a window's effect only through the
     # sliding layer below it
     assert by[("lifted", "change", 1)]["layer_type"] == "global"
+
+
+def test_the_ledger_reads_window_controls_table_once_it_exists(tmp_path):
+    """Claims 10d-10e read target window_control's window test once it has been written, else the default run's
+    (which has no lifted arm); a config without window_control models always the default run's. A table that
+    appears later changes the ledger's input files, and Snakemake reruns it."""
+    from causalpos.catalogue import paths
+    from causalpos.workflow.config import load_config
+    from causalpos.workflow.settings import window_effect_table
+
+    config = load_config("config.yaml")
+    results = str(tmp_path / "results")
+    default, windows = (paths.table_file("window_test", r) for r in (results, paths.windows_root(results)))
+    assert config["extraction"]["window_control"]["models"] == ["gemma3_270m"]
+    assert window_effect_table(config, results) == default
+    Path(windows).parent.mkdir(parents=True)
+    Path(windows).touch()
+    assert window_effect_table(config, results) == windows
+    config["extraction"]["window_control"]["models"] = []
+    assert window_effect_table(config, results) == default
