@@ -20,7 +20,6 @@ import pandas as pd
 from causalpos.analysis.claims.model_claims import claim8
 from causalpos.analysis.claims.replicates import LedgerInputs, group_sizes, longest_seq_len
 from causalpos.analysis.heads import heads_frame
-from causalpos.catalogue.models import DOCUMENTS
 from causalpos.catalogue.tables import MASK_CONTROLS_COLUMNS
 from causalpos.catalogue.thresholds import THRESHOLDS
 
@@ -46,9 +45,7 @@ def condition_frame(condition: str, scores, groups, head_scores, n_bootstrap: in
     """MASK_CONTROLS_COLUMNS rows of one model's extraction on one condition's sequences: its scores, its groups
     of quantity "scores" (both may be io.PartTables: a layer is read when measured) and its head_scores (None or
     no rows: no per-head rows)."""
-    # a control's draws are its own (the stream claim 12's ledger gives it), the documents' the default ledger's
-    stream = "" if condition == DOCUMENTS else condition
-    data = LedgerInputs(None, None, scores, None, groups, n_bootstrap, seed, stream=stream)
+    data = LedgerInputs.of_condition(condition, scores, groups, n_bootstrap, seed)  # the draws claim 12 uses
     size = longest_seq_len(scores)
     counts = group_sizes(groups) if groups is not None else None
     n_sequences = int(counts.sum()) if counts is not None and len(counts) else -1

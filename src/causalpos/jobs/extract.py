@@ -27,6 +27,7 @@ def run(job) -> None:
     p, name = job.params, job.wildcards.model
     settings, location = p.settings, str(p.location)
     pretrained = settings["kind"] == "pretrained"  # trained models read token ids: no tokenizer needed
+    lift = bool(settings.get("lift_windows", False))  # target window_control's lifted arm
     setting = f"extraction.pretrained.models.{name}" if pretrained else f"model {name}"
     device = resolve_device(p.device, "extraction.device")
     meta = {
@@ -55,12 +56,11 @@ def run(job) -> None:
             prefix=bos_prefix(tokenizer),
         )
         meta["condition"] = condition
-        meta["lift_windows"] = bool(settings.get("lift_windows", False))
+        meta["lift_windows"] = lift
         # which documents the sequences are, and how many of each source and split (docs/models.md)
         meta["sequences"] = {"counts": sequence_counts(table), "doc_ids": table["doc_id"].tolist()}
         log.info("extract %s: sequences by source and split: %s", name, meta["sequences"]["counts"])
     started = time.perf_counter()
-    lift = bool(settings.get("lift_windows", False))  # target window_control's lifted arm
     model, _ = load_for_extraction(location, setting, device, ATTENTION_NAME, with_tokenizer=False, lift_windows=lift)
     log.info(
         "extract %s: %s loaded from %s on %s in %.1f s",

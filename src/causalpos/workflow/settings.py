@@ -9,7 +9,7 @@ from causalpos.catalogue import paths
 from causalpos.catalogue import figures as figure_paths
 from causalpos.catalogue import models as model_records
 from causalpos.catalogue.figures import FIGURES
-from causalpos.catalogue.models import TRAINED, WINDOW_ARMS, is_trained, parse_run, seed_run
+from causalpos.catalogue.models import LIFTED, TRAINED, WINDOW_ARMS, is_trained, parse_run, seed_run
 from causalpos.errors import ConfigError
 from causalpos.models.pretrained import SOURCE_KEYS, model_label
 from causalpos.models.settings import snapshot_schedule
@@ -65,12 +65,24 @@ def paper_llms_settings(config: dict, model: str) -> dict:
     """One pretrained model's extraction at the paper's size (target paper_llms): extraction_settings with the
     sizes, batch, groups, splits and per_head of extraction.paper_llms (a model's own sizes apply to the default
     run only)."""
-    section = config["extraction"]["paper_llms"]
+    return target_settings(config, model, "paper_llms", ("per_head",))
+
+
+TARGET_SIZES = ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits")
+
+
+def target_settings(config: dict, model: str, section: str, extra: tuple = ()) -> dict:
+    """A pretrained model's extraction for a target of its own size (extraction.<section>: paper_llms,
+    window_control): extraction_settings with the model's source and the section's sizes, groups, splits and
+    `extra` keys (a model's own sizes apply to the default run only)."""
+    sizes = config["extraction"][section]
     spec = {k: v for k, v in config["extraction"]["pretrained"]["models"][model].items() if k in SOURCE_KEYS}
-    sizes = {
-        key: section[key] for key in ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits", "per_head")
+    return {
+        **extraction_settings(config, model),
+        **spec,
+        **{key: sizes[key] for key in TARGET_SIZES + tuple(extra)},
+        "setting": f"extraction.{section}",
     }
-    return {**extraction_settings(config, model), **spec, **sizes, "setting": "extraction.paper_llms"}
 
 
 def control_settings(config: dict, model: str, condition: str) -> dict:
@@ -106,18 +118,12 @@ def window_control_settings(config: dict, model: str, arm: str) -> dict:
     global), the scores and groups only (claims 10d-10e read no others)."""
     if arm not in WINDOW_ARMS:
         raise ValueError(f"window_control: arm {arm!r}, not one of {WINDOW_ARMS}")
-    section = config["extraction"]["window_control"]
-    spec = {k: v for k, v in config["extraction"]["pretrained"]["models"][model].items() if k in SOURCE_KEYS}
-    sizes = {key: section[key] for key in ("seq_len", "n_sequences", "batch_size", "bootstrap_groups", "splits")}
     return {
-        **extraction_settings(config, model),
-        **spec,
-        **sizes,
+        **target_settings(config, model, "window_control"),
         "intermediates_layer": None,
         "probe_sequences": 0,
         "per_head": False,
-        "lift_windows": arm == "lifted",
-        "setting": "extraction.window_control",
+        "lift_windows": arm == LIFTED,
     }
 
 

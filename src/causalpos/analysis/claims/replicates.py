@@ -227,9 +227,7 @@ class LedgerInputs:
         # model name; `controls`: condition -> its (scores, groups), each measured with its condition as stream
         self.stream = str(stream)
         self.controls = {
-            condition: LedgerInputs(
-                None, None, scores, None, groups, n_bootstrap, seed, stream="" if condition == DOCUMENTS else condition
-            )
+            condition: LedgerInputs.of_condition(condition, scores, groups, n_bootstrap, seed)
             for condition, (scores, groups) in (controls or {}).items()
         }
         self.sim = require_columns(simulations, SIM_NEEDS, "simulations", optional=True)
@@ -285,6 +283,14 @@ class LedgerInputs:
             self.twins = find_twins(self.all_params)
             # the ledger's settings: every main-law variant, and exact-law ones that have no main-law twin
             self.params = self.all_params.drop(index=list(self.twins.values()))
+
+    @classmethod
+    def of_condition(cls, condition: str, scores, groups, n_bootstrap: int, seed: int) -> "LedgerInputs":
+        """One condition's pretrained tables (issue 43): the documents draw the default ledger's groups (so their
+        numbers are claim 8's), a content control its own (its name is the stream), independent of them."""
+        return cls(
+            None, None, scores, None, groups, n_bootstrap, seed, stream="" if condition == DOCUMENTS else condition
+        )
 
     def view(self, params: pd.DataFrame) -> "LedgerInputs":
         """The same inputs (and caches) with another set of simulation variants to choose settings from."""
